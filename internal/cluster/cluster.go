@@ -1,0 +1,202 @@
+// Package cluster defines the seams through which nodes share state: the
+// session store, the per-stream event log, the message bus, membership
+// leases and claims. Each seam has an in-memory implementation (package
+// cluster/memory, a complete single-node backend) and a Redis one (package
+// cluster/redis). Nothing above this package may assume one process: every
+// piece of state that must survive a node or be seen by another node goes
+// through these interfaces.
+//
+// Errors: implementations return ErrNotFound, ErrLimit, ErrEvicted and
+// ErrForbidden (possibly wrapped) for the conditions callers branch on, and
+// wrap every transport failure of the shared store in ErrUnavailable so the
+// edge can answer 503.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors.
+var (
+	// ErrNotFound: the session, stream or key does not exist (never
+	// existed, expired, or was ended).
+	ErrNotFound = errors.New("cluster: not found")
+	// ErrLimit: a configured bound (e.g. live sessions) is reached.
+	ErrLimit = errors.New("cluster: limit reached")
+	// ErrEvicted: the stream exists but events after the requested cursor
+	// were trimmed from its history.
+	ErrEvicted = errors.New("cluster: history evicted")
+	// ErrForbidden: the stream belongs to another session.
+	ErrForbidden = errors.New("cluster: stream belongs to another session")
+	// ErrUnavailable: the shared store could not be reached.
+	ErrUnavailable = errors.New("cluster: backend unavailable")
+)
+
+// Backend bundles every seam. A node holds exactly one.
+type Backend struct {
+	Sessions SessionStore
+	Events   EventLog
+	Bus      Bus
+	Members  Membership
+	Claims   Claims
+	// Close releases the backend's resources (connections, goroutines).
+	Close func() error
+	// Ping checks that the shared store is reachable (readiness).
+	Ping func(ctx context.Context) error
+	// Name is "memory" or "redis".
+	Name string
+}
+
+// SessionStore keeps legacy-era sessions as small string maps that any
+// node can load. Fields are opaque to the store except for the reserved
+// ones documented on the session package.
+type SessionStore interface {
+	// Create records a new live session. ttl is its idle timeout (sliding:
+	// Load and Touch extend it). max caps the number of live sessions in
+	// the whole deployment (0 = no cap); past it Create returns ErrLimit.
+	// Creating an id that exists is an error.
+	Create(ctx context.Context, id string, fields map[string]string, ttl time.Duration, max int) error
+	// Load returns a copy of the fields of a live session and slides its
+	// expiry to now+ttl. ErrNotFound when unknown, expired or ended.
+	Load(ctx context.Context, id string, ttl time.Duration) (map[string]string, error)
+	// Touch slides the expiry without reading. ErrNotFound when not live.
+	Touch(ctx context.Context, id string, ttl time.Duration) error
+	// Set merges fields into a live session (other fields are kept).
+	// ErrNotFound when not live; it never resurrects an ended session.
+	Set(ctx context.Context, id string, fields map[string]string) error
+	// End removes the session and everything stored under it: its event
+	// histories, its subscriptions and its claims. It reports whether the
+	// session was live. Ending an unknown session is not an error.
+	End(ctx context.Context, id string) (bool, error)
+	// Subscribe records that session id wants notifications/resources/updated
+	// for uri; Unsubscribe removes that. Both need a live session
+	// (ErrNotFound otherwise) and are idempotent.
+	Subscribe(ctx context.Context, id, uri string) error
+	Unsubscribe(ctx context.Context, id, uri string) error
+	// Subscribers lists the live sessions subscribed to uri (any order).
+	Subscribers(ctx context.Context, uri string) ([]string, error)
+	// Scan lists live session ids page by page. Start with cursor "";
+	// next == "" means the scan is complete. count is a hint. Every
+	// session live for the whole scan is returned at least once.
+	Scan(ctx context.Context, cursor string, count int) (ids []string, next string, err error)
+	// Count returns the number of live sessions.
+	Count(ctx context.Context) (int, error)
+}
+
+// StreamMeta describes a stream when it is opened.
+type StreamMeta struct {
+	// Session owns the stream; only that session may read it.
+	Session string
+	// Owner is the node id producing the stream's events ("" for a stream
+	// any node appends to, such as a session's GET stream).
+	Owner string
+	// Request is the JSON-RPC id key (jsonrpc.ID.Key) of the request whose
+	// response ends the stream ("" for a GET stream).
+	Request string
+}
+
+// Event is one entry of a stream's history.
+type Event struct {
+	// Seq numbers events of one stream from 1 without gaps.
+	Seq uint64
+	// Data is the payload (a JSON-RPC message); empty for a priming event.
+	Data []byte
+	// Final marks the event that ends the stream (the final response).
+	Final bool
+}
+
+// StreamInfo is what Read returns besides the events.
+type StreamInfo struct {
+	StreamMeta
+	// Last is the seq of the newest event (0 when none).
+	Last uint64
+	// Done is true once the final event has been appended.
+	Done bool
+}
+
+// Limits bound the event log.
+type Limits struct {
+	// MaxEvents is the number of events kept per stream; older ones are
+	// trimmed (reading before them gives ErrEvicted).
+	MaxEvents int
+	// MaxStreams is the number of streams per session that keep history;
+	// appending to a stream makes it most recently used and the least
+	// recently used ones beyond the bound lose their history entirely.
+	MaxStreams int
+	// TTL is how long a stream's history lives after its last append.
+	TTL time.Duration
+}
+
+// EventLog is the shared, bounded history of every SSE stream. Appends
+// also notify followers (see Follow), so a stream produced on one node
+// can be followed live from another.
+type EventLog interface {
+	// Open creates a stream with the given id (unique per deployment) for
+	// meta.Session. Opening an existing stream of the same session is a
+	// no-op; of another session, ErrForbidden.
+	Open(ctx context.Context, stream string, meta StreamMeta, lim Limits) error
+	// Append adds an event to an open stream of session and returns its
+	// seq. Seqs are allocated atomically, so any number of nodes may
+	// append to one stream concurrently. final marks the end of the
+	// stream; appending after the final event is an error. ErrNotFound
+	// when the stream is unknown (never opened, expired, evicted or its
+	// session ended); ErrForbidden when it is another session's.
+	Append(ctx context.Context, session, stream string, data []byte, final bool, lim Limits) (uint64, error)
+	// Read returns the events with Seq > after, oldest first, and the
+	// stream's info. ErrNotFound when the stream is unknown; ErrForbidden
+	// when it is another session's (so a caller cannot probe streams);
+	// ErrEvicted when events after `after` were trimmed.
+	Read(ctx context.Context, session, stream string, after uint64) ([]Event, StreamInfo, error)
+	// Follow delivers, in order, events appended to stream after the call
+	// returns, to fn, until cancel is called or ctx ends. Delivery is best
+	// effort (a bus hiccup can drop events): callers combine it with Read
+	// and fill gaps by seq; see Tail. fn must not block for long.
+	Follow(ctx context.Context, stream string, fn func(Event)) (cancel func(), err error)
+}
+
+// Bus carries small messages between nodes. Delivery is at most once and
+// only to subscribers connected at the time of Publish.
+type Bus interface {
+	// Publish sends msg to every current subscriber of topic on any node.
+	Publish(ctx context.Context, topic string, msg []byte) error
+	// Subscribe calls fn for each message published to topic until
+	// cancel is called. Subscribe returns once the subscription is
+	// active, so a Publish that starts after it returns is seen. fn runs
+	// on the bus's own goroutine: it must not block for long.
+	Subscribe(ctx context.Context, topic string, fn func([]byte)) (cancel func(), err error)
+	// OnReconnect registers fn to run after the bus lost and regained its
+	// connection (messages in between may be lost): caches must be
+	// flushed and streams re-read. The memory bus never calls it.
+	OnReconnect(fn func())
+}
+
+// Membership tracks live nodes through leases.
+type Membership interface {
+	// Heartbeat registers or renews node's lease for ttl.
+	Heartbeat(ctx context.Context, node string, ttl time.Duration) error
+	// Alive reports whether node holds an unexpired lease.
+	Alive(ctx context.Context, node string) (bool, error)
+	// Leave drops node's lease at once (graceful shutdown).
+	Leave(ctx context.Context, node string) error
+	// Members lists nodes with unexpired leases.
+	Members(ctx context.Context) ([]string, error)
+}
+
+// Claims are leased, named ownership records: which connection holds a
+// session's GET stream, which node follows a stream, one-time tokens.
+type Claims interface {
+	// Claim makes owner the holder of key for ttl, replacing any holder
+	// (take-over), and returns the previous holder ("" if none or expired).
+	Claim(ctx context.Context, key, owner string, ttl time.Duration) (prev string, err error)
+	// Renew extends owner's claim; false when owner no longer holds it.
+	Renew(ctx context.Context, key, owner string, ttl time.Duration) (bool, error)
+	// Release drops the claim if owner holds it.
+	Release(ctx context.Context, key, owner string) error
+	// Holder returns the current holder ("" if none).
+	Holder(ctx context.Context, key string) (string, error)
+	// Once returns true the first time key is seen within ttl, false
+	// after (single-use tokens).
+	Once(ctx context.Context, key string, ttl time.Duration) (bool, error)
+}

@@ -1,0 +1,300 @@
+// Package jsonrpc implements JSON-RPC 2.0 framing as MCP uses it: requests,
+// notifications, responses and errors; ids that are strings or integers;
+// batches (only where the protocol revision allows them, which the caller
+// decides); and error values that errors.Is can compare by code.
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Version is the only JSON-RPC version accepted.
+const Version = "2.0"
+
+// Kind classifies a message.
+type Kind int
+
+const (
+	KindInvalid Kind = iota
+	KindRequest
+	KindNotification
+	KindResponse
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRequest:
+		return "request"
+	case KindNotification:
+		return "notification"
+	case KindResponse:
+		return "response"
+	}
+	return "invalid"
+}
+
+// Message is any JSON-RPC 2.0 message. Exactly one shape is valid at a
+// time; Kind tells which.
+type Message struct {
+	ID     ID              // requests and responses
+	Method string          // requests and notifications
+	Params json.RawMessage // requests and notifications; may be nil
+	Result json.RawMessage // successful responses
+	Error  *Error          // error responses
+}
+
+// Kind reports which shape the message has.
+func (m *Message) Kind() Kind {
+	switch {
+	case m.Method != "" && m.ID.IsValid():
+		return KindRequest
+	case m.Method != "":
+		return KindNotification
+	case m.ID.IsValid() || m.Error != nil:
+		return KindResponse
+	}
+	return KindInvalid
+}
+
+// wire is the on-the-wire shape, used for both directions.
+type wire struct {
+	JSONRPC string           `json:"jsonrpc"`
+	ID      *json.RawMessage `json:"id,omitempty"`
+	Method  string           `json:"method,omitempty"`
+	Params  json.RawMessage  `json:"params,omitempty"`
+	Result  json.RawMessage  `json:"result,omitempty"`
+	Error   *Error           `json:"error,omitempty"`
+}
+
+// MarshalJSON encodes the message. A response with neither result nor
+// error gets an empty result object. An error response whose id is
+// unknown carries "id": null, as JSON-RPC requires.
+func (m *Message) MarshalJSON() ([]byte, error) {
+	w := wire{JSONRPC: Version, Method: m.Method, Params: m.Params, Result: m.Result, Error: m.Error}
+	if m.ID.IsValid() || m.Method == "" {
+		raw, _ := m.ID.MarshalJSON()
+		rm := json.RawMessage(raw)
+		w.ID = &rm
+	}
+	if m.Method == "" && m.Error == nil && m.Result == nil {
+		w.Result = json.RawMessage("{}")
+	}
+	return json.Marshal(w)
+}
+
+// Request builds a request message. params is marshalled unless it is
+// already a json.RawMessage or nil.
+func Request(id ID, method string, params any) (*Message, error) {
+	p, err := marshalParams(params)
+	if err != nil {
+		return nil, err
+	}
+	return &Message{ID: id, Method: method, Params: p}, nil
+}
+
+// Notification builds a notification message.
+func Notification(method string, params any) (*Message, error) {
+	p, err := marshalParams(params)
+	if err != nil {
+		return nil, err
+	}
+	return &Message{Method: method, Params: p}, nil
+}
+
+// Response builds a successful response.
+func Response(id ID, result any) (*Message, error) {
+	r, err := marshalParams(result)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		r = json.RawMessage("{}")
+	}
+	return &Message{ID: id, Result: r}, nil
+}
+
+// ErrorResponse builds an error response. id may be the zero ID (the
+// request's id could not be read), which encodes as null.
+func ErrorResponse(id ID, err error) *Message {
+	return &Message{ID: id, Error: AsError(err)}
+}
+
+func marshalParams(v any) (json.RawMessage, error) {
+	switch p := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return p, nil
+	case []byte:
+		return json.RawMessage(p), nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("jsonrpc: marshal: %w", err)
+	}
+	return b, nil
+}
+
+// Encode marshals one message. It never fails for messages built by this
+// package; a failure means a caller put invalid raw JSON into a field.
+func Encode(m *Message) ([]byte, error) { return json.Marshal(m) }
+
+// EncodeBatch marshals several messages as a JSON array.
+func EncodeBatch(ms []*Message) ([]byte, error) { return json.Marshal(ms) }
+
+// DecodeError describes why a value is not a valid message. ID is the id
+// of the offending message when it could be read, so the reply can carry
+// it.
+type DecodeError struct {
+	ID  ID
+	Err *Error
+}
+
+func (e *DecodeError) Error() string { return e.Err.Error() }
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Decode parses one JSON value that must be a single message (not a
+// batch). Malformed JSON gives -32700; a JSON value that is not a
+// JSON-RPC 2.0 message gives -32600. The returned error is a *DecodeError.
+func Decode(data []byte) (*Message, error) {
+	data = trimJSONSpace(data)
+	if !json.Valid(data) {
+		return nil, &DecodeError{Err: Errorf(CodeParseError, "parse error: malformed JSON")}
+	}
+	return decodeValue(data)
+}
+
+// DecodeBatch parses a body that may be a single message or a batch
+// array. It returns the members; batch reports whether the body was an
+// array. A malformed body returns (nil, false, *DecodeError with -32700);
+// an empty array is an invalid request. For a batch, members that are not
+// valid messages are returned as errs[i] (non-nil) with msgs[i] nil, so
+// each bad member gets its own error reply.
+func DecodeBatch(data []byte) (msgs []*Message, errs []error, batch bool, err error) {
+	data = trimJSONSpace(data)
+	if !json.Valid(data) {
+		return nil, nil, false, &DecodeError{Err: Errorf(CodeParseError, "parse error: malformed JSON")}
+	}
+	if len(data) == 0 || data[0] != '[' {
+		m, err := decodeValue(data)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		return []*Message{m}, []error{nil}, false, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(data, &raws); err != nil {
+		return nil, nil, true, &DecodeError{Err: Errorf(CodeParseError, "parse error: %v", err)}
+	}
+	if len(raws) == 0 {
+		return nil, nil, true, &DecodeError{Err: Errorf(CodeInvalidRequest, "invalid request: empty batch")}
+	}
+	msgs = make([]*Message, len(raws))
+	errs = make([]error, len(raws))
+	for i, r := range raws {
+		msgs[i], errs[i] = decodeValue(r)
+	}
+	return msgs, errs, true, nil
+}
+
+// trimJSONSpace trims the white space JSON allows (not Unicode spaces).
+func trimJSONSpace(b []byte) []byte { return bytes.Trim(b, " \t\r\n") }
+
+// IsBatch reports whether data (after leading white space) is a JSON array.
+func IsBatch(data []byte) bool {
+	data = bytes.TrimLeft(data, " \t\r\n")
+	return len(data) > 0 && data[0] == '['
+}
+
+func invalid(id ID, format string, args ...any) error {
+	return &DecodeError{ID: id, Err: Errorf(CodeInvalidRequest, "invalid request: "+format, args...)}
+}
+
+// decodeValue decodes a value known to be valid JSON.
+func decodeValue(data []byte) (*Message, error) {
+	if len(data) == 0 || data[0] != '{' {
+		return nil, invalid(ID{}, "a message must be a JSON object")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, invalid(ID{}, "%v", err)
+	}
+	var m Message
+	// Read the id first so every later error can carry it.
+	rawID, hasID := fields["id"]
+	if hasID {
+		if err := m.ID.UnmarshalJSON(rawID); err != nil {
+			if string(bytes.TrimSpace(rawID)) == "null" {
+				// A null id is only legal on an error response whose
+				// request id was unreadable.
+				if _, isErr := fields["error"]; !isErr {
+					return nil, invalid(ID{}, "id must not be null")
+				}
+			} else {
+				return nil, invalid(ID{}, "id must be a string or an integer")
+			}
+		}
+	}
+	var version string
+	if v, ok := fields["jsonrpc"]; !ok || json.Unmarshal(v, &version) != nil || version != Version {
+		return nil, invalid(m.ID, `"jsonrpc" must be "2.0"`)
+	}
+	if rawMethod, ok := fields["method"]; ok {
+		if err := json.Unmarshal(rawMethod, &m.Method); err != nil || m.Method == "" {
+			return nil, invalid(m.ID, `"method" must be a non-empty string`)
+		}
+		if _, ok := fields["result"]; ok {
+			return nil, invalid(m.ID, "a request must not carry a result")
+		}
+		if _, ok := fields["error"]; ok {
+			return nil, invalid(m.ID, "a request must not carry an error")
+		}
+		if p, ok := fields["params"]; ok {
+			p = bytes.TrimSpace(p)
+			if len(p) == 0 || (p[0] != '{' && p[0] != '[') {
+				if string(p) != "null" {
+					return nil, invalid(m.ID, `"params" must be an object or an array`)
+				}
+			} else {
+				m.Params = p
+			}
+		}
+		return &m, nil
+	}
+	// A response.
+	res, hasResult := fields["result"]
+	rawErr, hasError := fields["error"]
+	switch {
+	case hasResult && hasError:
+		return nil, invalid(m.ID, "a response must not carry both result and error")
+	case hasResult:
+		if !m.ID.IsValid() {
+			return nil, invalid(ID{}, "a result must carry an id")
+		}
+		m.Result = res
+	case hasError:
+		var e struct {
+			Code    *int64          `json:"code"`
+			Message *string         `json:"message"`
+			Data    json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(rawErr, &e); err != nil || e.Code == nil || e.Message == nil {
+			return nil, invalid(m.ID, "malformed error object: needs code and message")
+		}
+		m.Error = &Error{Code: *e.Code, Message: *e.Message, Data: e.Data}
+	default:
+		return nil, invalid(m.ID, `a message needs "method", "result" or "error"`)
+	}
+	return &m, nil
+}
+
+// IsDecodeError reports whether err came from Decode/DecodeBatch and, if so,
+// returns it.
+func IsDecodeError(err error) (*DecodeError, bool) {
+	var de *DecodeError
+	ok := errors.As(err, &de)
+	return de, ok
+}
