@@ -1,0 +1,131 @@
+package backendtest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+func (s *suite) testBus(t *testing.T) {
+	t.Run("Delivery", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		topic, other := uniq("topic"), uniq("topic")
+		a, c := make(chan string, 100), make(chan string, 100)
+		stopA, err := b.Bus.Subscribe(ctx, topic, func(m []byte) { a <- string(m) })
+		must(t, "Subscribe", err)
+		stopC, err := b.Bus.Subscribe(ctx, topic, func(m []byte) { c <- string(m) })
+		must(t, "Subscribe", err)
+		defer stopC()
+		o := make(chan string, 100)
+		stopO, err := b.Bus.Subscribe(ctx, other, func(m []byte) { o <- string(m) })
+		must(t, "Subscribe", err)
+		defer stopO()
+
+		for i := range 20 {
+			must(t, "Publish", b.Bus.Publish(ctx, topic, fmt.Appendf(nil, "m%d", i)))
+		}
+		must(t, "Publish", b.Bus.Publish(ctx, topic, []byte{})) // empty payload
+		for _, ch := range []chan string{a, c} {
+			for i := range 21 {
+				want := fmt.Sprintf("m%d", i)
+				if i == 20 {
+					want = ""
+				}
+				select {
+				case got := <-ch:
+					if got != want {
+						t.Fatalf("message %d: got %q, want %q (order per topic)", i, got, want)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("timed out waiting for message %d", i)
+				}
+			}
+		}
+		if len(o) != 0 {
+			t.Fatalf("a message crossed topics: %q", <-o)
+		}
+
+		stopA()
+		stopA() // idempotent
+		must(t, "Publish", b.Bus.Publish(ctx, topic, []byte("after")))
+		select {
+		case got := <-c:
+			if got != "after" {
+				t.Fatalf("got %q, want after", got)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("remaining subscriber missed a message")
+		}
+		time.Sleep(50 * time.Millisecond)
+		if len(a) != 0 {
+			t.Fatalf("canceled subscriber got %q", <-a)
+		}
+		must(t, "Publish without subscribers", b.Bus.Publish(ctx, uniq("nobody"), []byte("x")))
+	})
+
+	t.Run("SubscribeReturnsWhenActive", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		for i := range 20 {
+			topic := uniq("topic")
+			got := make(chan []byte, 1)
+			stop, err := b.Bus.Subscribe(ctx, topic, func(m []byte) { got <- m })
+			must(t, "Subscribe", err)
+			must(t, "Publish", b.Bus.Publish(ctx, topic, []byte("hello")))
+			select {
+			case m := <-got:
+				if string(m) != "hello" {
+					t.Fatalf("got %q", m)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("round %d: a Publish right after Subscribe returned was lost", i)
+			}
+			stop()
+		}
+	})
+
+	t.Run("ResubscribeSameTopic", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		topic := uniq("topic")
+		for i := range 10 {
+			got := make(chan []byte, 1)
+			stop, err := b.Bus.Subscribe(ctx, topic, func(m []byte) { got <- m })
+			must(t, "Subscribe", err)
+			must(t, "Publish", b.Bus.Publish(ctx, topic, []byte("x")))
+			select {
+			case <-got:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("round %d: lost a message after re-subscribing", i)
+			}
+			stop()
+		}
+	})
+
+	t.Run("HandlerMaySubscribe", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		topic, inner := uniq("topic"), uniq("inner")
+		done := make(chan struct{})
+		stop, err := b.Bus.Subscribe(ctx, topic, func([]byte) {
+			// Subscribing and canceling from a handler must not deadlock.
+			go func() {
+				s, err := b.Bus.Subscribe(ctx, inner, func([]byte) {})
+				if err == nil {
+					s()
+				}
+				close(done)
+			}()
+		})
+		must(t, "Subscribe", err)
+		defer stop()
+		must(t, "Publish", b.Bus.Publish(ctx, topic, []byte("go")))
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("subscribe from a handler's goroutine did not complete")
+		}
+		b.Bus.OnReconnect(func() {}) // registering never fails
+	})
+}

@@ -1,0 +1,336 @@
+package backendtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// lim is a roomy default for tests that do not exercise the bounds.
+var lim = cluster.Limits{MaxEvents: 1000, MaxStreams: 100, TTL: time.Minute}
+
+// appendN appends n events "<prefix><i>" and fails on any error.
+func appendN(t *testing.T, b *cluster.Backend, session, stream string, n int, l cluster.Limits) {
+	t.Helper()
+	for i := range n {
+		if _, err := b.Events.Append(t.Context(), session, stream, fmt.Appendf(nil, "e%d", i), false, l); err != nil {
+			t.Fatalf("Append: %v", err)
+		}
+	}
+}
+
+func seqs(evs []cluster.Event) []uint64 {
+	out := make([]uint64, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Seq
+	}
+	return out
+}
+
+func span(from, to uint64) []uint64 {
+	var out []uint64
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+func (s *suite) testEvents(t *testing.T) {
+	t.Run("OpenAppendRead", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		sess, x := uniq("s"), uniq("x")
+		meta := cluster.StreamMeta{Session: sess, Owner: "node-b", Request: `n:7`}
+		must(t, "Open", b.Events.Open(ctx, x, meta, lim))
+		evs, info, err := b.Events.Read(ctx, sess, x, 0)
+		must(t, "Read of an empty stream", err)
+		if len(evs) != 0 || info.Last != 0 || info.Done || info.StreamMeta != meta {
+			t.Fatalf("Read of an empty stream: got %v, %+v", evs, info)
+		}
+		seq, err := b.Events.Append(ctx, sess, x, nil, false, lim) // priming event
+		if err != nil || seq != 1 {
+			t.Fatalf("Append priming: got %d, %v, want 1", seq, err)
+		}
+		seq, err = b.Events.Append(ctx, sess, x, []byte(`{"jsonrpc":"2.0"}`), false, lim)
+		if err != nil || seq != 2 {
+			t.Fatalf("Append: got %d, %v, want 2", seq, err)
+		}
+		seq, err = b.Events.Append(ctx, sess, x, []byte("bin\x00\xff:1:"), true, lim)
+		if err != nil || seq != 3 {
+			t.Fatalf("Append final: got %d, %v, want 3", seq, err)
+		}
+		evs, info, err = b.Events.Read(ctx, sess, x, 0)
+		must(t, "Read", err)
+		want := []cluster.Event{
+			{Seq: 1, Data: nil},
+			{Seq: 2, Data: []byte(`{"jsonrpc":"2.0"}`)},
+			{Seq: 3, Data: []byte("bin\x00\xff:1:"), Final: true},
+		}
+		if len(evs) != len(want) {
+			t.Fatalf("Read: got %d events, want %d", len(evs), len(want))
+		}
+		for i := range want {
+			if evs[i].Seq != want[i].Seq || string(evs[i].Data) != string(want[i].Data) || evs[i].Final != want[i].Final {
+				t.Fatalf("Read event %d: got %+v, want %+v", i, evs[i], want[i])
+			}
+		}
+		if info.Last != 3 || !info.Done || info.StreamMeta != meta {
+			t.Fatalf("Read info: got %+v", info)
+		}
+		evs, _, err = b.Events.Read(ctx, sess, x, 2)
+		if err != nil || !slices.Equal(seqs(evs), []uint64{3}) {
+			t.Fatalf("Read after 2: got %v, %v", seqs(evs), err)
+		}
+		evs, _, err = b.Events.Read(ctx, sess, x, 3)
+		if err != nil || len(evs) != 0 {
+			t.Fatalf("Read after last: got %v, %v", seqs(evs), err)
+		}
+		evs, _, err = b.Events.Read(ctx, sess, x, 99)
+		if err != nil || len(evs) != 0 {
+			t.Fatalf("Read after a cursor past last: got %v, %v", seqs(evs), err)
+		}
+		if _, err := b.Events.Append(ctx, sess, x, []byte("late"), false, lim); err == nil {
+			t.Fatalf("Append after final: got nil error")
+		}
+	})
+
+	t.Run("Ownership", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		sess, other, x := uniq("s"), uniq("other"), uniq("x")
+		must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess}, lim))
+		must(t, "Open again", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess}, lim))
+		appendN(t, b, sess, x, 2, lim)
+		wantErr(t, "Open by another session", b.Events.Open(ctx, x, cluster.StreamMeta{Session: other}, lim), cluster.ErrForbidden)
+		_, _, err := b.Events.Read(ctx, other, x, 0)
+		wantErr(t, "Read by another session", err, cluster.ErrForbidden)
+		_, err = b.Events.Append(ctx, other, x, []byte("x"), false, lim)
+		wantErr(t, "Append by another session", err, cluster.ErrForbidden)
+		evs, info, err := b.Events.Read(ctx, sess, x, 0)
+		if err != nil || len(evs) != 2 || info.Last != 2 {
+			t.Fatalf("Read by owner after foreign attempts: got %v, %+v, %v", seqs(evs), info, err)
+		}
+		_, _, err = b.Events.Read(ctx, sess, uniq("unknown"), 0)
+		wantErr(t, "Read of unknown stream", err, cluster.ErrNotFound)
+		_, err = b.Events.Append(ctx, sess, uniq("unknown"), nil, false, lim)
+		wantErr(t, "Append to unknown stream", err, cluster.ErrNotFound)
+	})
+
+	t.Run("TrimMaxEvents", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		l := cluster.Limits{MaxEvents: 5, MaxStreams: 10, TTL: time.Minute}
+		sess, x := uniq("s"), uniq("x")
+		must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess}, l))
+		appendN(t, b, sess, x, 12, l)
+		for _, after := range []uint64{0, 1, 6} {
+			_, _, err := b.Events.Read(ctx, sess, x, after)
+			wantErr(t, fmt.Sprintf("Read after %d", after), err, cluster.ErrEvicted)
+		}
+		evs, info, err := b.Events.Read(ctx, sess, x, 7)
+		if err != nil || !slices.Equal(seqs(evs), span(8, 12)) || info.Last != 12 {
+			t.Fatalf("Read after 7: got %v, %+v, %v, want 8..12", seqs(evs), info, err)
+		}
+		if string(evs[0].Data) != "e7" {
+			t.Fatalf("Read after 7: first data %q, want e7", evs[0].Data)
+		}
+		evs, _, err = b.Events.Read(ctx, sess, x, 10)
+		if err != nil || !slices.Equal(seqs(evs), span(11, 12)) {
+			t.Fatalf("Read after 10: got %v, %v", seqs(evs), err)
+		}
+		evs, _, err = b.Events.Read(ctx, sess, x, 12)
+		if err != nil || len(evs) != 0 {
+			t.Fatalf("Read after last of a trimmed stream: got %v, %v", seqs(evs), err)
+		}
+	})
+
+	t.Run("LRUStreams", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		l := cluster.Limits{MaxEvents: 10, MaxStreams: 2, TTL: time.Minute}
+		sess, other := uniq("s"), uniq("other")
+		x1, x2, x3, x4 := uniq("x1"), uniq("x2"), uniq("x3"), uniq("x4")
+		o1 := uniq("o1")
+		must(t, "Open", b.Events.Open(ctx, o1, cluster.StreamMeta{Session: other}, l))
+		must(t, "Open", b.Events.Open(ctx, x1, cluster.StreamMeta{Session: sess}, l))
+		time.Sleep(2 * time.Millisecond) // distinct use times for backends that score by clock
+		must(t, "Open", b.Events.Open(ctx, x2, cluster.StreamMeta{Session: sess}, l))
+		time.Sleep(2 * time.Millisecond)
+		appendN(t, b, sess, x1, 1, l) // x1 becomes most recently used
+		time.Sleep(2 * time.Millisecond)
+		must(t, "Open", b.Events.Open(ctx, x3, cluster.StreamMeta{Session: sess}, l))
+		_, _, err := b.Events.Read(ctx, sess, x2, 0)
+		wantErr(t, "Read of the LRU-evicted stream", err, cluster.ErrNotFound)
+		_, err = b.Events.Append(ctx, sess, x2, nil, false, l)
+		wantErr(t, "Append to the LRU-evicted stream", err, cluster.ErrNotFound)
+		for _, x := range []string{x1, x3} {
+			if _, _, err := b.Events.Read(ctx, sess, x, 0); err != nil {
+				t.Fatalf("Read of a kept stream: %v", err)
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+		appendN(t, b, sess, x3, 1, l)
+		time.Sleep(2 * time.Millisecond)
+		must(t, "Open", b.Events.Open(ctx, x4, cluster.StreamMeta{Session: sess}, l))
+		appendN(t, b, sess, x4, 3, l)
+		_, _, err = b.Events.Read(ctx, sess, x1, 0)
+		wantErr(t, "Read of the next LRU-evicted stream", err, cluster.ErrNotFound)
+		evs, _, err := b.Events.Read(ctx, sess, x3, 0)
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("Read of kept x3: got %v, %v", seqs(evs), err)
+		}
+		if _, _, err := b.Events.Read(ctx, other, o1, 0); err != nil {
+			t.Fatalf("another session's stream was evicted: %v", err)
+		}
+	})
+
+	t.Run("StreamTTL", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		l := cluster.Limits{MaxEvents: 10, MaxStreams: 10, TTL: 200 * time.Millisecond}
+		sess, x := uniq("s"), uniq("x")
+		must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess}, l))
+		for range 6 { // appends slide the TTL
+			time.Sleep(l.TTL / 4)
+			appendN(t, b, sess, x, 1, l)
+		}
+		waitFor(t, 5*time.Second, "the stream to expire", func() bool {
+			_, _, err := b.Events.Read(ctx, sess, x, 0)
+			return errors.Is(err, cluster.ErrNotFound)
+		})
+		_, err := b.Events.Append(ctx, sess, x, nil, false, l)
+		wantErr(t, "Append to an expired stream", err, cluster.ErrNotFound)
+	})
+
+	t.Run("ConcurrentAppends", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		sess, x := uniq("s"), uniq("x")
+		must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess}, lim))
+		const workers, each = 8, 40
+		var mu sync.Mutex
+		var got []uint64
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for i := range each {
+					seq, err := b.Events.Append(ctx, sess, x, fmt.Appendf(nil, "%d/%d", w, i), false, lim)
+					if err != nil {
+						t.Errorf("Append: %v", err)
+						return
+					}
+					mu.Lock()
+					got = append(got, seq)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		slices.Sort(got)
+		if !slices.Equal(got, span(1, workers*each)) {
+			t.Fatalf("seqs are not 1..%d without gaps or duplicates: %v", workers*each, got)
+		}
+		evs, info, err := b.Events.Read(ctx, sess, x, 0)
+		if err != nil || !slices.Equal(seqs(evs), span(1, workers*each)) || info.Last != workers*each {
+			t.Fatalf("Read: got %d events, %+v, %v", len(evs), info, err)
+		}
+	})
+
+	t.Run("Follow", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		sess, x := uniq("s"), uniq("x")
+		got := make(chan cluster.Event, 100)
+		// Following a stream before it is opened is allowed.
+		cancel, err := b.Events.Follow(ctx, x, func(ev cluster.Event) {
+			if ev.Seq != 0 { // Seq 0 is a re-read hint
+				got <- ev
+			}
+		})
+		must(t, "Follow", err)
+		must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess}, lim))
+		appendN(t, b, sess, x, 5, lim)
+		if _, err := b.Events.Append(ctx, sess, x, []byte("end"), true, lim); err != nil {
+			t.Fatal(err)
+		}
+		for want := uint64(1); want <= 6; want++ {
+			select {
+			case ev := <-got:
+				if ev.Seq != want {
+					t.Fatalf("followed: got seq %d, want %d", ev.Seq, want)
+				}
+				if want == 6 && (!ev.Final || string(ev.Data) != "end") {
+					t.Fatalf("followed final: got %+v", ev)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("timed out waiting for seq %d", want)
+			}
+		}
+		cancel()
+		cancel() // idempotent
+
+		// After cancel, and after the follow context ends, nothing arrives.
+		y := uniq("y")
+		must(t, "Open", b.Events.Open(ctx, y, cluster.StreamMeta{Session: sess}, lim))
+		fctx, fcancel := context.WithCancel(ctx)
+		late := make(chan cluster.Event, 100)
+		_, err = b.Events.Follow(fctx, y, func(ev cluster.Event) { late <- ev })
+		must(t, "Follow", err)
+		stop2, err := b.Events.Follow(ctx, y, func(ev cluster.Event) { late <- ev })
+		must(t, "Follow", err)
+		stop2()
+		fcancel()
+		time.Sleep(50 * time.Millisecond)
+		appendN(t, b, sess, y, 3, lim)
+		time.Sleep(100 * time.Millisecond)
+		for len(late) > 0 {
+			if ev := <-late; ev.Seq != 0 {
+				t.Fatalf("event delivered after cancel: %+v", ev)
+			}
+		}
+	})
+
+	t.Run("FollowMany", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		sess, x := uniq("s"), uniq("x")
+		must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess}, lim))
+		const followers = 20
+		var wg sync.WaitGroup
+		counts := make([]chan uint64, followers)
+		for i := range followers {
+			counts[i] = make(chan uint64, 100)
+			cancel, err := b.Events.Follow(ctx, x, func(ev cluster.Event) {
+				if ev.Seq != 0 {
+					counts[i] <- ev.Seq
+				}
+			})
+			must(t, "Follow", err)
+			defer cancel()
+		}
+		appendN(t, b, sess, x, 10, lim)
+		for i := range followers {
+			wg.Go(func() {
+				for want := uint64(1); want <= 10; want++ {
+					select {
+					case seq := <-counts[i]:
+						if seq != want {
+							t.Errorf("follower %d: got seq %d, want %d", i, seq, want)
+							return
+						}
+					case <-time.After(5 * time.Second):
+						t.Errorf("follower %d: timed out at seq %d", i, want)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
+}

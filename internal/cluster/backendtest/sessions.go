@@ -1,0 +1,298 @@
+package backendtest
+
+import (
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+func (s *suite) testSessions(t *testing.T) {
+	t.Run("CreateLoad", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		id := uniq("s")
+		fields := map[string]string{"version": "2025-06-18", "empty": "", "uni": "ünï"}
+		must(t, "Create", b.Sessions.Create(ctx, id, fields, time.Minute, 0))
+		got, err := b.Sessions.Load(ctx, id, time.Minute)
+		must(t, "Load", err)
+		if !maps.Equal(got, fields) {
+			t.Fatalf("Load: got %v, want %v", got, fields)
+		}
+		got["version"] = "changed"
+		again, err := b.Sessions.Load(ctx, id, time.Minute)
+		must(t, "Load", err)
+		if again["version"] != "2025-06-18" {
+			t.Fatalf("Load returned shared map: a caller's change leaked into the store")
+		}
+		if err := b.Sessions.Create(ctx, id, nil, time.Minute, 0); err == nil {
+			t.Fatalf("Create of an existing id: got nil error")
+		}
+	})
+
+	t.Run("NoFields", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		id := uniq("s")
+		must(t, "Create", b.Sessions.Create(ctx, id, nil, time.Minute, 0))
+		got, err := b.Sessions.Load(ctx, id, time.Minute)
+		must(t, "Load", err)
+		if len(got) != 0 {
+			t.Fatalf("Load: got %v, want no fields", got)
+		}
+		must(t, "Touch", b.Sessions.Touch(ctx, id, time.Minute))
+	})
+
+	t.Run("Unknown", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		id := uniq("nope")
+		_, err := b.Sessions.Load(ctx, id, time.Minute)
+		wantErr(t, "Load", err, cluster.ErrNotFound)
+		wantErr(t, "Touch", b.Sessions.Touch(ctx, id, time.Minute), cluster.ErrNotFound)
+		wantErr(t, "Set", b.Sessions.Set(ctx, id, map[string]string{"a": "b"}), cluster.ErrNotFound)
+		wantErr(t, "Subscribe", b.Sessions.Subscribe(ctx, id, "file:///a"), cluster.ErrNotFound)
+		wantErr(t, "Unsubscribe", b.Sessions.Unsubscribe(ctx, id, "file:///a"), cluster.ErrNotFound)
+		live, err := b.Sessions.End(ctx, id)
+		if err != nil || live {
+			t.Fatalf("End of unknown: got %v, %v, want false, nil", live, err)
+		}
+		_, err = b.Sessions.Load(ctx, id, time.Minute)
+		wantErr(t, "Load after Set on unknown", err, cluster.ErrNotFound)
+	})
+
+	t.Run("SetMerges", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		id := uniq("s")
+		must(t, "Create", b.Sessions.Create(ctx, id, map[string]string{"a": "1", "b": "2"}, time.Minute, 0))
+		must(t, "Set", b.Sessions.Set(ctx, id, map[string]string{"b": "3", "c": "4"}))
+		got, err := b.Sessions.Load(ctx, id, time.Minute)
+		must(t, "Load", err)
+		if want := map[string]string{"a": "1", "b": "3", "c": "4"}; !maps.Equal(got, want) {
+			t.Fatalf("after Set: got %v, want %v", got, want)
+		}
+	})
+
+	t.Run("SlidingTTL", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		const ttl = 300 * time.Millisecond
+		load, touch := uniq("load"), uniq("touch")
+		must(t, "Create", b.Sessions.Create(ctx, load, nil, ttl, 0))
+		must(t, "Create", b.Sessions.Create(ctx, touch, nil, ttl, 0))
+		// Keep both alive well past one TTL by sliding every ttl/4.
+		for range 8 {
+			time.Sleep(ttl / 4)
+			if _, err := b.Sessions.Load(ctx, load, ttl); err != nil {
+				t.Fatalf("Load while sliding: %v", err)
+			}
+			if err := b.Sessions.Touch(ctx, touch, ttl); err != nil {
+				t.Fatalf("Touch while sliding: %v", err)
+			}
+		}
+		// Set does not slide: left alone, both expire.
+		must(t, "Set", b.Sessions.Set(ctx, load, map[string]string{"x": "y"}))
+		waitFor(t, 5*time.Second, "sessions to expire", func() bool {
+			n, err := b.Sessions.Count(ctx)
+			return err == nil && n == 0
+		})
+		_, err := b.Sessions.Load(ctx, load, ttl)
+		wantErr(t, "Load after expiry", err, cluster.ErrNotFound)
+		wantErr(t, "Touch after expiry", b.Sessions.Touch(ctx, touch, ttl), cluster.ErrNotFound)
+		wantErr(t, "Set after expiry", b.Sessions.Set(ctx, load, map[string]string{"x": "z"}), cluster.ErrNotFound)
+		_, err = b.Sessions.Load(ctx, load, ttl)
+		wantErr(t, "Load after Set on expired", err, cluster.ErrNotFound)
+		live, err := b.Sessions.End(ctx, load)
+		if err != nil || live {
+			t.Fatalf("End of expired: got %v, %v, want false, nil", live, err)
+		}
+	})
+
+	t.Run("Cap", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		var ids []string
+		for range 3 {
+			id := uniq("s")
+			ids = append(ids, id)
+			must(t, "Create under cap", b.Sessions.Create(ctx, id, nil, time.Minute, 3))
+		}
+		wantErr(t, "Create past cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 3), cluster.ErrLimit)
+		must(t, "Create without cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 0))
+		wantErr(t, "Create past cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 4), cluster.ErrLimit)
+		if _, err := b.Sessions.End(ctx, ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		must(t, "Create after End", b.Sessions.Create(ctx, uniq("s"), nil, 50*time.Millisecond, 4))
+		wantErr(t, "Create past cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 4), cluster.ErrLimit)
+		// An expired session frees its place.
+		waitFor(t, 5*time.Second, "an expired session to free the cap", func() bool {
+			return b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 4) == nil
+		})
+		n, err := b.Sessions.Count(ctx)
+		if err != nil || n != 4 {
+			t.Fatalf("Count: got %d, %v, want 4", n, err)
+		}
+	})
+
+	t.Run("End", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		id, other := uniq("s"), uniq("other")
+		must(t, "Create", b.Sessions.Create(ctx, id, map[string]string{"a": "1"}, time.Minute, 0))
+		must(t, "Create", b.Sessions.Create(ctx, other, nil, time.Minute, 0))
+		lim := cluster.Limits{MaxEvents: 10, MaxStreams: 10, TTL: time.Minute}
+		streams := []string{uniq("x"), uniq("x")}
+		for _, x := range streams {
+			must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: id}, lim))
+			if _, err := b.Events.Append(ctx, id, x, []byte(`{}`), false, lim); err != nil {
+				t.Fatal(err)
+			}
+		}
+		otherStream := uniq("x")
+		must(t, "Open", b.Events.Open(ctx, otherStream, cluster.StreamMeta{Session: other}, lim))
+		must(t, "Subscribe", b.Sessions.Subscribe(ctx, id, "file:///a"))
+		must(t, "Subscribe", b.Sessions.Subscribe(ctx, other, "file:///a"))
+		mine, theirs, global := "session:"+id+":get", "session:"+other+":get", uniq("node-claim")
+		for _, k := range []string{mine, theirs, global} {
+			if _, err := b.Claims.Claim(ctx, k, "conn-1", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		live, err := b.Sessions.End(ctx, id)
+		if err != nil || !live {
+			t.Fatalf("End: got %v, %v, want true, nil", live, err)
+		}
+		_, err = b.Sessions.Load(ctx, id, time.Minute)
+		wantErr(t, "Load after End", err, cluster.ErrNotFound)
+		wantErr(t, "Set after End", b.Sessions.Set(ctx, id, map[string]string{"b": "2"}), cluster.ErrNotFound)
+		_, err = b.Sessions.Load(ctx, id, time.Minute)
+		wantErr(t, "Load after Set on ended", err, cluster.ErrNotFound)
+		for _, x := range streams {
+			_, _, err := b.Events.Read(ctx, id, x, 0)
+			wantErr(t, "Read of an ended session's stream", err, cluster.ErrNotFound)
+			_, err = b.Events.Append(ctx, id, x, nil, false, lim)
+			wantErr(t, "Append to an ended session's stream", err, cluster.ErrNotFound)
+		}
+		if _, _, err := b.Events.Read(ctx, other, otherStream, 0); err != nil {
+			t.Fatalf("Read of another session's stream after End: %v", err)
+		}
+		subs, err := b.Sessions.Subscribers(ctx, "file:///a")
+		must(t, "Subscribers", err)
+		if !slices.Equal(subs, []string{other}) {
+			t.Fatalf("Subscribers after End: got %v, want [%s]", subs, other)
+		}
+		for k, want := range map[string]string{mine: "", theirs: "conn-1", global: "conn-1"} {
+			got, err := b.Claims.Holder(ctx, k)
+			if err != nil || got != want {
+				t.Fatalf("Holder(%q) after End: got %q, %v, want %q", k, got, err, want)
+			}
+		}
+		live, err = b.Sessions.End(ctx, id)
+		if err != nil || live {
+			t.Fatalf("second End: got %v, %v, want false, nil", live, err)
+		}
+		n, err := b.Sessions.Count(ctx)
+		if err != nil || n != 1 {
+			t.Fatalf("Count: got %d, %v, want 1", n, err)
+		}
+	})
+
+	t.Run("Subscriptions", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		a, c, short := uniq("a"), uniq("c"), uniq("short")
+		must(t, "Create", b.Sessions.Create(ctx, a, nil, time.Minute, 0))
+		must(t, "Create", b.Sessions.Create(ctx, c, nil, time.Minute, 0))
+		must(t, "Create", b.Sessions.Create(ctx, short, nil, 100*time.Millisecond, 0))
+		const u1, u2 = "file:///one", "ui://two?x=1"
+		for range 2 { // idempotent
+			must(t, "Subscribe", b.Sessions.Subscribe(ctx, a, u1))
+		}
+		must(t, "Subscribe", b.Sessions.Subscribe(ctx, c, u1))
+		must(t, "Subscribe", b.Sessions.Subscribe(ctx, c, u2))
+		must(t, "Subscribe", b.Sessions.Subscribe(ctx, short, u2))
+		check := func(uri string, want ...string) {
+			t.Helper()
+			got, err := b.Sessions.Subscribers(ctx, uri)
+			must(t, "Subscribers", err)
+			if !slices.Equal(sorted(got), sorted(want)) {
+				t.Fatalf("Subscribers(%q): got %v, want %v", uri, got, want)
+			}
+		}
+		check(u1, a, c)
+		check(u2, c, short)
+		check("file:///none")
+		for range 2 {
+			must(t, "Unsubscribe", b.Sessions.Unsubscribe(ctx, a, u1))
+		}
+		must(t, "Unsubscribe of a uri never subscribed", b.Sessions.Unsubscribe(ctx, a, u2))
+		check(u1, c)
+		waitFor(t, 5*time.Second, "an expired session to leave Subscribers", func() bool {
+			got, err := b.Sessions.Subscribers(ctx, u2)
+			return err == nil && len(got) == 1 && got[0] == c
+		})
+	})
+
+	t.Run("ScanCount", func(t *testing.T) {
+		b := s.newBackend(t)
+		ctx := t.Context()
+		want := make(map[string]bool)
+		for range 53 {
+			id := uniq("s")
+			want[id] = true
+			must(t, "Create", b.Sessions.Create(ctx, id, nil, time.Minute, 0))
+		}
+		n, err := b.Sessions.Count(ctx)
+		if err != nil || n != len(want) {
+			t.Fatalf("Count: got %d, %v, want %d", n, err, len(want))
+		}
+		// Churn while scanning: sessions created and ended during the scan
+		// may or may not show up; the ones live throughout must.
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := uniq("churn")
+				if b.Sessions.Create(ctx, id, nil, time.Minute, 0) == nil {
+					_, _ = b.Sessions.End(ctx, id)
+				}
+			}
+		})
+		seen := make(map[string]bool)
+		cursor, pages := "", 0
+		for {
+			ids, next, err := b.Sessions.Scan(ctx, cursor, 7)
+			if err != nil {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("Scan: %v", err)
+			}
+			for _, id := range ids {
+				seen[id] = true
+			}
+			pages++
+			if next == "" || pages > 1000 {
+				break
+			}
+			cursor = next
+		}
+		close(stop)
+		wg.Wait()
+		for id := range want {
+			if !seen[id] {
+				t.Fatalf("Scan missed live session %s (%d pages)", id, pages)
+			}
+		}
+	})
+}

@@ -1,0 +1,241 @@
+package memory
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// events implements cluster.EventLog over the shared store.
+type events store
+
+var _ cluster.EventLog = (*events)(nil)
+
+// stream is one stream's bounded history. events holds the newest
+// MaxEvents events in seq order.
+type stream struct {
+	id      string
+	meta    cluster.StreamMeta
+	events  []cluster.Event
+	last    uint64
+	done    bool
+	expires time.Time
+	elem    *list.Element // in its group's lru
+}
+
+// group is the set of streams of one session, most recently used first.
+type group struct {
+	lru *list.List
+}
+
+func (st *stream) info() cluster.StreamInfo {
+	return cluster.StreamInfo{StreamMeta: st.meta, Last: st.last, Done: st.done}
+}
+
+// first is the seq of the oldest event still held.
+func (st *stream) first() uint64 {
+	if len(st.events) == 0 {
+		return st.last + 1
+	}
+	return st.events[0].Seq
+}
+
+// liveStreamLocked returns the stream if it exists and has not expired.
+func (s *store) liveStreamLocked(id string, now time.Time) *stream {
+	st := s.streams[id]
+	if st == nil {
+		return nil
+	}
+	if expired(st.expires, now) {
+		s.removeStreamLocked(id, st)
+		return nil
+	}
+	return st
+}
+
+// removeStreamLocked drops a stream's history and hints its followers to
+// re-read (they will get ErrNotFound).
+func (s *store) removeStreamLocked(id string, st *stream) {
+	delete(s.streams, id)
+	if g := s.groups[st.meta.Session]; g != nil {
+		g.lru.Remove(st.elem)
+		if g.lru.Len() == 0 {
+			delete(s.groups, st.meta.Session)
+		}
+	}
+	s.notifyLocked(id, cluster.Event{})
+}
+
+// useLocked makes st the most recently used stream of its session and
+// evicts the least recently used ones beyond max.
+func (s *store) useLocked(st *stream, max int) {
+	g := s.groups[st.meta.Session]
+	if g == nil {
+		g = &group{lru: list.New()}
+		s.groups[st.meta.Session] = g
+	}
+	if st.elem == nil {
+		st.elem = g.lru.PushFront(st)
+	} else {
+		g.lru.MoveToFront(st.elem)
+	}
+	for g.lru.Len() > max {
+		old := g.lru.Back().Value.(*stream)
+		s.removeStreamLocked(old.id, old)
+	}
+}
+
+// ownedLocked returns the live stream if it belongs to session.
+func (s *store) ownedLocked(session, id string, now time.Time) (*stream, error) {
+	st := s.liveStreamLocked(id, now)
+	if st == nil {
+		return nil, fmt.Errorf("stream %q: %w", id, cluster.ErrNotFound)
+	}
+	if st.meta.Session != session {
+		return nil, fmt.Errorf("stream %q: %w", id, cluster.ErrForbidden)
+	}
+	return st, nil
+}
+
+func (m *events) Open(ctx context.Context, id string, meta cluster.StreamMeta, lim cluster.Limits) error {
+	s := (*store)(m)
+	if err := s.check(ctx, "Events.Open"); err != nil {
+		return err
+	}
+	lim = normalize(lim)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if st := s.liveStreamLocked(id, now); st != nil {
+		if st.meta.Session != meta.Session {
+			return fmt.Errorf("stream %q: %w", id, cluster.ErrForbidden)
+		}
+		return nil
+	}
+	st := &stream{id: id, meta: meta, expires: now.Add(lim.TTL)}
+	s.streams[id] = st
+	s.useLocked(st, lim.MaxStreams)
+	return nil
+}
+
+func (m *events) Append(ctx context.Context, session, id string, data []byte, final bool, lim cluster.Limits) (uint64, error) {
+	s := (*store)(m)
+	if err := s.check(ctx, "Events.Append"); err != nil {
+		return 0, err
+	}
+	lim = normalize(lim)
+	// The history keeps its own copy, exactly sized so that a caller
+	// appending to a Data it got back cannot write into the history.
+	data = append(data[:0:0], data...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	st, err := s.ownedLocked(session, id, now)
+	if err != nil {
+		return 0, err
+	}
+	if st.done {
+		return 0, fmt.Errorf("stream %q: %w", id, errDone)
+	}
+	st.last++
+	ev := cluster.Event{Seq: st.last, Data: data, Final: final}
+	st.events = append(st.events, ev)
+	if n := len(st.events) - lim.MaxEvents; n > 0 {
+		clear(st.events[:n])
+		st.events = st.events[n:]
+	}
+	st.done = final
+	st.expires = now.Add(lim.TTL)
+	s.useLocked(st, lim.MaxStreams)
+	s.notifyLocked(id, ev)
+	return ev.Seq, nil
+}
+
+func (m *events) Read(ctx context.Context, session, id string, after uint64) ([]cluster.Event, cluster.StreamInfo, error) {
+	s := (*store)(m)
+	if err := s.check(ctx, "Events.Read"); err != nil {
+		return nil, cluster.StreamInfo{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.ownedLocked(session, id, s.now())
+	if err != nil {
+		return nil, cluster.StreamInfo{}, err
+	}
+	info := st.info()
+	if after >= st.last {
+		return nil, info, nil
+	}
+	first := st.first()
+	if after+1 < first {
+		return nil, info, fmt.Errorf("stream %q: events %d..%d trimmed: %w", id, after+1, first-1, cluster.ErrEvicted)
+	}
+	return append([]cluster.Event(nil), st.events[after+1-first:]...), info, nil
+}
+
+// Follow registers fn before returning, so every event appended after
+// Follow returns is queued for it. Delivery runs on the follower's own
+// goroutine; when its queue overflows, events are dropped and fn then
+// gets an Event with Seq 0 (re-read hint). Follow does not check that the
+// stream exists: authorize with Read (cluster.Tail does).
+func (m *events) Follow(ctx context.Context, id string, fn func(cluster.Event)) (func(), error) {
+	s := (*store)(m)
+	if err := s.check(ctx, "Events.Follow"); err != nil {
+		return nil, err
+	}
+	q := newQueue[cluster.Event](s.opts.QueueLen)
+	s.fmu.Lock()
+	if s.listeners >= s.opts.MaxListeners {
+		s.fmu.Unlock()
+		return nil, fmt.Errorf("%d listeners: %w", s.opts.MaxListeners, cluster.ErrLimit)
+	}
+	set := s.followers[id]
+	if set == nil {
+		set = make(map[*queue[cluster.Event]]struct{})
+		s.followers[id] = set
+	}
+	set[q] = struct{}{}
+	s.listeners++
+	s.fmu.Unlock()
+
+	go q.run(fn, func() { fn(cluster.Event{}) })
+
+	var once sync.Once
+	cancel := func() {
+		once.Do(func() {
+			s.fmu.Lock()
+			if set := s.followers[id]; set != nil {
+				if _, ok := set[q]; ok {
+					delete(set, q)
+					s.listeners--
+					if len(set) == 0 {
+						delete(s.followers, id)
+					}
+				}
+			}
+			s.fmu.Unlock()
+			q.close()
+		})
+	}
+	stop := context.AfterFunc(ctx, cancel)
+	return func() { stop(); cancel() }, nil
+}
+
+// notifyLocked queues ev for the stream's followers. It runs under s.mu,
+// so followers see events in seq order; queue.push never blocks.
+func (s *store) notifyLocked(id string, ev cluster.Event) {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	for q := range s.followers[id] {
+		if s.dropped("Events.deliver") {
+			continue // a silent loss, as on a bus hiccup
+		}
+		if !q.push(ev) {
+			s.log.Debug().Str("stream", id).Msg("follower queue full: event dropped")
+		}
+	}
+}

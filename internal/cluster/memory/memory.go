@@ -1,0 +1,290 @@
+// Package memory is the single-node cluster backend: every seam of package
+// cluster kept in process memory. It is the embedded default of a node run
+// without Redis, so it is complete and bounded rather than a test double:
+// sessions expire on a sliding TTL (lazily on access and by a periodic
+// sweep), the session cap is enforced, event histories are trimmed per
+// stream and evicted per session (LRU), and every table has a bound.
+//
+// Conventions shared with the Redis backend:
+//
+//   - Claim keys of the form "session:<id>:<rest>" (where <id> holds no
+//     ':') belong to session <id>: SessionStore.End releases them. Once
+//     tokens live in their own namespace and are never released by End.
+//   - Zero fields of cluster.Limits take the defaults DefaultMaxEvents,
+//     DefaultMaxStreams and DefaultStreamTTL.
+//   - Streams are grouped for MaxStreams by StreamMeta.Session, whether or
+//     not that session exists in the SessionStore; a session's expiry drops
+//     the session and its subscriptions, while its streams live on until
+//     their own TTL (End drops them at once).
+//   - Follow may deliver an Event with Seq 0: a hint that the stream
+//     changed out of band (removed, or deliveries were dropped) and that
+//     the follower should Read. cluster.Tail handles it.
+//
+// Fault injection: Options.Fault is consulted at the start of every
+// operation with the operation's name ("Sessions.Load", "Events.Append",
+// "Bus.Publish", ...) and, per delivery, with "Events.deliver" and
+// "Bus.deliver"; a non-nil result fails the operation (or drops the
+// delivery). Tests use it to simulate an unreachable store or a lossy bus.
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// Defaults for zero fields of Options and cluster.Limits.
+const (
+	DefaultMaxEvents        = 1000
+	DefaultMaxStreams       = 64
+	DefaultStreamTTL        = 30 * time.Minute
+	DefaultSweepInterval    = 10 * time.Second
+	DefaultMaxSubscriptions = 1024
+	DefaultMaxKeys          = 1 << 20
+	DefaultMaxListeners     = 1 << 16
+	DefaultQueueLen         = 1024
+)
+
+// Options configures the memory backend. The zero value is ready to use.
+type Options struct {
+	// Now is the clock (time.Now when nil). Tests inject a fake clock to
+	// drive expiry without sleeping.
+	Now func() time.Time
+	// Logger receives debug messages (dropped deliveries, sweeps).
+	// The zero Logger discards everything.
+	Logger zerolog.Logger
+	// SweepInterval is how often expired entries are reclaimed in the
+	// background (DefaultSweepInterval when 0; negative disables the
+	// sweeper, leaving lazy expiry on access only).
+	SweepInterval time.Duration
+	// MaxSubscriptions bounds the resource subscriptions of one session
+	// (DefaultMaxSubscriptions when 0); past it Subscribe returns
+	// cluster.ErrLimit.
+	MaxSubscriptions int
+	// MaxKeys bounds the live claims plus once tokens (DefaultMaxKeys when
+	// 0); past it Claim and Once return cluster.ErrLimit.
+	MaxKeys int
+	// MaxListeners bounds the open Follow plus Bus subscriptions
+	// (DefaultMaxListeners when 0); past it they return cluster.ErrLimit.
+	MaxListeners int
+	// QueueLen bounds each follower's and bus subscriber's delivery queue
+	// (DefaultQueueLen when 0). Deliveries beyond it are dropped.
+	QueueLen int
+	// Fault, when set, is called with the operation name before each
+	// operation; a non-nil error is returned instead of performing it.
+	// See the package documentation for names.
+	Fault func(op string) error
+}
+
+// New returns a memory backend. Close stops its sweeper and every
+// follower and subscriber goroutine.
+func New(opts Options) *cluster.Backend {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.SweepInterval == 0 {
+		opts.SweepInterval = DefaultSweepInterval
+	}
+	if opts.MaxSubscriptions <= 0 {
+		opts.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if opts.MaxKeys <= 0 {
+		opts.MaxKeys = DefaultMaxKeys
+	}
+	if opts.MaxListeners <= 0 {
+		opts.MaxListeners = DefaultMaxListeners
+	}
+	if opts.QueueLen <= 0 {
+		opts.QueueLen = DefaultQueueLen
+	}
+	s := newStore(opts)
+	b := &bus{store: s, topics: make(map[string]map[*queue[[]byte]]struct{})}
+	if opts.SweepInterval > 0 {
+		s.wg.Add(1)
+		go s.sweepLoop(opts.SweepInterval)
+	}
+	return &cluster.Backend{
+		Sessions: (*sessions)(s),
+		Events:   (*events)(s),
+		Bus:      b,
+		Members:  (*members)(s),
+		Claims:   (*claims)(s),
+		Close: func() error {
+			s.close()
+			b.close()
+			s.wg.Wait()
+			return nil
+		},
+		Ping: func(ctx context.Context) error { return s.check(ctx, "Ping") },
+		Name: "memory",
+	}
+}
+
+// errClosed is returned by every operation after Close.
+var errClosed = fmt.Errorf("memory backend closed: %w", cluster.ErrUnavailable)
+
+// store is the state behind every seam but the bus. One mutex guards it;
+// followers have their own (see events.go) so that registering a follower
+// never waits for an Append.
+type store struct {
+	opts Options
+	log  zerolog.Logger
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[string]*session
+	expiry   sessionHeap                    // live sessions by expiry
+	byURI    map[string]map[string]struct{} // uri → subscribed session ids
+	streams  map[string]*stream
+	groups   map[string]*group // streams by owning session
+	claims   map[string]*claim
+	bySess   map[string]map[string]struct{} // session id → its claim keys
+	once     map[string]time.Time
+	nodes    map[string]time.Time
+
+	fmu       sync.Mutex
+	followers map[string]map[*queue[cluster.Event]]struct{}
+	listeners int // open followers plus bus subscriptions (under fmu)
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newStore(opts Options) *store {
+	return &store{
+		opts:      opts,
+		log:       opts.Logger.With().Str("component", "cluster.memory").Logger(),
+		sessions:  make(map[string]*session),
+		byURI:     make(map[string]map[string]struct{}),
+		streams:   make(map[string]*stream),
+		groups:    make(map[string]*group),
+		claims:    make(map[string]*claim),
+		bySess:    make(map[string]map[string]struct{}),
+		once:      make(map[string]time.Time),
+		nodes:     make(map[string]time.Time),
+		followers: make(map[string]map[*queue[cluster.Event]]struct{}),
+		stop:      make(chan struct{}),
+	}
+}
+
+// check runs at the start of every operation: it honours ctx, Close and
+// the fault hook.
+func (s *store) check(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return errClosed
+	}
+	if s.opts.Fault != nil {
+		if err := s.opts.Fault(op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropped reports whether the fault hook drops a delivery.
+func (s *store) dropped(op string) bool {
+	return s.opts.Fault != nil && s.opts.Fault(op) != nil
+}
+
+func (s *store) now() time.Time { return s.opts.Now() }
+
+// expired reports whether a deadline has passed at now.
+func expired(deadline, now time.Time) bool { return !now.Before(deadline) }
+
+func (s *store) close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.stop)
+
+	s.fmu.Lock()
+	for id, set := range s.followers {
+		for q := range set {
+			q.close()
+		}
+		delete(s.followers, id)
+	}
+	s.fmu.Unlock()
+}
+
+func (s *store) sweepLoop(every time.Duration) {
+	defer s.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.sweep()
+		}
+	}
+}
+
+// sweep reclaims everything that expired. Access paths expire lazily too,
+// so the sweep only bounds memory; it never changes what callers see.
+func (s *store) sweep() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	n := s.pruneSessionsLocked(now)
+	for uri, ids := range s.byURI {
+		for id := range ids {
+			if _, ok := s.sessions[id]; !ok {
+				delete(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			delete(s.byURI, uri)
+		}
+	}
+	streams := 0
+	for id, st := range s.streams {
+		if expired(st.expires, now) {
+			s.removeStreamLocked(id, st)
+			streams++
+		}
+	}
+	s.pruneKeysLocked(now)
+	for node, exp := range s.nodes {
+		if expired(exp, now) {
+			delete(s.nodes, node)
+		}
+	}
+	if n > 0 || streams > 0 {
+		s.log.Debug().Int("sessions", n).Int("streams", streams).Msg("swept expired entries")
+	}
+}
+
+// errDone is returned by Append after the final event.
+var errDone = errors.New("cluster: stream already ended")
+
+// normalize fills zero limits with the package defaults.
+func normalize(lim cluster.Limits) cluster.Limits {
+	if lim.MaxEvents <= 0 {
+		lim.MaxEvents = DefaultMaxEvents
+	}
+	if lim.MaxStreams <= 0 {
+		lim.MaxStreams = DefaultMaxStreams
+	}
+	if lim.TTL <= 0 {
+		lim.TTL = DefaultStreamTTL
+	}
+	return lim
+}

@@ -1,0 +1,161 @@
+package memory_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/cluster/backendtest"
+	"github.com/mcpcluster/mcpcluster/internal/cluster/memory"
+)
+
+func TestContract(t *testing.T) {
+	backendtest.Run(t, func(t *testing.T) *cluster.Backend {
+		return newBackend(t, memory.Options{SweepInterval: 5 * time.Millisecond})
+	})
+}
+
+// clock is a manual clock for expiry tests.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Unix(1_700_000_000, 0)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func newBackend(t *testing.T, opts memory.Options) *cluster.Backend {
+	t.Helper()
+	b := memory.New(opts)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func TestSessionSlidingExpiryWithClock(t *testing.T) {
+	clk := newClock()
+	b := newBackend(t, memory.Options{Now: clk.Now, SweepInterval: -1})
+	ctx := t.Context()
+	if err := b.Sessions.Create(ctx, "s1", map[string]string{"a": "1"}, time.Minute, 0); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(50 * time.Second)
+	if _, err := b.Sessions.Load(ctx, "s1", time.Minute); err != nil {
+		t.Fatalf("Load before expiry: %v", err)
+	}
+	clk.Advance(50 * time.Second) // 100s after create, 50s after the slide
+	if err := b.Sessions.Touch(ctx, "s1", time.Minute); err != nil {
+		t.Fatalf("Touch after slide: %v", err)
+	}
+	clk.Advance(time.Minute)
+	if _, err := b.Sessions.Load(ctx, "s1", time.Minute); !errors.Is(err, cluster.ErrNotFound) {
+		t.Fatalf("Load after expiry: got %v, want ErrNotFound", err)
+	}
+	if n, _ := b.Sessions.Count(ctx); n != 0 {
+		t.Fatalf("Count: got %d, want 0", n)
+	}
+}
+
+func TestSweepReclaimsExpired(t *testing.T) {
+	clk := newClock()
+	b := newBackend(t, memory.Options{Now: clk.Now, SweepInterval: time.Millisecond})
+	ctx := t.Context()
+	for _, id := range []string{"a", "b", "c"} {
+		if err := b.Sessions.Create(ctx, id, nil, time.Second, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Sessions.Create(ctx, "d", nil, time.Second, 3); !errors.Is(err, cluster.ErrLimit) {
+		t.Fatalf("Create past cap: got %v, want ErrLimit", err)
+	}
+	clk.Advance(2 * time.Second)
+	time.Sleep(20 * time.Millisecond) // let the sweeper run a few times
+	if err := b.Sessions.Create(ctx, "d", nil, time.Second, 3); err != nil {
+		t.Fatalf("Create after expiry: %v", err)
+	}
+}
+
+func TestFaultHook(t *testing.T) {
+	boom := errors.New("boom")
+	var mu sync.Mutex
+	failing := ""
+	b := newBackend(t, memory.Options{Fault: func(op string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if op == failing {
+			return boom
+		}
+		return nil
+	}})
+	ctx := t.Context()
+	mu.Lock()
+	failing = "Sessions.Create"
+	mu.Unlock()
+	if err := b.Sessions.Create(ctx, "s", nil, time.Minute, 0); !errors.Is(err, boom) {
+		t.Fatalf("Create: got %v, want injected fault", err)
+	}
+	mu.Lock()
+	failing = ""
+	mu.Unlock()
+	if err := b.Sessions.Create(ctx, "s", nil, time.Minute, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClosedBackendUnavailable(t *testing.T) {
+	b := memory.New(memory.Options{})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ping(t.Context()); !errors.Is(err, cluster.ErrUnavailable) {
+		t.Fatalf("Ping after Close: got %v, want ErrUnavailable", err)
+	}
+}
+
+func TestEventsBasic(t *testing.T) {
+	b := newBackend(t, memory.Options{})
+	ctx := t.Context()
+	lim := cluster.Limits{MaxEvents: 3, MaxStreams: 2, TTL: time.Minute}
+	if err := b.Events.Open(ctx, "x", cluster.StreamMeta{Session: "s"}, lim); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan cluster.Event, 10)
+	cancel, err := b.Events.Follow(ctx, "x", func(ev cluster.Event) { got <- ev })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	for i := 1; i <= 5; i++ {
+		seq, err := b.Events.Append(ctx, "s", "x", []byte{byte('0' + i)}, i == 5, lim)
+		if err != nil || seq != uint64(i) {
+			t.Fatalf("Append %d: got %d, %v", i, seq, err)
+		}
+	}
+	for i := 1; i <= 5; i++ {
+		if ev := <-got; ev.Seq != uint64(i) {
+			t.Fatalf("followed: got seq %d, want %d", ev.Seq, i)
+		}
+	}
+	if _, _, err := b.Events.Read(ctx, "s", "x", 0); !errors.Is(err, cluster.ErrEvicted) {
+		t.Fatalf("Read(0): got %v, want ErrEvicted", err)
+	}
+	evs, info, err := b.Events.Read(ctx, "s", "x", 2)
+	if err != nil || len(evs) != 3 || !info.Done || info.Last != 5 || !evs[2].Final {
+		t.Fatalf("Read(2): got %v %+v %v", evs, info, err)
+	}
+	if _, _, err := b.Events.Read(ctx, "other", "x", 2); !errors.Is(err, cluster.ErrForbidden) {
+		t.Fatalf("Read by other session: got %v, want ErrForbidden", err)
+	}
+}

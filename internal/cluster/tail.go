@@ -1,0 +1,202 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Defaults of TailOptions.
+const (
+	DefaultTailPoll   = 10 * time.Second
+	DefaultTailBuffer = 1024
+)
+
+// TailOptions tunes TailWith. The zero value means the defaults.
+type TailOptions struct {
+	// Poll is the safety net against lost notifications: when nothing
+	// arrived for this long, Tail re-reads the stream, so a dropped bus
+	// message or a stream that expired silently never stalls a follower
+	// for longer than Poll. DefaultTailPoll when 0; negative disables it.
+	Poll time.Duration
+	// Buffer bounds the followed events held while fn runs
+	// (DefaultTailBuffer when 0). Past it Tail drops them and re-reads.
+	Buffer int
+}
+
+// Tail is TailWith with the default options.
+func Tail(ctx context.Context, log EventLog, session, stream string, after uint64, fn func(Event) error) (StreamInfo, error) {
+	return TailWith(ctx, log, session, stream, after, TailOptions{}, fn)
+}
+
+// TailWith delivers to fn every event of stream with Seq > after, exactly
+// once and in seq order, replaying history and then following live
+// appends. It subscribes with Follow before the first Read, so nothing
+// appended in between is missed, de-duplicates by seq, and re-reads the
+// history whenever the followed events show a gap, the log hints at an
+// out-of-band change (an Event with Seq 0), or Poll passes in silence.
+//
+// It returns:
+//   - nil after delivering the Final event (at once when the final event
+//     is at or before after);
+//   - fn's error, unwrapped, when fn fails (the event is then not counted
+//     as delivered);
+//   - ctx.Err() when ctx ends;
+//   - otherwise the failing Read's error wrapped: ErrNotFound when the
+//     stream disappeared (expired, evicted, its session ended),
+//     ErrEvicted when the history moved past the cursor, ErrForbidden,
+//     ErrUnavailable.
+//
+// The StreamInfo is the stream's as last read, with Last and Done
+// advanced by the events delivered since. fn runs on the caller's
+// goroutine.
+func TailWith(ctx context.Context, log EventLog, session, stream string, after uint64, opts TailOptions, fn func(Event) error) (StreamInfo, error) {
+	if opts.Poll == 0 {
+		opts.Poll = DefaultTailPoll
+	}
+	if opts.Buffer <= 0 {
+		opts.Buffer = DefaultTailBuffer
+	}
+	t := &tail{
+		log: log, session: session, stream: stream, cursor: after, fn: fn,
+		buf: tailBuffer{max: opts.Buffer, wake: make(chan struct{}, 1)},
+	}
+	stop, err := log.Follow(ctx, stream, t.buf.push)
+	if err != nil {
+		return StreamInfo{}, t.fail(ctx, fmt.Errorf("cluster: tail %q: follow: %w", stream, err))
+	}
+	defer stop()
+
+	if done, err := t.read(ctx); done || err != nil {
+		return t.info, t.fail(ctx, err)
+	}
+	var poll <-chan time.Time
+	var timer *time.Timer
+	if opts.Poll > 0 {
+		timer = time.NewTimer(opts.Poll)
+		defer timer.Stop()
+		poll = timer.C
+	}
+	for {
+		reread := false
+		select {
+		case <-ctx.Done():
+			return t.info, ctx.Err()
+		case <-t.buf.wake:
+		case <-poll:
+			reread = true
+		}
+		evs, lost := t.buf.take()
+		reread = reread || lost
+		for _, ev := range evs {
+			if ev.Seq <= t.cursor {
+				continue // already delivered (by a Read)
+			}
+			if ev.Seq != t.cursor+1 {
+				reread = true // a gap: the history has the missing events
+				break
+			}
+			if done, err := t.deliver(ev); done || err != nil {
+				return t.info, err
+			}
+		}
+		if reread {
+			if done, err := t.read(ctx); done || err != nil {
+				return t.info, t.fail(ctx, err)
+			}
+		}
+		if timer != nil {
+			timer.Reset(opts.Poll)
+		}
+	}
+}
+
+// tail is the state of one TailWith call.
+type tail struct {
+	log     EventLog
+	session string
+	stream  string
+	cursor  uint64 // seq of the last event delivered
+	info    StreamInfo
+	fn      func(Event) error
+	buf     tailBuffer
+}
+
+// read delivers the history after the cursor and reports whether the
+// stream is complete.
+func (t *tail) read(ctx context.Context) (bool, error) {
+	evs, info, err := t.log.Read(ctx, t.session, t.stream, t.cursor)
+	if err != nil {
+		return false, fmt.Errorf("cluster: tail %q after %d: %w", t.stream, t.cursor, err)
+	}
+	t.info = info
+	for _, ev := range evs {
+		if ev.Seq <= t.cursor {
+			continue
+		}
+		if ev.Seq != t.cursor+1 {
+			return false, fmt.Errorf("cluster: tail %q: history jumps from %d to %d", t.stream, t.cursor, ev.Seq)
+		}
+		if done, err := t.deliver(ev); done || err != nil {
+			return done, err
+		}
+	}
+	return info.Done && t.cursor >= info.Last, nil
+}
+
+func (t *tail) deliver(ev Event) (bool, error) {
+	if err := t.fn(ev); err != nil {
+		return false, err
+	}
+	t.cursor = ev.Seq
+	t.info.Last = max(t.info.Last, ev.Seq)
+	if ev.Final {
+		t.info.Done = true
+		return true, nil
+	}
+	return false, nil
+}
+
+// fail prefers the context's error when the context ended, so callers can
+// tell a cancellation from a failing log.
+func (t *tail) fail(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// tailBuffer holds followed events between the Follow callback and the
+// tailing goroutine. The callback never blocks: past max, or on a Seq 0
+// hint, the buffer only notes that a re-read is needed.
+type tailBuffer struct {
+	max  int
+	wake chan struct{}
+
+	mu   sync.Mutex
+	evs  []Event
+	lost bool
+}
+
+func (b *tailBuffer) push(ev Event) {
+	b.mu.Lock()
+	if ev.Seq == 0 || len(b.evs) >= b.max {
+		b.lost = true
+	} else {
+		b.evs = append(b.evs, ev)
+	}
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (b *tailBuffer) take() ([]Event, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	evs, lost := b.evs, b.lost
+	b.evs, b.lost = nil, false
+	return evs, lost
+}

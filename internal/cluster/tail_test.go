@@ -1,0 +1,230 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/cluster/memory"
+)
+
+var lim = cluster.Limits{MaxEvents: 10000, MaxStreams: 10, TTL: time.Minute}
+
+// lossy returns a memory backend whose follow deliveries are dropped with
+// probability p (a flaky bus), plus a switch to drop all of them.
+func lossy(t *testing.T, p float64) (*cluster.Backend, *atomic.Bool) {
+	var all atomic.Bool
+	b := memory.New(memory.Options{Fault: func(op string) error {
+		if op == "Events.deliver" && (all.Load() || rand.Float64() < p) {
+			return errors.New("dropped")
+		}
+		return nil
+	}})
+	t.Cleanup(func() { _ = b.Close() })
+	return b, &all
+}
+
+func collect(ctx context.Context, log cluster.EventLog, sess, x string, after uint64, opts cluster.TailOptions, slow time.Duration) ([]uint64, error) {
+	var got []uint64
+	_, err := cluster.TailWith(ctx, log, sess, x, after, opts, func(ev cluster.Event) error {
+		got = append(got, ev.Seq)
+		if slow > 0 {
+			time.Sleep(slow)
+		}
+		return nil
+	})
+	return got, err
+}
+
+func upTo(n uint64) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = uint64(i + 1)
+	}
+	return out
+}
+
+func TestTailLossyFollow(t *testing.T) {
+	b, _ := lossy(t, 0.3)
+	ctx := t.Context()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(b.Events.Open(ctx, "x", cluster.StreamMeta{Session: "s"}, lim))
+	done := make(chan []uint64, 1)
+	errc := make(chan error, 1)
+	go func() {
+		got, err := collect(ctx, b.Events, "s", "x", 0, cluster.TailOptions{Poll: 20 * time.Millisecond}, 0)
+		done <- got
+		errc <- err
+	}()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				if _, err := b.Events.Append(ctx, "s", "x", fmt.Appendf(nil, "%d/%d", w, i), false, lim); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	last, err := b.Events.Append(ctx, "s", "x", nil, true, lim)
+	must(err)
+	select {
+	case got := <-done:
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, upTo(last)) {
+			t.Fatalf("got %d events, want exactly 1..%d in order", len(got), last)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Tail stalled on a lossy follow")
+	}
+}
+
+func TestTailPollRecoversLostFinal(t *testing.T) {
+	b, all := lossy(t, 0)
+	ctx := t.Context()
+	if err := b.Events.Open(ctx, "x", cluster.StreamMeta{Session: "s"}, lim); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	var got []uint64
+	go func() {
+		var err error
+		got, err = collect(ctx, b.Events, "s", "x", 0, cluster.TailOptions{Poll: 30 * time.Millisecond}, 0)
+		res <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	all.Store(true) // the bus loses everything from now on
+	for i := range 3 {
+		if _, err := b.Events.Append(ctx, "s", "x", nil, i == 2, lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-res:
+		if err != nil || !slices.Equal(got, upTo(3)) {
+			t.Fatalf("got %v, %v, want 1..3", got, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("poll did not recover the lost events")
+	}
+}
+
+func TestTailSlowConsumerOverflow(t *testing.T) {
+	b, _ := lossy(t, 0)
+	ctx := t.Context()
+	if err := b.Events.Open(ctx, "x", cluster.StreamMeta{Session: "s"}, lim); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	var got []uint64
+	go func() {
+		var err error
+		got, err = collect(ctx, b.Events, "s", "x", 0, cluster.TailOptions{Poll: -1, Buffer: 2}, time.Millisecond)
+		res <- err
+	}()
+	for i := range 100 {
+		if _, err := b.Events.Append(ctx, "s", "x", nil, i == 99, lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-res:
+		if err != nil || !slices.Equal(got, upTo(100)) {
+			t.Fatalf("got %d events, %v, want 1..100", len(got), err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Tail stalled after its buffer overflowed")
+	}
+}
+
+// scripted is an EventLog whose Follow replays a fixed, misbehaving
+// sequence of deliveries (duplicates, reordering, hints) on the first Read.
+type scripted struct {
+	events  []cluster.Event
+	deliver []uint64 // seqs to deliver through Follow; 0 is a hint
+	mu      sync.Mutex
+	fn      func(cluster.Event)
+	reads   int
+}
+
+func (s *scripted) Open(context.Context, string, cluster.StreamMeta, cluster.Limits) error {
+	return nil
+}
+
+func (s *scripted) Append(context.Context, string, string, []byte, bool, cluster.Limits) (uint64, error) {
+	return 0, errors.New("not supported")
+}
+
+// Read exposes the first half of the events on the first call and all of
+// them afterwards, while Follow delivers a scrambled copy.
+func (s *scripted) Read(_ context.Context, _, _ string, after uint64) ([]cluster.Event, cluster.StreamInfo, error) {
+	s.mu.Lock()
+	s.reads++
+	n := len(s.events)
+	if s.reads == 1 {
+		n /= 2
+		fn := s.fn
+		go func() {
+			for _, seq := range s.deliver {
+				if seq == 0 {
+					fn(cluster.Event{})
+				} else {
+					fn(s.events[seq-1])
+				}
+			}
+		}()
+	}
+	s.mu.Unlock()
+	var out []cluster.Event
+	for _, ev := range s.events[:n] {
+		if ev.Seq > after {
+			out = append(out, ev)
+		}
+	}
+	info := cluster.StreamInfo{Last: uint64(n), Done: n == len(s.events)}
+	return out, info, nil
+}
+
+func (s *scripted) Follow(_ context.Context, _ string, fn func(cluster.Event)) (func(), error) {
+	s.mu.Lock()
+	s.fn = fn
+	s.mu.Unlock()
+	return func() {}, nil
+}
+
+func TestTailScrambledDeliveries(t *testing.T) {
+	for _, deliver := range [][]uint64{
+		{1, 2, 3, 4, 5, 6, 7, 8},    // everything again, overlapping the read
+		{5, 5, 6, 8, 7, 6, 8},       // duplicates and reordering
+		{8},                         // only the final: a gap
+		{0},                         // only a hint
+		{6, 0, 7, 7, 2, 8, 8, 8, 8}, // a mix
+	} {
+		t.Run(fmt.Sprint(deliver), func(t *testing.T) {
+			log := &scripted{deliver: deliver}
+			for i := range 8 {
+				log.events = append(log.events, cluster.Event{Seq: uint64(i + 1), Final: i == 7})
+			}
+			got, err := collect(t.Context(), log, "s", "x", 0, cluster.TailOptions{Poll: -1}, 0)
+			if err != nil || !slices.Equal(got, upTo(8)) {
+				t.Fatalf("got %v, %v, want 1..8 exactly once", got, err)
+			}
+		})
+	}
+}
