@@ -1,0 +1,198 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is every setting of the reference node. Each has a flag and an
+// environment variable; the flag wins. Defaults live in settings() only.
+type Config struct {
+	Addr           string
+	Path           string
+	Stdio          bool
+	Tools          string
+	RedisURL       string
+	NodeID         string
+	StateKey       string
+	SessionTTL     time.Duration
+	MaxSessions    int
+	MaxBodyBytes   int64
+	RetryHint      time.Duration
+	KeepAlive      time.Duration
+	MaxEvents      int
+	MaxStreams     int
+	HistoryTTL     time.Duration
+	RequestTimeout time.Duration
+	ResumeGrace    time.Duration
+	MaxWaiters     int
+	LeaseTTL       time.Duration
+	PageSize       int
+	AllowedOrigins string
+	DrainTimeout   time.Duration
+	LogLevel       string
+	LogFormat      string
+}
+
+// setting describes one configuration value.
+type setting struct {
+	flag, env, def, help string
+	set                  func(c *Config, v string) error
+}
+
+func durationSetter(f func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("not a duration (e.g. 30s, 5m): %q", v)
+		}
+		*f(c) = d
+		return nil
+	}
+}
+
+func intSetter(f func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("not an integer: %q", v)
+		}
+		*f(c) = n
+		return nil
+	}
+}
+
+func stringSetter(f func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *f(c) = v; return nil }
+}
+
+// settings is the one table of every setting with its default.
+func settings() []setting {
+	return []setting{
+		{"addr", "MCP_ADDR", "127.0.0.1:8080", "HTTP listen address", stringSetter(func(c *Config) *string { return &c.Addr })},
+		{"path", "MCP_PATH", "/mcp", "path of the MCP endpoint", stringSetter(func(c *Config) *string { return &c.Path })},
+		{"stdio", "MCP_STDIO", "false", "serve over stdin/stdout instead of HTTP", func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("not a boolean: %q", v)
+			}
+			c.Stdio = b
+			return nil
+		}},
+		{"tools", "MCP_TOOLS", "demo", "tool pack to serve: demo or conformance", stringSetter(func(c *Config) *string { return &c.Tools })},
+		{"redis-url", "MCP_REDIS_URL", "", "Redis URL; joins the cluster (redis://, rediss://, unix://, redis-sentinel://h1,h2/master, redis-cluster://h1,h2); empty runs on the in-memory backend", stringSetter(func(c *Config) *string { return &c.RedisURL })},
+		{"node-id", "MCP_NODE_ID", "", "stable id of this node (default: random)", stringSetter(func(c *Config) *string { return &c.NodeID })},
+		{"state-key", "MCP_STATE_KEY", "", "shared key sealing MRTR requestState: 32 bytes as 64 hex chars or base64 (comma-separated for rotation, newest first); every node of a cluster needs the same", stringSetter(func(c *Config) *string { return &c.StateKey })},
+		{"session-ttl", "MCP_SESSION_TTL", "30m", "idle timeout of a session", durationSetter(func(c *Config) *time.Duration { return &c.SessionTTL })},
+		{"max-sessions", "MCP_MAX_SESSIONS", "10000", "cap on live sessions in the deployment", intSetter(func(c *Config) *int { return &c.MaxSessions })},
+		{"max-body-bytes", "MCP_MAX_BODY_BYTES", "4194304", "maximum POST body size", func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("not an integer: %q", v)
+			}
+			c.MaxBodyBytes = n
+			return nil
+		}},
+		{"retry", "MCP_RETRY", "1s", "SSE retry hint sent to clients", durationSetter(func(c *Config) *time.Duration { return &c.RetryHint })},
+		{"keepalive", "MCP_KEEPALIVE", "15s", "interval of SSE comment keep-alives", durationSetter(func(c *Config) *time.Duration { return &c.KeepAlive })},
+		{"max-events", "MCP_MAX_EVENTS", "1000", "events kept per stream for resumption", intSetter(func(c *Config) *int { return &c.MaxEvents })},
+		{"max-streams", "MCP_MAX_STREAMS", "100", "streams per session keeping history (LRU)", intSetter(func(c *Config) *int { return &c.MaxStreams })},
+		{"history-ttl", "MCP_HISTORY_TTL", "10m", "how long a stream's history lives after its last event", durationSetter(func(c *Config) *time.Duration { return &c.HistoryTTL })},
+		{"request-timeout", "MCP_REQUEST_TIMEOUT", "60s", "how long a server→client request waits for its reply", durationSetter(func(c *Config) *time.Duration { return &c.RequestTimeout })},
+		{"resume-grace", "MCP_RESUME_GRACE", "10s", "how long a request waits for a dropped stream to be resumed", durationSetter(func(c *Config) *time.Duration { return &c.ResumeGrace })},
+		{"max-waiters", "MCP_MAX_WAITERS", "10000", "pending server→client requests per node", intSetter(func(c *Config) *int { return &c.MaxWaiters })},
+		{"lease-ttl", "MCP_LEASE_TTL", "5s", "membership lease of a node; a dead node's streams end this long after it stops", durationSetter(func(c *Config) *time.Duration { return &c.LeaseTTL })},
+		{"page-size", "MCP_PAGE_SIZE", "100", "items per page of list results", intSetter(func(c *Config) *int { return &c.PageSize })},
+		{"allowed-origins", "MCP_ALLOWED_ORIGINS", "", "comma-separated Origin values accepted besides loopback ones on a loopback address (* for any)", stringSetter(func(c *Config) *string { return &c.AllowedOrigins })},
+		{"drain-timeout", "MCP_DRAIN_TIMEOUT", "20s", "grace period for in-flight requests on SIGTERM", durationSetter(func(c *Config) *time.Duration { return &c.DrainTimeout })},
+		{"log-level", "MCP_LOG_LEVEL", "info", "log level: debug, info, warn, error", stringSetter(func(c *Config) *string { return &c.LogLevel })},
+		{"log-format", "MCP_LOG_FORMAT", "json", "log format: json or console", stringSetter(func(c *Config) *string { return &c.LogFormat })},
+	}
+}
+
+// loadConfig reads defaults, then the environment, then flags.
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (*Config, error) {
+	c := &Config{}
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var errs []error
+	for _, s := range settings() {
+		if err := s.set(c, s.def); err != nil {
+			panic(fmt.Sprintf("default of --%s: %v", s.flag, err))
+		}
+		if v := getenv(s.env); v != "" {
+			if err := s.set(c, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", s.env, err))
+			}
+		}
+		set := s.set
+		fs.Func(s.flag, fmt.Sprintf("%s (env %s, default %q)", s.help, s.env, s.def), func(v string) error { return set(c, v) })
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: server [flags]\n\nRuns one mcpcluster node. Every flag can also be set through its environment variable.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, c.Validate()
+}
+
+// Validate checks the configuration; each error names the setting.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: "+format, append([]any{name}, args...)...))
+	}
+	if !c.Stdio && c.Addr == "" {
+		bad("addr", "must not be empty")
+	}
+	if !strings.HasPrefix(c.Path, "/") {
+		bad("path", "must start with /: %q", c.Path)
+	}
+	if c.Tools != "demo" && c.Tools != "conformance" {
+		bad("tools", "must be demo or conformance, not %q", c.Tools)
+	}
+	pos := func(name string, d time.Duration) {
+		if d <= 0 {
+			bad(name, "must be positive, not %s", d)
+		}
+	}
+	pos("session-ttl", c.SessionTTL)
+	pos("retry", c.RetryHint)
+	pos("keepalive", c.KeepAlive)
+	pos("history-ttl", c.HistoryTTL)
+	pos("request-timeout", c.RequestTimeout)
+	pos("resume-grace", c.ResumeGrace)
+	pos("lease-ttl", c.LeaseTTL)
+	pos("drain-timeout", c.DrainTimeout)
+	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "page-size": c.PageSize} {
+		if n <= 0 {
+			bad(name, "must be positive, not %d", n)
+		}
+	}
+	if c.MaxBodyBytes < 1024 {
+		bad("max-body-bytes", "must be at least 1024, not %d", c.MaxBodyBytes)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log-level", "must be debug, info, warn or error, not %q", c.LogLevel)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "console" {
+		bad("log-format", "must be json or console, not %q", c.LogFormat)
+	}
+	return errors.Join(errs...)
+}
+
+// env returns os.Getenv; a seam for tests.
+var env = os.Getenv

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/CONFIGURATION.md")
+
+// configurationDoc renders the settings table.
+func configurationDoc() string {
+	var b strings.Builder
+	b.WriteString("# Configuration\n\n")
+	b.WriteString("Every setting of `cmd/server` is a flag and an environment variable; a flag wins over\n")
+	b.WriteString("the environment. This table is generated from the settings table in\n")
+	b.WriteString("`cmd/server/config.go` (`go test ./cmd/server -update`), so it is the one place the\n")
+	b.WriteString("defaults are written down. Library users set the same bounds through `mcp.ServerOptions`\n")
+	b.WriteString("and `mcp.HTTPOptions`, whose zero values mean these defaults.\n\n")
+	b.WriteString("| flag | environment | default | meaning |\n| --- | --- | --- | --- |\n")
+	for _, s := range settings() {
+		def := s.def
+		if def == "" {
+			def = "(empty)"
+		}
+		fmt.Fprintf(&b, "| `--%s` | `%s` | `%s` | %s |\n", s.flag, s.env, def, strings.ReplaceAll(s.help, "|", `\|`))
+	}
+	return b.String()
+}
+
+func TestConfigurationDocIsCurrent(t *testing.T) {
+	const path = "../../docs/CONFIGURATION.md"
+	want := configurationDoc()
+	if *update {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading %s: %v (run go test ./cmd/server -update)", path, err)
+	}
+	if string(got) != want {
+		t.Fatalf("%s is stale: run go test ./cmd/server -update", path)
+	}
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	envs := map[string]string{"MCP_ADDR": "127.0.0.1:9000", "MCP_SESSION_TTL": "1m", "MCP_TOOLS": "conformance"}
+	getenv := func(k string) string { return envs[k] }
+	c, err := loadConfig([]string{"--session-ttl", "2m"}, getenv, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:9000" {
+		t.Errorf("addr: got %q, want the environment's", c.Addr)
+	}
+	if c.SessionTTL.String() != "2m0s" {
+		t.Errorf("session-ttl: got %v, want the flag's 2m", c.SessionTTL)
+	}
+	if c.Tools != "conformance" || c.MaxEvents != 1000 {
+		t.Errorf("got tools %q max-events %d, want conformance and the default 1000", c.Tools, c.MaxEvents)
+	}
+}
+
+func TestConfigErrorsNameTheSetting(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--tools", "nope"}, nil, "--tools"},
+		{[]string{"--session-ttl", "-1s"}, nil, "--session-ttl"},
+		{[]string{"--max-events", "0"}, nil, "--max-events"},
+		{[]string{"--path", "mcp"}, nil, "--path"},
+		{nil, map[string]string{"MCP_KEEPALIVE": "soon"}, "MCP_KEEPALIVE"},
+		{[]string{"--log-format", "xml"}, nil, "--log-format"},
+	}
+	for _, tc := range cases {
+		_, err := loadConfig(tc.args, func(k string) string { return tc.env[k] }, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: got %v, want an error naming %s", tc.args, tc.env, err, tc.want)
+		}
+	}
+}
+
+func TestHelpListsEverySetting(t *testing.T) {
+	var out bytes.Buffer
+	_, err := loadConfig([]string{"--help"}, func(string) string { return "" }, &out)
+	if err != flag.ErrHelp {
+		t.Fatalf("got %v, want flag.ErrHelp", err)
+	}
+	for _, s := range settings() {
+		if !strings.Contains(out.String(), "-"+s.flag) || !strings.Contains(out.String(), s.env) {
+			t.Errorf("--help does not show --%s / %s", s.flag, s.env)
+		}
+	}
+}

@@ -1,0 +1,231 @@
+// Package coordinator correlates server→client requests with the
+// client's replies, which arrive on separate HTTP requests that may land
+// on any node. The id of every outbound request encodes the node that
+// waits for it, so the node receiving a reply forwards it to the owner
+// over the bus without a lookup. Waiters are keyed by (session, id): a
+// reply arriving on one session can never resolve another session's
+// waiter, even when both use the same id.
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+)
+
+// ErrTooMany is returned by Register when the waiter table is full.
+var ErrTooMany = errors.New("coordinator: too many pending requests")
+
+// idPrefix marks ids minted here: "c.<node>.<n>".
+const idPrefix = "c."
+
+// Coordinator holds this node's waiters.
+type Coordinator struct {
+	node    string
+	bus     cluster.Bus
+	max     int
+	counter atomic.Uint64
+
+	mu      sync.Mutex
+	waiters map[key]*Waiter
+}
+
+type key struct{ session, id string }
+
+// Waiter is one pending server→client request.
+type Waiter struct {
+	c  *Coordinator
+	k  key
+	ID jsonrpc.ID
+	// Tag groups waiters for bulk failure (e.g. the stream a request was
+	// delivered on).
+	Tag  string
+	done chan struct{}
+	once sync.Once
+	res  json.RawMessage
+	err  error
+}
+
+// reply is a routed reply on the bus.
+type reply struct {
+	Session string          `json:"s"`
+	ID      string          `json:"i"`
+	Result  json.RawMessage `json:"r,omitempty"`
+	Error   *jsonrpc.Error  `json:"e,omitempty"`
+}
+
+// New returns a coordinator for node, routing foreign replies over bus
+// (nil for a single process). max bounds the number of pending waiters.
+func New(node string, bus cluster.Bus, max int) *Coordinator {
+	if max <= 0 {
+		max = 10000
+	}
+	return &Coordinator{node: node, bus: bus, max: max, waiters: map[key]*Waiter{}}
+}
+
+// Topic is the bus topic on which node receives routed replies.
+func Topic(node string) string { return "reply:" + node }
+
+// Start subscribes to this node's reply topic.
+func (c *Coordinator) Start(ctx context.Context) (cancel func(), err error) {
+	if c.bus == nil {
+		return func() {}, nil
+	}
+	return c.bus.Subscribe(ctx, Topic(c.node), func(b []byte) {
+		var r reply
+		if json.Unmarshal(b, &r) != nil {
+			return
+		}
+		c.settle(key{r.Session, r.ID}, r.Result, r.Error)
+	})
+}
+
+// NewID mints an outbound request id that names this node.
+func (c *Coordinator) NewID() jsonrpc.ID {
+	return jsonrpc.StringID(idPrefix + c.node + "." + strconv.FormatUint(c.counter.Add(1), 10))
+}
+
+// Owner returns the node encoded in an id minted by NewID.
+func Owner(id jsonrpc.ID) (string, bool) {
+	if !id.IsString() || !strings.HasPrefix(id.Str(), idPrefix) {
+		return "", false
+	}
+	rest := id.Str()[len(idPrefix):]
+	i := strings.LastIndexByte(rest, '.')
+	if i <= 0 {
+		return "", false
+	}
+	return rest[:i], true
+}
+
+// Register starts tracking a request to session with id. Register before
+// sending the request so a fast reply is not lost.
+func (c *Coordinator) Register(session string, id jsonrpc.ID, tag string) (*Waiter, error) {
+	k := key{session, id.Key()}
+	w := &Waiter{c: c, k: k, ID: id, Tag: tag, done: make(chan struct{})}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.waiters) >= c.max {
+		return nil, ErrTooMany
+	}
+	if _, dup := c.waiters[k]; dup {
+		return nil, fmt.Errorf("coordinator: id %s already pending", id)
+	}
+	c.waiters[k] = w
+	return w, nil
+}
+
+// Wait blocks until the reply arrives, the waiter is failed, or ctx ends
+// (then the waiter is removed and a late reply is ignored).
+func (w *Waiter) Wait(ctx context.Context) (json.RawMessage, error) {
+	select {
+	case <-w.done:
+		return w.res, w.err
+	case <-ctx.Done():
+		w.Cancel()
+		<-w.done
+		return w.res, w.err
+	}
+}
+
+// Cancel drops the waiter; idempotent.
+func (w *Waiter) Cancel() {
+	w.c.settle(w.k, nil, jsonrpc.NewError(jsonrpc.CodeRequestTimeout, "no reply from the client in time", nil))
+}
+
+// Fail releases the waiter with err.
+func (w *Waiter) Fail(err error) { w.c.fail(w.k, err) }
+
+func (c *Coordinator) fail(k key, err error) {
+	c.mu.Lock()
+	w := c.waiters[k]
+	delete(c.waiters, k)
+	c.mu.Unlock()
+	if w != nil {
+		w.once.Do(func() { w.err = err; close(w.done) })
+	}
+}
+
+func (c *Coordinator) settle(k key, res json.RawMessage, e *jsonrpc.Error) bool {
+	c.mu.Lock()
+	w := c.waiters[k]
+	delete(c.waiters, k)
+	c.mu.Unlock()
+	if w == nil {
+		return false
+	}
+	w.once.Do(func() {
+		if e != nil {
+			w.err = e
+		} else {
+			w.res = res
+		}
+		close(w.done)
+	})
+	return true
+}
+
+// Resolve delivers a reply (a response message) that arrived on session.
+// A reply to an id this node minted is settled here; one minted by
+// another node is forwarded to it. Replies to ids nobody minted, or to
+// requests of another session, are dropped. It reports whether the reply
+// was settled locally or forwarded.
+func (c *Coordinator) Resolve(ctx context.Context, session string, msg *jsonrpc.Message) (bool, error) {
+	owner, ok := Owner(msg.ID)
+	if !ok {
+		return false, nil
+	}
+	if owner == c.node || c.bus == nil {
+		return c.settle(key{session, msg.ID.Key()}, msg.Result, msg.Error), nil
+	}
+	b, err := json.Marshal(reply{Session: session, ID: msg.ID.Key(), Result: msg.Result, Error: msg.Error})
+	if err != nil {
+		return false, err
+	}
+	if err := c.bus.Publish(ctx, Topic(owner), b); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// FailSession fails every waiter of session (it ended).
+func (c *Coordinator) FailSession(session string, err error) {
+	c.failWhere(func(w *Waiter) bool { return w.k.session == session }, err)
+}
+
+// FailTag fails every waiter of session with tag.
+func (c *Coordinator) FailTag(session, tag string, err error) {
+	c.failWhere(func(w *Waiter) bool { return w.k.session == session && w.Tag == tag }, err)
+}
+
+// FailAll fails every waiter (shutdown).
+func (c *Coordinator) FailAll(err error) { c.failWhere(func(*Waiter) bool { return true }, err) }
+
+func (c *Coordinator) failWhere(match func(*Waiter) bool, err error) {
+	c.mu.Lock()
+	var hit []key
+	for k, w := range c.waiters {
+		if match(w) {
+			hit = append(hit, k)
+		}
+	}
+	c.mu.Unlock()
+	for _, k := range hit {
+		c.fail(k, err)
+	}
+}
+
+// Pending returns the number of pending waiters.
+func (c *Coordinator) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters)
+}

@@ -1,0 +1,73 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/cluster/memory"
+	clusterredis "github.com/mcpcluster/mcpcluster/internal/cluster/redis"
+)
+
+// Backend is the state nodes share: sessions, stream histories, the bus
+// between nodes, membership and claims. The in-memory backend makes a
+// complete single-node server; the Redis backend lets any number of
+// nodes serve the same clients.
+type Backend struct {
+	b *cluster.Backend
+}
+
+// NewMemoryBackend returns an in-memory backend for a single node.
+func NewMemoryBackend() *Backend {
+	return &Backend{b: memory.New(memory.Options{})}
+}
+
+// RedisOptions tune NewRedisBackend. The zero value means the defaults.
+type RedisOptions struct {
+	// Prefix starts every key and channel (default "mcp"); deployments
+	// sharing one Redis use different prefixes.
+	Prefix string
+}
+
+// NewRedisBackend connects to Redis and returns a backend that nodes of
+// one deployment share. url is redis://, rediss:// or unix://, or
+// redis-sentinel://host1:port,host2:port/master and
+// redis-cluster://host1:port,host2:port for Sentinel and Cluster.
+func NewRedisBackend(ctx context.Context, url string, opts *RedisOptions) (*Backend, error) {
+	uo, err := clusterredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: redis url: %w", err)
+	}
+	client := goredis.NewUniversalClient(uo)
+	o := clusterredis.Options{CloseClient: true}
+	if opts != nil {
+		o.Prefix = opts.Prefix
+	}
+	b, err := clusterredis.New(ctx, client, o)
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	return &Backend{b: b}, nil
+}
+
+// Name is "memory" or "redis".
+func (b *Backend) Name() string { return b.b.Name }
+
+// Ping checks that the shared store is reachable.
+func (b *Backend) Ping(ctx context.Context) error {
+	if b.b.Ping == nil {
+		return nil
+	}
+	return b.b.Ping(ctx)
+}
+
+// Close releases the backend.
+func (b *Backend) Close() error {
+	if b.b.Close == nil {
+		return nil
+	}
+	return b.b.Close()
+}

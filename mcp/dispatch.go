@@ -1,0 +1,383 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+)
+
+// legacyState is what a handshake-era session knows about its client.
+type legacyState struct {
+	SessionID   string
+	Version     string
+	Caps        ClientCapabilities
+	ClientInfo  *Implementation
+	LogLevel    LogLevel
+	Initialized bool
+	Principal   string
+}
+
+// sessionOps are the session mutations some legacy methods make. The
+// transport implements them against its session store.
+type sessionOps interface {
+	setLogLevel(ctx context.Context, level LogLevel) error
+	subscribe(ctx context.Context, uri string) error
+	unsubscribe(ctx context.Context, uri string) error
+}
+
+// Methods by era.
+var (
+	modernOnly = map[string]bool{"server/discover": true, "subscriptions/listen": true}
+	legacyOnly = map[string]bool{
+		"initialize": true, "ping": true, "logging/setLevel": true,
+		"resources/subscribe": true, "resources/unsubscribe": true,
+	}
+	// cacheable results carry ttlMs/cacheScope on 2026-07-28.
+	cacheable = map[string]bool{
+		"server/discover": true, "tools/list": true, "prompts/list": true,
+		"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	}
+)
+
+// requestMeta is the reserved part of a request's _meta.
+type requestMeta struct {
+	ProgressToken   json.RawMessage `json:"progressToken"`
+	ProtocolVersion *string         `json:"io.modelcontextprotocol/protocolVersion"`
+	Capabilities    json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	ClientInfo      *Implementation `json:"io.modelcontextprotocol/clientInfo"`
+	LogLevel        *LogLevel       `json:"io.modelcontextprotocol/logLevel"`
+}
+
+func readMeta(params json.RawMessage) (requestMeta, error) {
+	var m requestMeta
+	if len(params) == 0 || params[0] != '{' {
+		return m, nil
+	}
+	var p struct {
+		Meta json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return m, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: %v", err)
+	}
+	if len(p.Meta) == 0 || string(p.Meta) == "null" {
+		return m, nil
+	}
+	if err := json.Unmarshal(p.Meta, &m); err != nil {
+		return m, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid _meta: "+err.Error(), map[string]any{"field": "_meta"})
+	}
+	return m, nil
+}
+
+// IsModernMessage reports whether a request carries the 2026-07-28
+// per-request protocol version in its _meta.
+func IsModernMessage(params json.RawMessage) bool {
+	if !bytes.Contains(params, []byte(MetaProtocolVersion)) {
+		return false
+	}
+	m, err := readMeta(params)
+	return err == nil && m.ProtocolVersion != nil
+}
+
+// newModernRequest builds the context of a stateless request from its
+// _meta, or returns the JSON-RPC error the request deserves.
+func (s *Server) newModernRequest(msg *jsonrpc.Message, principal string) (*Request, error) {
+	m, err := readMeta(msg.Params)
+	if err != nil {
+		return nil, err
+	}
+	if m.ProtocolVersion == nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "missing _meta."+MetaProtocolVersion, map[string]any{"field": "_meta." + MetaProtocolVersion})
+	}
+	if !IsModernVersion(*m.ProtocolVersion) {
+		return nil, UnsupportedVersionError(*m.ProtocolVersion)
+	}
+	if len(m.Capabilities) == 0 || m.Capabilities[0] != '{' {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "missing _meta."+MetaClientCapabilities, map[string]any{"field": "_meta." + MetaClientCapabilities})
+	}
+	req := &Request{
+		Method: msg.Method, Params: msg.Params, id: msg.ID, srv: s,
+		version: *m.ProtocolVersion, modern: true, clientInfo: m.ClientInfo,
+		principal: principal, progressToken: m.ProgressToken,
+	}
+	if err := json.Unmarshal(m.Capabilities, &req.caps); err != nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid _meta."+MetaClientCapabilities+": "+err.Error(), nil)
+	}
+	if m.LogLevel != nil {
+		if !m.LogLevel.Valid() {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, fmt.Sprintf("invalid log level %q", *m.LogLevel), map[string]any{"field": "_meta." + MetaLogLevel})
+		}
+		req.logLevel = *m.LogLevel
+	}
+	return req, nil
+}
+
+// UnsupportedVersionError is the -32022 error for a revision the server
+// does not implement.
+func UnsupportedVersionError(requested string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeUnsupportedProtocolVersion,
+		fmt.Sprintf("unsupported protocol version %q", requested),
+		map[string]any{"supported": SupportedVersions, "requested": requested})
+}
+
+// newLegacyRequest builds the context of a request on a session.
+func (s *Server) newLegacyRequest(msg *jsonrpc.Message, st *legacyState) (*Request, error) {
+	m, err := readMeta(msg.Params)
+	if err != nil {
+		return nil, err
+	}
+	level := st.LogLevel
+	if level == "" {
+		level = LevelDebug // no setLevel yet: everything is sent
+	}
+	return &Request{
+		Method: msg.Method, Params: msg.Params, id: msg.ID, srv: s,
+		sessionID: st.SessionID, version: st.Version, caps: st.Caps,
+		clientInfo: st.ClientInfo, principal: st.Principal, logLevel: level,
+		progressToken: m.ProgressToken,
+	}, nil
+}
+
+// initializeParams are the params of initialize.
+type initializeParams struct {
+	ProtocolVersion string             `json:"protocolVersion"`
+	Capabilities    ClientCapabilities `json:"capabilities"`
+	ClientInfo      *Implementation    `json:"clientInfo"`
+}
+
+// initialize negotiates a session: it returns the result to send and the
+// session's initial state.
+func (s *Server) initialize(params json.RawMessage) (json.RawMessage, *legacyState, error) {
+	var p initializeParams
+	if len(params) == 0 {
+		return nil, nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "initialize needs params", nil)
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid initialize params: "+err.Error(), nil)
+	}
+	if p.ProtocolVersion == "" {
+		return nil, nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "missing protocolVersion", map[string]any{"field": "protocolVersion"})
+	}
+	v := p.ProtocolVersion
+	if !IsLegacyVersion(v) {
+		v = LatestLegacyVersion
+	}
+	st := &legacyState{Version: v, Caps: p.Capabilities, ClientInfo: p.ClientInfo}
+	res := map[string]any{
+		"protocolVersion": v,
+		"capabilities":    s.capabilities(v),
+		"serverInfo":      s.implFor(v),
+	}
+	if s.opts.Instructions != "" {
+		res["instructions"] = s.opts.Instructions
+	}
+	b, err := json.Marshal(res)
+	return b, st, err
+}
+
+// implFor returns the server identity without fields too new for v.
+func (s *Server) implFor(v string) Implementation {
+	impl := s.impl
+	if !atLeast(v, Version20250618) {
+		impl.Title = ""
+	}
+	if !atLeast(v, Version20251125) {
+		impl.Description, impl.Icons, impl.WebsiteURL = "", nil, ""
+	}
+	return impl
+}
+
+// discover answers server/discover.
+func (s *Server) discover() map[string]any {
+	res := map[string]any{
+		"supportedVersions": SupportedVersions,
+		"capabilities":      s.capabilities(Version20260728),
+	}
+	if s.opts.Instructions != "" {
+		res["instructions"] = s.opts.Instructions
+	}
+	return res
+}
+
+// call runs a request (anything but initialize and subscriptions/listen,
+// which transports handle) and returns the encoded result.
+func (s *Server) call(ctx context.Context, req *Request, sess sessionOps) (json.RawMessage, error) {
+	if req.modern && legacyOnly[req.Method] || !req.modern && modernOnly[req.Method] {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not available in protocol version %s", req.Method, req.version)
+	}
+	if req.modern {
+		if err := s.openRound(req); err != nil {
+			return nil, err
+		}
+	}
+	res, err := s.runWithInputs(ctx, req, func(ctx context.Context) (any, error) {
+		return s.method(ctx, req, sess)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.finish(req, res)
+}
+
+func (s *Server) method(ctx context.Context, req *Request, sess sessionOps) (any, error) {
+	switch req.Method {
+	case "ping":
+		return struct{}{}, nil
+	case "server/discover":
+		return s.discover(), nil
+	case "tools/list":
+		return s.listTools(req)
+	case "tools/call":
+		return s.callTool(ctx, req)
+	case "resources/list":
+		return s.listResources(req)
+	case "resources/templates/list":
+		return s.listTemplates(req)
+	case "resources/read":
+		return s.readResource(ctx, req)
+	case "resources/subscribe", "resources/unsubscribe":
+		var p struct {
+			URI string `json:"uri"`
+		}
+		if err := decodeParams(req.Params, &p); err != nil {
+			return nil, err
+		}
+		if p.URI == "" {
+			return nil, invalidParam("uri", "is required")
+		}
+		if sess == nil {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "no session")
+		}
+		var err error
+		if req.Method == "resources/subscribe" {
+			err = sess.subscribe(ctx, p.URI)
+		} else {
+			err = sess.unsubscribe(ctx, p.URI)
+		}
+		return struct{}{}, err
+	case "prompts/list":
+		return s.listPrompts(req)
+	case "prompts/get":
+		return s.getPrompt(ctx, req)
+	case "completion/complete":
+		return s.complete(ctx, req)
+	case "logging/setLevel":
+		var p struct {
+			Level LogLevel `json:"level"`
+		}
+		if err := decodeParams(req.Params, &p); err != nil {
+			return nil, err
+		}
+		if !p.Level.Valid() {
+			return nil, invalidParam("level", fmt.Sprintf("%q is not a log level", p.Level))
+		}
+		if sess == nil {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "no session")
+		}
+		return struct{}{}, sess.setLogLevel(ctx, p.Level)
+	}
+	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
+}
+
+// finish encodes a result, adding on 2026-07-28 resultType, the server
+// identity and, where required, the cache hints.
+func (s *Server) finish(req *Request, res any) (json.RawMessage, error) {
+	if !req.modern {
+		return json.Marshal(res)
+	}
+	if m, ok := res.(map[string]any); ok {
+		if _, has := m["resultType"]; has {
+			return json.Marshal(m)
+		}
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var extra strings.Builder
+	extra.WriteString(`"resultType":"complete"`)
+	if cacheable[req.Method] {
+		fmt.Fprintf(&extra, `,"ttlMs":%d,"cacheScope":%q`, s.opts.ListTTL.Milliseconds(), cacheScope(req))
+	}
+	if !bytes.Contains(b, []byte(`"_meta":`)) {
+		info, _ := json.Marshal(s.impl)
+		fmt.Fprintf(&extra, `,"_meta":{%q:%s}`, MetaServerInfo, info)
+	}
+	return spliceObject(b, extra.String()), nil
+}
+
+// cacheScope is private when results depend on who asks.
+func cacheScope(req *Request) string {
+	if req.principal != "" {
+		return "private"
+	}
+	return "public"
+}
+
+// spliceObject inserts members (already encoded, without braces) into the
+// JSON object b.
+func spliceObject(b []byte, members string) json.RawMessage {
+	b = bytes.TrimRight(b, " \n")
+	if len(b) < 2 || b[len(b)-1] != '}' {
+		return b
+	}
+	out := make([]byte, 0, len(b)+len(members)+1)
+	out = append(out, b[:len(b)-1]...)
+	if len(bytes.TrimSpace(b[1:len(b)-1])) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, members...)
+	return append(out, '}')
+}
+
+func decodeParams(params json.RawMessage, v any) error {
+	if len(params) == 0 || string(params) == "null" {
+		params = json.RawMessage("{}")
+	}
+	if err := json.Unmarshal(params, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return invalidParam(te.Field, "must be "+te.Type.String())
+		}
+		return jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid params: "+err.Error(), nil)
+	}
+	return nil
+}
+
+func invalidParam(field, problem string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, fmt.Sprintf("invalid params: %s %s", field, problem), map[string]any{"field": field})
+}
+
+// page returns the window of keys starting at cursor.
+func page(keys []string, cursor string, size int) ([]string, string, error) {
+	start := 0
+	if cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || !bytes.HasPrefix(raw, []byte("k:")) {
+			return nil, "", invalidParam("cursor", "is not a cursor this server issued")
+		}
+		after := string(raw[2:])
+		start = len(keys)
+		for i, k := range keys {
+			if k >= after {
+				start = i
+				break
+			}
+		}
+	}
+	end := min(start+size, len(keys))
+	next := ""
+	if end < len(keys) {
+		next = base64.RawURLEncoding.EncodeToString([]byte("k:" + keys[end]))
+	}
+	return keys[start:end], next, nil
+}
+
+type listParams struct {
+	Cursor string `json:"cursor"`
+}

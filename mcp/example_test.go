@@ -1,0 +1,38 @@
+package mcp_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/mcpcluster/mcpcluster/mcp"
+)
+
+// GreetIn is the typed input of the greet tool: its JSON Schema is
+// inferred from the struct.
+type GreetIn struct {
+	Name string `json:"name" jsonschema:"who to greet"`
+}
+
+// Example_stdio registers a typed tool and serves it over stdio. A real
+// program passes os.Stdin and os.Stdout; here a fixed input stands in for
+// the client.
+func Example_stdio() {
+	s := mcp.NewServer(mcp.Implementation{Name: "greeter", Version: "1.0.0"}, nil)
+	mcp.AddTool(s, mcp.Tool{Name: "greet", Description: "Says hello."},
+		func(ctx context.Context, req *mcp.Request, in GreetIn) (string, error) {
+			return "Hello, " + in.Name + "!", nil
+		})
+
+	// The client side of the pipe: send one request, read one reply.
+	clientOut, serverIn := io.Pipe()
+	serverOut, clientIn := io.Pipe()
+	go func() { _ = s.ServeStdio(context.Background(), clientOut, clientIn, nil) }()
+	fmt.Fprintln(serverIn, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"Ada"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	reply, _ := bufio.NewReader(serverOut).ReadString('\n')
+	serverIn.Close() // end of input stops the server
+	fmt.Print(reply)
+	// Output:
+	// {"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Hello, Ada!"}],"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"greeter","version":"1.0.0"}}}}
+}

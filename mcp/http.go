@@ -1,0 +1,295 @@
+package mcp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/coordinator"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+)
+
+// HTTPOptions configure the Streamable HTTP transport. The zero value
+// means the documented defaults (see docs/CONFIGURATION.md).
+type HTTPOptions struct {
+	// Backend is the shared state. nil means a fresh in-memory backend
+	// (a complete single-node server).
+	Backend *Backend
+	// NodeID names this node in logs and in routed request ids (default:
+	// a fresh random id).
+	NodeID string
+	// SessionTTL is the idle timeout of a session (default 30m).
+	SessionTTL time.Duration
+	// MaxSessions caps live sessions in the deployment (default 10000).
+	MaxSessions int
+	// MaxBodyBytes bounds a POST body (default 4 MiB).
+	MaxBodyBytes int64
+	// RetryHint is the SSE retry field sent on streams (default 1s).
+	RetryHint time.Duration
+	// KeepAlive is the interval of SSE comment keep-alives (default 15s).
+	KeepAlive time.Duration
+	// MaxEvents is the history kept per stream (default 1000).
+	MaxEvents int
+	// MaxStreams is the number of streams per session keeping history,
+	// least recently used evicted first (default 100).
+	MaxStreams int
+	// HistoryTTL is how long a stream's history lives after its last
+	// event (default 10m).
+	HistoryTTL time.Duration
+	// MaxWaiters bounds pending server→client requests on this node
+	// (default 10000).
+	MaxWaiters int
+	// ResumeGrace is how long a server→client request delivered on a
+	// stream whose connection dropped waits for the client to resume the
+	// stream before it fails (default 10s).
+	ResumeGrace time.Duration
+	// AllowedOrigins lists Origin values accepted (exact, or "*" for
+	// any). Requests without Origin are always accepted.
+	AllowedOrigins []string
+	// AllowLoopbackOrigins accepts http(s)://localhost, 127.0.0.1 and
+	// [::1] origins on any port (set it when bound to loopback).
+	AllowLoopbackOrigins bool
+	// SessionCacheTTL is how long a node trusts its cached copy of a
+	// session (default 2s; invalidated at once over the bus on change).
+	SessionCacheTTL time.Duration
+	// LeaseTTL is the membership lease of the node (default 5s).
+	LeaseTTL time.Duration
+	// Logger receives transport logs.
+	Logger *zerolog.Logger
+}
+
+func (o *HTTPOptions) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	defInt := func(d *int, v int) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.SessionTTL, 30*time.Minute)
+	def(&o.RetryHint, time.Second)
+	def(&o.KeepAlive, 15*time.Second)
+	def(&o.HistoryTTL, 10*time.Minute)
+	def(&o.ResumeGrace, 10*time.Second)
+	def(&o.SessionCacheTTL, 2*time.Second)
+	def(&o.LeaseTTL, 5*time.Second)
+	defInt(&o.MaxSessions, 10000)
+	defInt(&o.MaxEvents, 1000)
+	defInt(&o.MaxStreams, 100)
+	defInt(&o.MaxWaiters, 10000)
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 4 << 20
+	}
+	if o.NodeID == "" {
+		o.NodeID = randomToken(6)
+	}
+}
+
+// HTTPHandler serves the MCP endpoint (POST, GET, DELETE) for one node.
+type HTTPHandler struct {
+	srv   *Server
+	opts  HTTPOptions
+	be    *cluster.Backend
+	log   zerolog.Logger
+	coord *coordinator.Coordinator
+	lim   cluster.Limits
+
+	ctx      context.Context // lives until Close
+	cancel   context.CancelFunc
+	draining atomic.Bool
+	stops    []func()
+	wg       sync.WaitGroup
+
+	sessions *sessionCache
+	local    *localState
+}
+
+// NewHTTPHandler returns the Streamable HTTP handler of s. Close it to
+// release its background work.
+func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
+	h := &HTTPHandler{srv: s}
+	if opts != nil {
+		h.opts = *opts
+	}
+	h.opts.defaults()
+	if h.opts.Backend == nil {
+		h.opts.Backend = NewMemoryBackend()
+	}
+	h.be = h.opts.Backend.b
+	h.log = zerolog.Nop()
+	if h.opts.Logger != nil {
+		h.log = h.opts.Logger.With().Str("node", h.opts.NodeID).Logger()
+	}
+	h.lim = cluster.Limits{MaxEvents: h.opts.MaxEvents, MaxStreams: h.opts.MaxStreams, TTL: h.opts.HistoryTTL}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.coord = coordinator.New(h.opts.NodeID, h.be.Bus, h.opts.MaxWaiters)
+	h.sessions = newSessionCache(h)
+	h.local = newLocalState()
+	if err := h.start(); err != nil {
+		h.Close()
+		return nil, err
+	}
+	s.attach(h)
+	return h, nil
+}
+
+// NodeID returns this node's id.
+func (h *HTTPHandler) NodeID() string { return h.opts.NodeID }
+
+// Close stops background work, ends this node's streams and fails its
+// pending server→client requests. It does not close the backend.
+func (h *HTTPHandler) Close() {
+	h.srv.detach(h)
+	h.cancel()
+	for _, stop := range h.stops {
+		stop()
+	}
+	h.coord.FailAll(jsonrpc.ErrDraining)
+	h.wg.Wait()
+	_ = h.be.Members.Leave(context.Background(), h.opts.NodeID)
+}
+
+// ServeHTTP routes the MCP endpoint's methods.
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.originAllowed(r) {
+		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "origin %q is not allowed", r.Header.Get("Origin")))
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		h.servePost(w, r)
+	case http.MethodGet:
+		h.serveGet(w, r)
+	case http.MethodDelete:
+		h.serveDelete(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "method %s is not allowed on the MCP endpoint", r.Method))
+	}
+}
+
+// originAllowed implements DNS-rebinding protection.
+func (h *HTTPHandler) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	for _, o := range h.opts.AllowedOrigins {
+		if o == "*" || strings.EqualFold(o, origin) {
+			return true
+		}
+	}
+	if h.opts.AllowLoopbackOrigins {
+		u, err := url.Parse(origin)
+		if err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+			host := u.Hostname()
+			if host == "localhost" {
+				return true
+			}
+			if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeError writes an HTTP error with a JSON-RPC error body.
+func writeError(w http.ResponseWriter, status int, id jsonrpc.ID, err error) {
+	b, _ := jsonrpc.Encode(jsonrpc.ErrorResponse(id, err))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// statusOf maps an error to the HTTP status it deserves, in one place.
+func statusOf(err error, modern bool) int {
+	switch {
+	case errors.Is(err, cluster.ErrUnavailable), errors.Is(err, jsonrpc.ErrUnavailable):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, jsonrpc.ErrDraining):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, cluster.ErrLimit):
+		return http.StatusServiceUnavailable
+	}
+	e := jsonrpc.AsError(err)
+	switch e.Code {
+	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest:
+		return http.StatusBadRequest
+	case jsonrpc.CodeHeaderMismatch, jsonrpc.CodeMissingClientCapability, jsonrpc.CodeUnsupportedProtocolVersion:
+		return http.StatusBadRequest
+	case jsonrpc.CodeMethodNotFound:
+		if modern {
+			return http.StatusNotFound
+		}
+	}
+	return http.StatusOK
+}
+
+// rpcError turns backend errors into the JSON-RPC error a client sees.
+func rpcError(err error) error {
+	switch {
+	case errors.Is(err, cluster.ErrUnavailable):
+		return jsonrpc.NewError(jsonrpc.CodeUnavailable, "shared state is unavailable; retry later", nil)
+	case errors.Is(err, cluster.ErrLimit):
+		return jsonrpc.NewError(jsonrpc.CodeUnavailable, "too many sessions; retry later", nil)
+	}
+	return err
+}
+
+// acceptable reports whether the Accept header allows mime type want.
+func acceptable(r *http.Request, want string) bool {
+	accept := r.Header.Values("Accept")
+	if len(accept) == 0 {
+		return true
+	}
+	major := want[:strings.IndexByte(want, '/')]
+	for _, line := range accept {
+		for _, part := range strings.Split(line, ",") {
+			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			if mt == want || mt == "*/*" || mt == major+"/*" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func randomToken(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// newSessionID returns 192 bits from the CSPRNG, URL-safe.
+func newSessionID() string { return randomToken(24) }
+
+func mustMarshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("mcp: marshal: %v", err))
+	}
+	return b
+}

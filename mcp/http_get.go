@@ -1,0 +1,394 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/sse"
+)
+
+// serveGet opens the session's standalone stream, or resumes a stream
+// (POST or GET) from Last-Event-ID.
+func (h *HTTPHandler) serveGet(w http.ResponseWriter, r *http.Request) {
+	if v := r.Header.Get(headerVersion); v != "" && IsModernVersion(v) {
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "protocol version %s has no GET stream; use subscriptions/listen", v))
+		return
+	}
+	if v := r.Header.Get(headerVersion); v != "" && !IsSupportedVersion(v) {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, UnsupportedVersionError(v))
+		return
+	}
+	if !acceptable(r, "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Accept must allow text/event-stream"))
+		return
+	}
+	sid := r.Header.Get(headerSession)
+	if sid == "" {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "missing %s header", headerSession))
+		return
+	}
+	sess, ok := h.loadSession(w, r, sid, jsonrpc.ID{})
+	if !ok {
+		return
+	}
+	if h.draining.Load() {
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, jsonrpc.ErrDraining)
+		return
+	}
+	last := r.Header.Get(headerLastID)
+	if last == "" {
+		h.followGet(w, r, sess, 0, false)
+		return
+	}
+	eid, err := sse.ParseEventID(last)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "malformed Last-Event-ID"))
+		return
+	}
+	if eid.Stream == sess.getStream {
+		h.followGet(w, r, sess, eid.Seq, true)
+		return
+	}
+	h.resumePost(w, r, sess, eid)
+}
+
+// streamError writes the answer for a stream that cannot be read.
+func streamError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, cluster.ErrNotFound), errors.Is(err, cluster.ErrForbidden):
+		// The same answer for both, so streams of other sessions
+		// cannot be probed.
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Last-Event-ID names no stream of this session"))
+	case errors.Is(err, cluster.ErrEvicted):
+		writeError(w, http.StatusGone, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the stream's history after Last-Event-ID is no longer kept"))
+	default:
+		writeError(w, statusOf(err, false), jsonrpc.ID{}, rpcError(err))
+	}
+}
+
+// liveStream sets up an SSE connection that session-wide events (end,
+// take-over, drain) can cancel.
+func (h *HTTPHandler) liveStream(r *http.Request, session, getFor string) (context.Context, *liveConn, func()) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	c := &liveConn{id: h.opts.NodeID + "/" + randomToken(9), cancel: cancel, getFor: getFor}
+	remove := h.local.addConn(session, c)
+	stop := context.AfterFunc(h.ctx, func() { cancel(errDrain) })
+	return ctx, c, func() { stop(); remove(); cancel(nil) }
+}
+
+// followGet serves the session's GET stream: it takes the stream over
+// (one connection per session holds it, the newest wins), replays from
+// after when resuming, and follows new events until the client leaves.
+func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *cachedSession, after uint64, resume bool) {
+	sid, stream := sess.st.SessionID, sess.getStream
+	if err := h.be.Events.Open(r.Context(), stream, cluster.StreamMeta{Session: sid}, h.lim); err != nil {
+		streamError(w, err)
+		return
+	}
+	_, info, err := h.be.Events.Read(r.Context(), sid, stream, ^uint64(0))
+	if err != nil {
+		streamError(w, err)
+		return
+	}
+	if !resume {
+		after = info.Last
+	} else if after > info.Last {
+		streamError(w, cluster.ErrNotFound)
+		return
+	}
+	ctx, conn, done := h.liveStream(r, sid, sid)
+	defer done()
+	key := getKey(sid)
+	if _, err := h.be.Claims.Claim(ctx, key, conn.id, h.opts.LeaseTTL); err != nil {
+		streamError(w, err)
+		return
+	}
+	if err := h.publish(ctx, busMsg{T: "takeover", S: sid, C: conn.id}); err != nil {
+		h.log.Warn().Err(err).Msg("take-over not broadcast")
+	}
+	defer func() {
+		if context.Cause(ctx) == errTakenOver {
+			return
+		}
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = h.be.Claims.Release(bg, key, conn.id)
+		_ = h.publish(bg, busMsg{T: "getdrop", S: sid})
+	}()
+	sw := newSSEWriter(w)
+	sw.start(nil)
+	_ = sw.retry(h.opts.RetryHint)
+	go sw.keepAlive(ctx, h.opts.KeepAlive)
+	go h.renewClaim(ctx, key, conn)
+	_, err = cluster.Tail(ctx, h.be.Events, sid, stream, after, func(ev cluster.Event) error {
+		return writeHistoryEvent(sw, stream, ev)
+	})
+	h.endStream(sw, ctx, err)
+}
+
+// renewClaim keeps conn's claim on key alive; losing it ends the stream.
+func (h *HTTPHandler) renewClaim(ctx context.Context, key string, conn *liveConn) {
+	t := time.NewTicker(h.opts.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			ok, err := h.be.Claims.Renew(ctx, key, conn.id, h.opts.LeaseTTL)
+			if err == nil && !ok {
+				conn.cancel(errTakenOver)
+				return
+			}
+		}
+	}
+}
+
+// writeHistoryEvent writes an event from a stream's history; priming
+// events (empty data) are not replayed.
+func writeHistoryEvent(sw *sseWriter, stream string, ev cluster.Event) error {
+	if len(ev.Data) == 0 {
+		return nil
+	}
+	return sw.event(sse.Event{ID: sse.EventID{Stream: stream, Seq: ev.Seq}.String(), Data: ev.Data})
+}
+
+// endStream closes a stream; a draining node first tells the client when
+// to reconnect (elsewhere).
+func (h *HTTPHandler) endStream(sw *sseWriter, ctx context.Context, err error) {
+	if errors.Is(context.Cause(ctx), errDrain) {
+		_ = sw.retry(h.opts.RetryHint)
+	}
+	if err != nil && ctx.Err() == nil {
+		h.log.Debug().Err(err).Msg("stream ended")
+	}
+}
+
+// resumePost replays a POST stream after eid and follows it live until
+// its final response. If the node producing it dies first, the stream
+// ends with a JSON-RPC error for the request.
+func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *cachedSession, eid sse.EventID) {
+	sid := sess.st.SessionID
+	_, info, err := h.be.Events.Read(r.Context(), sid, eid.Stream, eid.Seq)
+	if err != nil {
+		streamError(w, err)
+		return
+	}
+	if eid.Seq > info.Last {
+		streamError(w, cluster.ErrNotFound)
+		return
+	}
+	ctx, conn, done := h.liveStream(r, sid, "")
+	defer done()
+	key := followKey(sid, eid.Stream)
+	if _, err := h.be.Claims.Claim(ctx, key, conn.id, h.opts.LeaseTTL); err != nil {
+		streamError(w, err)
+		return
+	}
+	defer func() {
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = h.be.Claims.Release(bg, key, conn.id)
+	}()
+	sw := newSSEWriter(w)
+	sw.start(nil)
+	go sw.keepAlive(ctx, h.opts.KeepAlive)
+	go h.renewClaim(ctx, key, conn)
+	if !info.Done && info.Owner != "" && info.Owner != h.opts.NodeID {
+		go h.watchOwner(ctx, sid, eid.Stream, info)
+	}
+	_, err = cluster.Tail(ctx, h.be.Events, sid, eid.Stream, eid.Seq, func(ev cluster.Event) error {
+		return writeHistoryEvent(sw, eid.Stream, ev)
+	})
+	h.endStream(sw, ctx, err)
+}
+
+// watchOwner ends a followed stream with an error for its request when
+// the node producing it loses its membership lease.
+func (h *HTTPHandler) watchOwner(ctx context.Context, sid, stream string, info cluster.StreamInfo) {
+	t := time.NewTicker(h.opts.LeaseTTL / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		alive, err := h.be.Members.Alive(ctx, info.Owner)
+		if err != nil || alive {
+			continue
+		}
+		id, err := jsonrpc.ParseKey(info.Request)
+		if err != nil {
+			return
+		}
+		msg := jsonrpc.ErrorResponse(id, jsonrpc.NewError(jsonrpc.CodeNodeLost, "the node running this request stopped; retry it", map[string]any{"node": info.Owner}))
+		data, _ := jsonrpc.Encode(msg)
+		if _, err := h.be.Events.Append(ctx, sid, stream, data, true, h.lim); err != nil {
+			h.log.Debug().Err(err).Str("stream", stream).Msg("lost-node error not appended")
+		}
+		return
+	}
+}
+
+// serveDelete ends a session everywhere.
+func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
+	if v := r.Header.Get(headerVersion); v != "" && IsModernVersion(v) {
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "protocol version %s has no sessions", v))
+		return
+	}
+	sid := r.Header.Get(headerSession)
+	if sid == "" {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "missing %s header", headerSession))
+		return
+	}
+	live, err := h.be.Sessions.End(r.Context(), sid)
+	if err != nil {
+		writeError(w, statusOf(err, false), jsonrpc.ID{}, rpcError(err))
+		return
+	}
+	h.sessions.invalidate(sid)
+	if !live {
+		writeError(w, http.StatusNotFound, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "session not found"))
+		return
+	}
+	if err := h.publish(r.Context(), busMsg{T: "end", S: sid}); err != nil {
+		h.log.Warn().Err(err).Str("session", sid).Msg("session end not broadcast")
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// listenConn is a subscriptions/listen stream on this node.
+type listenConn struct {
+	id     jsonrpc.ID
+	filter listenFilter
+	sw     *sseWriter
+}
+
+func (c *listenConn) send(msg *jsonrpc.Message) {
+	if data, err := jsonrpc.Encode(msg); err == nil {
+		_ = c.sw.event(sse.Event{Data: data})
+	}
+}
+
+// listen serves subscriptions/listen: the acknowledgement first, then
+// the notifications asked for, changed on any node, until the client
+// leaves; a draining node ends it with the listen result.
+func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Request) {
+	f, err := h.srv.parseListen(req.Params)
+	if err != nil {
+		writeError(w, http.StatusOK, req.id, err)
+		return
+	}
+	if !acceptable(r, "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, req.id, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "subscriptions/listen needs text/event-stream"))
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(h.ctx, cancel)
+	defer stop()
+	c := &listenConn{id: req.id, filter: f, sw: newSSEWriter(w)}
+	c.sw.start(nil)
+	c.send(listenAck(req.id, f))
+	h.local.mu.Lock()
+	h.local.listens[c] = struct{}{}
+	h.local.mu.Unlock()
+	defer func() {
+		h.local.mu.Lock()
+		delete(h.local.listens, c)
+		h.local.mu.Unlock()
+	}()
+	go c.sw.keepAlive(ctx, h.opts.KeepAlive)
+	<-ctx.Done()
+	if r.Context().Err() == nil {
+		c.send(h.srv.listenResult(req.id)) // graceful end
+	}
+}
+
+// RequestOnSession sends a server→client request (ping, elicitation
+// outside a request, ...) on the GET stream of session, from any node,
+// and waits for the reply. It fails at once when no GET stream of the
+// session is open, and promptly when the stream closes before the reply.
+func (h *HTTPHandler) RequestOnSession(ctx context.Context, session, method string, params any) (json.RawMessage, error) {
+	holder, err := h.be.Claims.Holder(ctx, getKey(session))
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	if holder == "" {
+		return nil, ErrNoChannel
+	}
+	id := h.coord.NewID()
+	waiter, err := h.coord.Register(session, id, "get")
+	if err != nil {
+		return nil, err
+	}
+	msg, err := jsonrpc.Request(id, method, params)
+	if err != nil {
+		waiter.Cancel()
+		return nil, err
+	}
+	data, _ := jsonrpc.Encode(msg)
+	if err := h.appendGet(ctx, session, data); err != nil {
+		waiter.Cancel()
+		return nil, rpcError(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.srv.opts.requestTimeout())
+	defer cancel()
+	return waiter.Wait(ctx)
+}
+
+// Ping checks a session's client over its GET stream.
+func (h *HTTPHandler) Ping(ctx context.Context, session string) error {
+	_, err := h.RequestOnSession(ctx, session, "ping", nil)
+	return err
+}
+
+// NotifySession pushes a notification onto one session's GET stream.
+func (h *HTTPHandler) NotifySession(ctx context.Context, session, method string, params any) error {
+	msg, err := jsonrpc.Notification(method, params)
+	if err != nil {
+		return err
+	}
+	data, _ := jsonrpc.Encode(msg)
+	return rpcError(h.appendGet(ctx, session, data))
+}
+
+// Drain starts a graceful shutdown: new work is refused, open streams get
+// a retry hint and are closed so clients resume on other nodes, and Drain
+// waits until running requests finish or ctx ends.
+func (h *HTTPHandler) Drain(ctx context.Context) {
+	h.draining.Store(true)
+	h.local.mu.Lock()
+	for _, conns := range h.local.conns {
+		for c := range conns {
+			c.cancel(errDrain)
+		}
+	}
+	h.local.mu.Unlock()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		h.local.mu.Lock()
+		n := len(h.local.inflight)
+		h.local.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Draining reports whether Drain was called.
+func (h *HTTPHandler) Draining() bool { return h.draining.Load() }

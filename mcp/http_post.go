@@ -1,0 +1,557 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/sse"
+)
+
+const (
+	headerSession  = "Mcp-Session-Id"
+	headerVersion  = "Mcp-Protocol-Version"
+	headerMethod   = "Mcp-Method"
+	headerName     = "Mcp-Name"
+	headerLastID   = "Last-Event-Id"
+	paramHeaderPfx = "Mcp-Param-"
+)
+
+// errNotAcceptable: a response needed SSE but the client's Accept
+// excludes text/event-stream.
+var errNotAcceptable = errors.New("mcp: client does not accept text/event-stream")
+
+func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Content-Type must be application/json"))
+		return
+	}
+	if !acceptable(r, "application/json") && !acceptable(r, "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Accept must allow application/json and text/event-stream"))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "body exceeds %d bytes", h.opts.MaxBodyBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "reading body: %v", err))
+		return
+	}
+	version := r.Header.Get(headerVersion)
+	if version != "" && !IsSupportedVersion(version) {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, UnsupportedVersionError(version))
+		return
+	}
+	if jsonrpc.IsBatch(body) {
+		h.postBatch(w, r, body, version)
+		return
+	}
+	msg, err := jsonrpc.Decode(body)
+	if err != nil {
+		de, _ := jsonrpc.IsDecodeError(err)
+		writeError(w, http.StatusBadRequest, de.ID, de.Err)
+		return
+	}
+	sid := r.Header.Get(headerSession)
+	modern := IsModernVersion(version) || (version == "" && sid == "" && msg.Method != "initialize" && IsModernMessage(msg.Params))
+	if modern {
+		h.postModern(w, r, msg, version)
+		return
+	}
+	if msg.Method == "initialize" {
+		h.initialize(w, r, msg)
+		return
+	}
+	if sid == "" {
+		writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "missing %s header: send initialize first", headerSession))
+		return
+	}
+	sess, ok := h.loadSession(w, r, sid, msg.ID)
+	if !ok {
+		return
+	}
+	switch msg.Kind() {
+	case jsonrpc.KindResponse:
+		if _, err := h.coord.Resolve(r.Context(), sid, msg); err != nil {
+			writeError(w, statusOf(err, false), jsonrpc.ID{}, rpcError(err))
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	case jsonrpc.KindNotification:
+		h.legacyNotification(r.Context(), sid, msg)
+		w.WriteHeader(http.StatusAccepted)
+	default:
+		if h.draining.Load() {
+			writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.ErrDraining)
+			return
+		}
+		h.legacyRequest(w, r, sess, msg)
+	}
+}
+
+// loadSession loads the session named by the request or writes the
+// error (404 unknown/ended, 503 store down).
+func (h *HTTPHandler) loadSession(w http.ResponseWriter, r *http.Request, sid string, id jsonrpc.ID) (*cachedSession, bool) {
+	sess, err := h.sessions.load(r.Context(), sid)
+	if err != nil {
+		if errors.Is(err, cluster.ErrNotFound) {
+			writeError(w, http.StatusNotFound, id, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "session not found: it expired or was ended; initialize a new one"))
+			return nil, false
+		}
+		writeError(w, statusOf(err, false), id, rpcError(err))
+		return nil, false
+	}
+	return sess, true
+}
+
+func (h *HTTPHandler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
+	if msg.Kind() != jsonrpc.KindRequest {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "initialize must be a request"))
+		return
+	}
+	if h.draining.Load() {
+		writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.ErrDraining)
+		return
+	}
+	res, st, err := h.srv.initialize(msg.Params)
+	if err != nil {
+		writeError(w, http.StatusOK, msg.ID, err)
+		return
+	}
+	sid := newSessionID()
+	st.SessionID = sid
+	if err := h.be.Sessions.Create(r.Context(), sid, sessionFields(st, sse.NewStreamID()), h.opts.SessionTTL, h.opts.MaxSessions); err != nil {
+		writeError(w, statusOf(err, false), msg.ID, rpcError(err))
+		return
+	}
+	b, _ := jsonrpc.Encode(&jsonrpc.Message{ID: msg.ID, Result: res})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(headerSession, sid)
+	_, _ = w.Write(b)
+}
+
+func (h *HTTPHandler) legacyNotification(ctx context.Context, sid string, msg *jsonrpc.Message) {
+	if msg.Method != "notifications/cancelled" {
+		return
+	}
+	var p struct {
+		RequestID jsonrpc.ID `json:"requestId"`
+	}
+	if json.Unmarshal(msg.Params, &p) != nil || !p.RequestID.IsValid() {
+		return
+	}
+	if err := h.publish(ctx, busMsg{T: "cancel", S: sid, I: p.RequestID.Key()}); err != nil {
+		h.log.Warn().Err(err).Msg("cancellation not broadcast")
+	}
+}
+
+// legacyRequest runs a request on a session. The handler's context is
+// not tied to the connection (a disconnect is not a cancellation before
+// 2026-07-28): it ends on notifications/cancelled, on session end, or
+// when the handler returns.
+func (h *HTTPHandler) legacyRequest(w http.ResponseWriter, r *http.Request, sess *cachedSession, msg *jsonrpc.Message) {
+	req, err := h.srv.newLegacyRequest(msg, &sess.st)
+	if err != nil {
+		writeError(w, statusOf(err, false), msg.ID, err)
+		return
+	}
+	// The handler outlives the connection: a disconnect is not a
+	// cancellation before 2026-07-28, and a stream detached by the server
+	// (drain) goes on in history while the client resumes elsewhere.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	stopOnClose := context.AfterFunc(h.ctx, cancel)
+	removeInflight := h.local.addInflight(sess.st.SessionID, msg.ID.Key(), cancel)
+	out := h.newPostOut(w, r, req, sess.st.SessionID)
+	req.out = out
+	done := make(chan struct{})
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer close(done)
+		defer cancel()
+		defer stopOnClose()
+		defer removeInflight()
+		res, err := h.srv.call(ctx, req, &httpSession{h: h, id: sess.st.SessionID})
+		out.finish(ctx, res, err)
+	}()
+	select {
+	case <-done:
+	case <-out.detached:
+	}
+}
+
+// postModern serves a 2026-07-28 request: headers checked against the
+// body, no session, and a disconnect cancels the handler.
+func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, version string) {
+	switch msg.Kind() {
+	case jsonrpc.KindResponse:
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "clients do not send responses in protocol version %s", Version20260728))
+		return
+	case jsonrpc.KindNotification:
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if !modernMethods[msg.Method] {
+		writeError(w, http.StatusNotFound, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", msg.Method))
+		return
+	}
+	req, err := h.srv.newModernRequest(msg, "")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, msg.ID, err)
+		return
+	}
+	if err := h.srv.checkHeaders(r.Header, req, version); err != nil {
+		writeError(w, http.StatusBadRequest, msg.ID, err)
+		return
+	}
+	if h.draining.Load() {
+		writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.ErrDraining)
+		return
+	}
+	if msg.Method == "subscriptions/listen" {
+		h.listen(w, r, req)
+		return
+	}
+	ctx := r.Context()
+	out := h.newPostOut(w, r, req, "")
+	req.out = out
+	res, err := h.srv.call(ctx, req, nil)
+	out.finish(ctx, res, err)
+}
+
+// modernMethods are the methods a 2026-07-28 request may name.
+var modernMethods = map[string]bool{
+	"server/discover": true, "subscriptions/listen": true,
+	"tools/list": true, "tools/call": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"prompts/list": true, "prompts/get": true, "completion/complete": true,
+}
+
+// postBatch serves a JSON-RPC batch: only on 2025-03-26 sessions.
+func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []byte, version string) {
+	msgs, errs, _, err := jsonrpc.DecodeBatch(body)
+	if err != nil {
+		de, _ := jsonrpc.IsDecodeError(err)
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, de.Err)
+		return
+	}
+	sid := r.Header.Get(headerSession)
+	if sid == "" {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "batches need a session: initialize must not be part of a batch"))
+		return
+	}
+	sess, ok := h.loadSession(w, r, sid, jsonrpc.ID{})
+	if !ok {
+		return
+	}
+	if sess.st.Version != Version20250326 || (version != "" && version != Version20250326) {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "batches are only accepted on protocol version 2025-03-26"))
+		return
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	hasRequest := false
+	for i, m := range msgs {
+		if errs[i] == nil && m.Kind() == jsonrpc.KindRequest {
+			hasRequest = true
+		}
+	}
+	out := serveBatch(ctx, msgs, errs, func(ctx context.Context, m *jsonrpc.Message) *jsonrpc.Message {
+		switch m.Kind() {
+		case jsonrpc.KindResponse:
+			_, _ = h.coord.Resolve(ctx, sid, m)
+			return nil
+		case jsonrpc.KindNotification:
+			h.legacyNotification(ctx, sid, m)
+			return nil
+		}
+		if m.Method == "initialize" {
+			return jsonrpc.ErrorResponse(m.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "initialize must not be part of a batch"))
+		}
+		req, err := h.srv.newLegacyRequest(m, &sess.st)
+		if err != nil {
+			return jsonrpc.ErrorResponse(m.ID, err)
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer h.local.addInflight(sid, m.ID.Key(), cancel)()
+		// Members of a batch answer as one JSON array: their
+		// notifications have no stream to go on.
+		req.out = nil
+		res, err := h.srv.call(ctx, req, &httpSession{h: h, id: sid})
+		if err != nil {
+			return jsonrpc.ErrorResponse(m.ID, err)
+		}
+		return &jsonrpc.Message{ID: m.ID, Result: res}
+	})
+	if !hasRequest && len(out) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	b, _ := jsonrpc.EncodeBatch(out)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+// postOut is the outbound side of one POST request: a JSON response
+// that upgrades to an SSE stream the first time the handler sends
+// something before its result. On handshake-era revisions every event is
+// appended to the stream's shared history before it is written, so the
+// client can resume the stream on any node.
+type postOut struct {
+	h       *HTTPHandler
+	req     *Request
+	w       http.ResponseWriter
+	conn    context.Context // the HTTP request's context: done on disconnect
+	session string
+	legacy  bool
+	sseOK   bool
+
+	mu       sync.Mutex
+	sw       *sseWriter
+	stream   string
+	refused  bool
+	stopKeep context.CancelFunc
+	unlist   func()        // removes the stream from the node's live connections
+	detached chan struct{} // closed when the server closed the connection early
+	detachMu sync.Once
+}
+
+func (h *HTTPHandler) newPostOut(w http.ResponseWriter, r *http.Request, req *Request, session string) *postOut {
+	return &postOut{
+		h: h, req: req, w: w, conn: r.Context(), session: session,
+		legacy: !req.modern, sseOK: acceptable(r, "text/event-stream"),
+		detached: make(chan struct{}),
+	}
+}
+
+func (p *postOut) closeStream() {
+	p.mu.Lock()
+	ok := p.legacy && p.sw != nil
+	p.mu.Unlock()
+	if ok {
+		p.detach()
+	}
+}
+
+// detach closes the client's connection early with a retry hint; the
+// handler goes on and its events land in history.
+func (p *postOut) detach() {
+	p.detachMu.Do(func() {
+		p.mu.Lock()
+		sw := p.sw
+		p.mu.Unlock()
+		if sw != nil {
+			sw.detach(p.h.opts.RetryHint)
+		}
+		close(p.detached)
+	})
+}
+
+// upgrade turns the response into an SSE stream; p.mu is held.
+func (p *postOut) upgrade(ctx context.Context) error {
+	if p.sw != nil {
+		return nil
+	}
+	if !p.sseOK {
+		p.refused = true
+		return errNotAcceptable
+	}
+	sw := newSSEWriter(p.w)
+	if p.legacy {
+		p.stream = sse.NewStreamID()
+		meta := cluster.StreamMeta{Session: p.session, Owner: p.h.opts.NodeID, Request: p.req.id.Key()}
+		if err := p.h.be.Events.Open(ctx, p.stream, meta, p.h.lim); err != nil {
+			return rpcError(err)
+		}
+	}
+	p.sw = sw
+	sw.start(nil)
+	if p.legacy && atLeast(p.req.version, Version20251125) {
+		// The priming event gives the client an id to resume from
+		// (2025-11-25; older clients may not expect an empty event).
+		seq, err := p.h.be.Events.Append(ctx, p.session, p.stream, nil, false, p.h.lim)
+		if err != nil {
+			return rpcError(err)
+		}
+		_ = sw.event(sse.Event{ID: sse.EventID{Stream: p.stream, Seq: seq}.String(), Retry: p.h.opts.RetryHint})
+	}
+	kctx, cancel := context.WithCancel(p.conn)
+	p.stopKeep = cancel
+	go sw.keepAlive(kctx, p.h.opts.KeepAlive)
+	if p.legacy {
+		// Drain and session end close the connection of a live stream.
+		lctx, lcancel := context.WithCancelCause(context.Background())
+		remove := p.h.local.addConn(p.session, &liveConn{id: p.stream, cancel: lcancel})
+		stop := context.AfterFunc(lctx, p.detach)
+		p.unlist = func() { stop(); remove(); lcancel(nil) }
+	}
+	return nil
+}
+
+// emit appends (legacy) and writes one message on the stream.
+func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final bool) error {
+	data, err := jsonrpc.Encode(msg)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.upgrade(ctx); err != nil {
+		return err
+	}
+	ev := sse.Event{Data: data}
+	if p.legacy {
+		seq, err := p.h.be.Events.Append(ctx, p.session, p.stream, data, final, p.h.lim)
+		if err != nil {
+			return rpcError(err)
+		}
+		ev.ID = sse.EventID{Stream: p.stream, Seq: seq}.String()
+	}
+	_ = p.sw.event(ev) // a dead connection is not an error: the history has it
+	return nil
+}
+
+func (p *postOut) notify(ctx context.Context, msg *jsonrpc.Message) error {
+	return p.emit(ctx, msg, false)
+}
+
+func (p *postOut) streaming() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sw != nil
+}
+
+func (p *postOut) nextEventID() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.legacy || p.stream == "" {
+		return ""
+	}
+	_, info, err := p.h.be.Events.Read(context.Background(), p.session, p.stream, ^uint64(0))
+	if err != nil {
+		return ""
+	}
+	return sse.EventID{Stream: p.stream, Seq: info.Last + 1}.String()
+}
+
+// request sends a server→client request on this stream and waits for the
+// reply, which may arrive on any node. If the connection drops, the
+// client may resume the stream elsewhere and answer; when nobody follows
+// the stream for ResumeGrace, the request fails.
+func (p *postOut) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	if !p.legacy {
+		return nil, ErrNoChannel
+	}
+	h := p.h
+	id := h.coord.NewID()
+	waiter, err := h.coord.Register(p.session, id, "post")
+	if err != nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, err.Error(), nil)
+	}
+	msg, err := jsonrpc.Request(id, method, params)
+	if err != nil {
+		waiter.Cancel()
+		return nil, err
+	}
+	if err := p.emit(ctx, msg, false); err != nil {
+		waiter.Cancel()
+		if errors.Is(err, errNotAcceptable) {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "the client does not accept text/event-stream, which a server request needs", nil)
+		}
+		return nil, err
+	}
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go p.watchConnection(watchCtx, waiter)
+	res, err := waiter.Wait(ctx)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, jsonrpc.ErrConnectionClosed) {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeRequestTimeout, "%s: no reply from the client in time", method)
+	}
+	return res, err
+}
+
+// watchConnection fails waiter when the POST connection is gone and no
+// resumed connection follows the stream within ResumeGrace.
+func (p *postOut) watchConnection(ctx context.Context, waiter interface{ Fail(error) }) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-p.conn.Done():
+	}
+	key := followKey(p.session, p.stream)
+	t := time.NewTimer(p.h.opts.ResumeGrace)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		holder, err := p.h.be.Claims.Holder(ctx, key)
+		if err == nil && holder == "" {
+			waiter.Fail(jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "the client's connection closed and the stream was not resumed", nil))
+			return
+		}
+		t.Reset(p.h.opts.ResumeGrace)
+	}
+}
+
+// finish sends the final response: the terminating SSE event, or a JSON
+// body (406 when the response needed a stream the client refused).
+func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
+	var msg *jsonrpc.Message
+	if err != nil {
+		msg = jsonrpc.ErrorResponse(p.req.id, rpcError(err))
+	} else {
+		msg = &jsonrpc.Message{ID: p.req.id, Result: res}
+	}
+	p.mu.Lock()
+	upgraded, refused := p.sw != nil, p.refused
+	p.mu.Unlock()
+	if upgraded {
+		if err := p.emit(context.WithoutCancel(ctx), msg, true); err != nil {
+			p.h.log.Warn().Err(err).Str("session", p.session).Msg("final response not recorded")
+		}
+		p.mu.Lock()
+		if p.stopKeep != nil {
+			p.stopKeep()
+		}
+		if p.unlist != nil {
+			p.unlist()
+		}
+		p.mu.Unlock()
+		return
+	}
+	if refused {
+		writeError(p.w, http.StatusNotAcceptable, p.req.id, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "this response needs text/event-stream, which the client's Accept excludes"))
+		return
+	}
+	status := http.StatusOK
+	if err != nil {
+		status = statusOf(err, p.req.modern)
+	}
+	b, _ := jsonrpc.Encode(msg)
+	p.w.Header().Set("Content-Type", "application/json")
+	p.w.WriteHeader(status)
+	_, _ = p.w.Write(b)
+}
+
+// followKey names the claim of a connection following a stream.
+func followKey(session, stream string) string {
+	return "session:" + session + ":follow:" + stream
+}
+
+// getKey names the claim of the connection holding a session's GET stream.
+func getKey(session string) string { return "session:" + session + ":get" }

@@ -1,0 +1,138 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/seal"
+)
+
+// inputRequest is one MRTR input request: a server→client request
+// without an id, answered in the client's retry.
+type inputRequest struct {
+	Method string `json:"method"`
+	Params any    `json:"params,omitempty"`
+}
+
+// inputRequired ends a round of a stateless request: the handler asked
+// the client for something not yet answered.
+type inputRequired struct{}
+
+func (*inputRequired) Error() string { return "mcp: input required from the client" }
+
+// sealedState is what requestState carries between rounds: every answer
+// received so far (so a handler asking several times in sequence is
+// answered from the start on each retry) and the handler's own state.
+type sealedState struct {
+	Inputs map[string]json.RawMessage `json:"i,omitempty"`
+	State  []byte                     `json:"s,omitempty"`
+}
+
+// mrtrParams are the MRTR members of a retried request's params.
+type mrtrParams struct {
+	InputResponses json.RawMessage `json:"inputResponses"`
+	RequestState   *string         `json:"requestState"`
+}
+
+// binding ties a sealed state to the principal, the method and the
+// request's own params (without the MRTR members and _meta).
+func binding(req *Request) (seal.Binding, error) {
+	canon, err := seal.CanonicalParams(req.Params, "inputResponses", "requestState", "_meta")
+	if err != nil {
+		return seal.Binding{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: %v", err)
+	}
+	return seal.Binding{
+		Principal:    req.principal,
+		Method:       req.Method,
+		ParamsDigest: seal.Digest(req.Method, canon),
+	}, nil
+}
+
+// openRound reads inputResponses and requestState of a retried stateless
+// request into req. Anything that fails verification is rejected with
+// -32602.
+func (s *Server) openRound(req *Request) error {
+	if len(req.Params) == 0 {
+		return nil
+	}
+	var p mrtrParams
+	if err := json.Unmarshal(req.Params, &p); err != nil {
+		return nil // params shape errors are reported by the method itself
+	}
+	inputs := map[string]json.RawMessage{}
+	if p.RequestState != nil {
+		b, err := binding(req)
+		if err != nil {
+			return err
+		}
+		payload, _, err := s.sealer.Open(*p.RequestState, b, time.Now())
+		if err != nil {
+			msg := "invalid requestState"
+			switch {
+			case errors.Is(err, seal.ErrExpired):
+				msg = "requestState expired; retry the request from the start"
+			case errors.Is(err, seal.ErrMismatch):
+				msg = "requestState was issued for another request"
+			}
+			return jsonrpc.NewError(jsonrpc.CodeInvalidParams, msg, map[string]any{"field": "requestState"})
+		}
+		var st sealedState
+		if err := json.Unmarshal(payload, &st); err != nil {
+			return jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid requestState", map[string]any{"field": "requestState"})
+		}
+		for k, v := range st.Inputs {
+			inputs[k] = v
+		}
+		req.state = st.State
+	}
+	if len(p.InputResponses) > 0 && string(p.InputResponses) != "null" {
+		var responses map[string]json.RawMessage
+		if err := json.Unmarshal(p.InputResponses, &responses); err != nil {
+			return jsonrpc.NewError(jsonrpc.CodeInvalidParams, "inputResponses must be an object", map[string]any{"field": "inputResponses"})
+		}
+		for k, v := range responses {
+			if len(v) == 0 || v[0] != '{' {
+				return jsonrpc.NewError(jsonrpc.CodeInvalidParams, "inputResponses."+k+" must be an object", map[string]any{"field": "inputResponses." + k})
+			}
+			inputs[k] = v
+		}
+	}
+	req.inputs = inputs
+	return nil
+}
+
+// inputRequiredResult builds the input_required result of a round that
+// ended with unanswered input requests.
+func (s *Server) inputRequiredResult(req *Request) (map[string]any, error) {
+	b, err := binding(req)
+	if err != nil {
+		return nil, err
+	}
+	payload, err := json.Marshal(sealedState{Inputs: req.inputs, State: req.state})
+	if err != nil {
+		return nil, err
+	}
+	token, err := s.sealer.Seal(b, payload, s.opts.stateTTL(), time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{
+		"resultType":    "input_required",
+		"inputRequests": req.pending,
+		"requestState":  token,
+	}, nil
+}
+
+// runWithInputs runs fn and turns an MRTR input request into the
+// input_required result.
+func (s *Server) runWithInputs(ctx context.Context, req *Request, fn func(context.Context) (any, error)) (any, error) {
+	res, err := fn(ctx)
+	var ir *inputRequired
+	if req.modern && (errors.As(err, &ir) || len(req.pending) > 0) {
+		return s.inputRequiredResult(req)
+	}
+	return res, err
+}

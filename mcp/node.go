@@ -1,0 +1,356 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+)
+
+// Bus messages on the broadcast topic.
+const topicAll = "all"
+
+type busMsg struct {
+	T string `json:"t"`           // end, cancel, inv, getdrop, takeover, ln
+	S string `json:"s,omitempty"` // session
+	I string `json:"i,omitempty"` // request id key
+	C string `json:"c,omitempty"` // connection id
+	M string `json:"m,omitempty"` // notification method
+	U string `json:"u,omitempty"` // resource uri
+}
+
+// localState is what only this node holds: live connections and running
+// requests, reached from other nodes through the bus.
+type localState struct {
+	mu       sync.Mutex
+	inflight map[[2]string]context.CancelFunc  // (session, id key) → cancel
+	conns    map[string]map[*liveConn]struct{} // session → open SSE connections
+	listens  map[*listenConn]struct{}
+}
+
+// liveConn is an open SSE connection of a session on this node.
+type liveConn struct {
+	id     string
+	cancel context.CancelCauseFunc
+	getFor string // session whose GET stream this connection holds
+}
+
+func newLocalState() *localState {
+	return &localState{
+		inflight: map[[2]string]context.CancelFunc{},
+		conns:    map[string]map[*liveConn]struct{}{},
+		listens:  map[*listenConn]struct{}{},
+	}
+}
+
+func (l *localState) addInflight(session, id string, cancel context.CancelFunc) func() {
+	k := [2]string{session, id}
+	l.mu.Lock()
+	l.inflight[k] = cancel
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		delete(l.inflight, k)
+		l.mu.Unlock()
+	}
+}
+
+func (l *localState) addConn(session string, c *liveConn) func() {
+	l.mu.Lock()
+	m := l.conns[session]
+	if m == nil {
+		m = map[*liveConn]struct{}{}
+		l.conns[session] = m
+	}
+	m[c] = struct{}{}
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		delete(l.conns[session], c)
+		if len(l.conns[session]) == 0 {
+			delete(l.conns, session)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// errSessionEnded cancels the work of an ended session.
+var errSessionEnded = errors.New("mcp: session ended")
+
+// errTakenOver ends a GET stream another connection took over.
+var errTakenOver = errors.New("mcp: stream taken over by a newer connection")
+
+// errDrain ends streams of a draining node.
+var errDrain = errors.New("mcp: node draining")
+
+// start subscribes to the bus and starts the membership heartbeat.
+func (h *HTTPHandler) start() error {
+	ctx := h.ctx
+	stop, err := h.coord.Start(ctx)
+	if err != nil {
+		return err
+	}
+	h.stops = append(h.stops, stop)
+	stop, err = h.be.Bus.Subscribe(ctx, topicAll, h.onBus)
+	if err != nil {
+		return err
+	}
+	h.stops = append(h.stops, stop)
+	h.be.Bus.OnReconnect(func() { h.sessions.flush() })
+	if err := h.be.Members.Heartbeat(ctx, h.opts.NodeID, h.opts.LeaseTTL); err != nil {
+		h.log.Warn().Err(err).Msg("membership heartbeat failed")
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		t := time.NewTicker(h.opts.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := h.be.Members.Heartbeat(ctx, h.opts.NodeID, h.opts.LeaseTTL); err != nil && ctx.Err() == nil {
+					h.log.Warn().Err(err).Msg("membership heartbeat failed")
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+func (h *HTTPHandler) publish(ctx context.Context, m busMsg) error {
+	return h.be.Bus.Publish(ctx, topicAll, mustMarshal(m))
+}
+
+// onBus handles broadcast messages from any node (this one included).
+func (h *HTTPHandler) onBus(b []byte) {
+	var m busMsg
+	if json.Unmarshal(b, &m) != nil {
+		return
+	}
+	l := h.local
+	switch m.T {
+	case "end":
+		h.sessions.invalidate(m.S)
+		h.coord.FailSession(m.S, jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "session ended", nil))
+		l.mu.Lock()
+		for k, cancel := range l.inflight {
+			if k[0] == m.S {
+				cancel()
+			}
+		}
+		for c := range l.conns[m.S] {
+			c.cancel(errSessionEnded)
+		}
+		l.mu.Unlock()
+	case "cancel":
+		l.mu.Lock()
+		cancel := l.inflight[[2]string{m.S, m.I}]
+		l.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	case "inv":
+		h.sessions.invalidate(m.S)
+	case "getdrop":
+		h.coord.FailTag(m.S, "get", jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "the stream the request was delivered on closed", nil))
+	case "takeover":
+		l.mu.Lock()
+		for c := range l.conns[m.S] {
+			if c.getFor == m.S && c.id != m.C {
+				c.cancel(errTakenOver)
+			}
+		}
+		l.mu.Unlock()
+	case "ln":
+		l.mu.Lock()
+		var hit []*listenConn
+		for c := range l.listens {
+			if c.filter.wants(m.M, m.U) {
+				hit = append(hit, c)
+			}
+		}
+		l.mu.Unlock()
+		for _, c := range hit {
+			c.send(listenNotification(c.id, m.M, m.U))
+		}
+	}
+}
+
+// hub: unsolicited notifications across the cluster.
+
+func (h *HTTPHandler) listChanged(_ context.Context, method string) {
+	h.fanOut(method, "")
+}
+
+func (h *HTTPHandler) resourceUpdated(_ context.Context, uri string) {
+	h.fanOut("notifications/resources/updated", uri)
+}
+
+// fanOut appends a notification once to the GET stream of every session
+// that should get it (all sessions, or the subscribers of uri), and tells
+// every node's listen streams. It runs in the background: a registry
+// change must not block on the store.
+func (h *HTTPHandler) fanOut(method, uri string) {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		ctx, cancel := context.WithTimeout(h.ctx, time.Minute)
+		defer cancel()
+		if err := h.publish(ctx, busMsg{T: "ln", M: method, U: uri}); err != nil {
+			h.log.Warn().Err(err).Str("method", method).Msg("listen fan-out failed")
+		}
+		data, _ := jsonrpc.Encode(plainNotification(method, uri))
+		deliver := func(ids []string) {
+			for _, sid := range ids {
+				if err := h.appendGet(ctx, sid, data); err != nil && !errors.Is(err, cluster.ErrNotFound) {
+					h.log.Warn().Err(err).Str("session", sid).Str("method", method).Msg("notification not delivered")
+				}
+			}
+		}
+		if uri != "" {
+			ids, err := h.be.Sessions.Subscribers(ctx, uri)
+			if err != nil {
+				h.log.Warn().Err(err).Msg("subscribers lookup failed")
+				return
+			}
+			deliver(ids)
+			return
+		}
+		cursor := ""
+		for {
+			ids, next, err := h.be.Sessions.Scan(ctx, cursor, 500)
+			if err != nil {
+				h.log.Warn().Err(err).Msg("session scan failed")
+				return
+			}
+			deliver(ids)
+			if next == "" {
+				return
+			}
+			cursor = next
+		}
+	}()
+}
+
+// appendGet appends a message to a session's GET stream.
+func (h *HTTPHandler) appendGet(ctx context.Context, sid string, data []byte) error {
+	st, err := h.sessions.load(ctx, sid)
+	if err != nil {
+		return err
+	}
+	_, err = h.be.Events.Append(ctx, sid, st.getStream, data, false, h.lim)
+	return err
+}
+
+// sessionCache keeps recently loaded sessions for SessionCacheTTL; every
+// change is broadcast, so a stale entry lives at most that long even if a
+// broadcast is lost.
+type sessionCache struct {
+	h  *HTTPHandler
+	mu sync.Mutex
+	m  map[string]*cachedSession
+}
+
+type cachedSession struct {
+	st        legacyState
+	getStream string
+	loaded    time.Time
+}
+
+const maxCachedSessions = 50000
+
+func newSessionCache(h *HTTPHandler) *sessionCache {
+	return &sessionCache{h: h, m: map[string]*cachedSession{}}
+}
+
+// Session fields in the store.
+const (
+	fVersion   = "v"
+	fCaps      = "caps"
+	fInfo      = "info"
+	fLevel     = "lvl"
+	fPrincipal = "p"
+	fGet       = "g"
+	fCreated   = "c"
+)
+
+func sessionFields(st *legacyState, getStream string) map[string]string {
+	f := map[string]string{
+		fVersion: st.Version, fCaps: string(mustMarshal(st.Caps)), fGet: getStream,
+		fCreated: time.Now().UTC().Format(time.RFC3339), fPrincipal: st.Principal,
+	}
+	if st.ClientInfo != nil {
+		f[fInfo] = string(mustMarshal(st.ClientInfo))
+	}
+	return f
+}
+
+func (c *sessionCache) load(ctx context.Context, id string) (*cachedSession, error) {
+	c.mu.Lock()
+	e := c.m[id]
+	c.mu.Unlock()
+	if e != nil && time.Since(e.loaded) < c.h.opts.SessionCacheTTL {
+		return e, nil
+	}
+	f, err := c.h.be.Sessions.Load(ctx, id, c.h.opts.SessionTTL)
+	if err != nil {
+		if errors.Is(err, cluster.ErrNotFound) {
+			c.invalidate(id)
+		}
+		return nil, err
+	}
+	e = &cachedSession{getStream: f[fGet], loaded: time.Now()}
+	e.st = legacyState{SessionID: id, Version: f[fVersion], LogLevel: LogLevel(f[fLevel]), Principal: f[fPrincipal], Initialized: true}
+	_ = json.Unmarshal([]byte(f[fCaps]), &e.st.Caps)
+	if f[fInfo] != "" {
+		e.st.ClientInfo = &Implementation{}
+		_ = json.Unmarshal([]byte(f[fInfo]), e.st.ClientInfo)
+	}
+	c.mu.Lock()
+	if len(c.m) >= maxCachedSessions {
+		c.m = map[string]*cachedSession{}
+	}
+	c.m[id] = e
+	c.mu.Unlock()
+	return e, nil
+}
+
+func (c *sessionCache) invalidate(id string) {
+	c.mu.Lock()
+	delete(c.m, id)
+	c.mu.Unlock()
+}
+
+func (c *sessionCache) flush() {
+	c.mu.Lock()
+	c.m = map[string]*cachedSession{}
+	c.mu.Unlock()
+}
+
+// sessionOps of an HTTP session.
+type httpSession struct {
+	h  *HTTPHandler
+	id string
+}
+
+func (s *httpSession) setLogLevel(ctx context.Context, l LogLevel) error {
+	if err := s.h.be.Sessions.Set(ctx, s.id, map[string]string{fLevel: string(l)}); err != nil {
+		return rpcError(err)
+	}
+	s.h.sessions.invalidate(s.id)
+	return s.h.publish(ctx, busMsg{T: "inv", S: s.id})
+}
+
+func (s *httpSession) subscribe(ctx context.Context, uri string) error {
+	return rpcError(s.h.be.Sessions.Subscribe(ctx, s.id, uri))
+}
+
+func (s *httpSession) unsubscribe(ctx context.Context, uri string) error {
+	return rpcError(s.h.be.Sessions.Unsubscribe(ctx, s.id, uri))
+}

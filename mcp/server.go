@@ -1,0 +1,386 @@
+// Package mcp is the public API of mcpcluster: protocol types, the Server
+// with its registries of tools, resources and prompts, typed tool
+// registration, the request context handlers use to talk back to the
+// client, and the transports (stdio and Streamable HTTP) that serve it.
+//
+// One Server speaks every supported MCP revision at once: the
+// handshake-era revisions (2025-03-26, 2025-06-18, 2025-11-25) with
+// sessions, and the stateless 2026-07-28 revision, chosen per request.
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpcluster/mcpcluster/internal/jsonschema"
+	"github.com/mcpcluster/mcpcluster/internal/seal"
+	"github.com/mcpcluster/mcpcluster/internal/uritemplate"
+)
+
+// ServerOptions configure a Server. The zero value means the documented
+// defaults.
+type ServerOptions struct {
+	// Instructions are returned to clients at initialize/discover.
+	Instructions string
+	// PageSize is the number of items per list page (default 100).
+	PageSize int
+	// RequestTimeout bounds how long a server→client request (sampling,
+	// elicitation, roots, ping) waits for its reply (default 60s).
+	RequestTimeout time.Duration
+	// StateKeys seal MRTR requestState (AES-256, 32 bytes each; the first
+	// seals, all open). Every node of a cluster must share them. With none,
+	// a random key is generated and a warning is logged.
+	StateKeys [][]byte
+	// StateTTL is how long a sealed requestState stays valid (default 10m).
+	StateTTL time.Duration
+	// ListTTL is the ttlMs cache hint on list results and server/discover
+	// for 2026-07-28 requests (default 0: stale immediately).
+	ListTTL time.Duration
+	// Logger receives the server's own logs (default: discarded).
+	Logger *zerolog.Logger
+	// NoListChanged disables list_changed notifications and the
+	// listChanged capability flags.
+	NoListChanged bool
+}
+
+func (o *ServerOptions) pageSize() int {
+	if o.PageSize <= 0 {
+		return 100
+	}
+	return o.PageSize
+}
+
+func (o *ServerOptions) requestTimeout() time.Duration {
+	if o.RequestTimeout <= 0 {
+		return 60 * time.Second
+	}
+	return o.RequestTimeout
+}
+
+func (o *ServerOptions) stateTTL() time.Duration {
+	if o.StateTTL <= 0 {
+		return 10 * time.Minute
+	}
+	return o.StateTTL
+}
+
+// ToolHandler handles tools/call for one tool with raw arguments.
+type ToolHandler func(ctx context.Context, req *Request, args json.RawMessage) (*CallToolResult, error)
+
+// ResourceHandler reads a resource (or a resource of a template; vars
+// then holds the template variables).
+type ResourceHandler func(ctx context.Context, req *Request, uri string, vars map[string]string) (*ReadResourceResult, error)
+
+// PromptHandler renders a prompt.
+type PromptHandler func(ctx context.Context, req *Request, args map[string]string) (*GetPromptResult, error)
+
+// CompletionHandler completes an argument of a prompt or resource
+// template.
+type CompletionHandler func(ctx context.Context, req *Request, params *CompleteRequest) (*Completion, error)
+
+type toolEntry struct {
+	tool    Tool
+	handler ToolHandler
+	headers []jsonschema.HeaderParam // x-mcp-header arguments
+}
+
+type resourceEntry struct {
+	res     Resource
+	handler ResourceHandler
+}
+
+type templateEntry struct {
+	tmpl    ResourceTemplate
+	parsed  *uritemplate.Template
+	handler ResourceHandler
+}
+
+type promptEntry struct {
+	prompt  Prompt
+	handler PromptHandler
+}
+
+// Server holds the registries and serves MCP over any transport. It is
+// safe for concurrent use; registrations may change at run time, and each
+// change notifies clients (list_changed) through every attached transport.
+type Server struct {
+	impl   Implementation
+	opts   ServerOptions
+	log    zerolog.Logger
+	sealer *seal.Sealer
+
+	mu         sync.RWMutex
+	tools      map[string]*toolEntry
+	resources  map[string]*resourceEntry
+	templates  map[string]*templateEntry
+	prompts    map[string]*promptEntry
+	completion CompletionHandler
+	subscribe  bool // resources/subscribe offered
+
+	hubsMu sync.Mutex
+	hubs   []hub
+}
+
+// hub is a transport's way to deliver unsolicited notifications: a
+// list_changed to every session/listener once, a resources/updated to the
+// subscribers of a URI.
+type hub interface {
+	listChanged(ctx context.Context, method string)
+	resourceUpdated(ctx context.Context, uri string)
+}
+
+// NewServer returns a server that identifies itself as impl.
+func NewServer(impl Implementation, opts *ServerOptions) *Server {
+	s := &Server{
+		impl:      impl,
+		tools:     map[string]*toolEntry{},
+		resources: map[string]*resourceEntry{},
+		templates: map[string]*templateEntry{},
+		prompts:   map[string]*promptEntry{},
+		subscribe: true,
+	}
+	if opts != nil {
+		s.opts = *opts
+	}
+	s.log = zerolog.Nop()
+	if s.opts.Logger != nil {
+		s.log = s.opts.Logger.With().Str("component", "mcp").Logger()
+	}
+	if len(s.opts.StateKeys) > 0 {
+		sl, err := seal.New(s.opts.StateKeys...)
+		if err != nil {
+			panic(fmt.Sprintf("mcp: invalid StateKeys: %v", err))
+		}
+		s.sealer = sl
+	} else {
+		s.sealer = seal.NewRandom()
+		s.log.Warn().Msg("no shared state key configured: requestState sealed on this node cannot be opened by other nodes; a cluster needs a shared key")
+	}
+	return s
+}
+
+// Implementation returns the server's identity.
+func (s *Server) Implementation() Implementation { return s.impl }
+
+func (s *Server) attach(h hub) {
+	s.hubsMu.Lock()
+	s.hubs = append(s.hubs, h)
+	s.hubsMu.Unlock()
+}
+
+func (s *Server) detach(h hub) {
+	s.hubsMu.Lock()
+	defer s.hubsMu.Unlock()
+	for i, x := range s.hubs {
+		if x == h {
+			s.hubs = append(s.hubs[:i], s.hubs[i+1:]...)
+			return
+		}
+	}
+}
+
+func (s *Server) eachHub(fn func(hub)) {
+	s.hubsMu.Lock()
+	hs := append([]hub(nil), s.hubs...)
+	s.hubsMu.Unlock()
+	for _, h := range hs {
+		fn(h)
+	}
+}
+
+// notifyListChanged tells every attached transport that a list changed.
+func (s *Server) notifyListChanged(method string) {
+	if s.opts.NoListChanged {
+		return
+	}
+	ctx := context.Background()
+	s.eachHub(func(h hub) { h.listChanged(ctx, method) })
+}
+
+// ResourceUpdated tells the sessions subscribed to uri (and modern listen
+// streams that asked for it) that the resource changed, on every node.
+func (s *Server) ResourceUpdated(ctx context.Context, uri string) {
+	s.eachHub(func(h hub) { h.resourceUpdated(ctx, uri) })
+}
+
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// AddToolRaw registers a tool with a raw handler. The tool's InputSchema
+// must be a JSON object schema ({"type":"object"} when empty). A tool with
+// an invalid name or schema panics: registrations are made at start-up
+// and a bad one is a programming error. Adding a tool that exists
+// replaces it.
+func (s *Server) AddToolRaw(t Tool, h ToolHandler) {
+	if !toolNameRE.MatchString(t.Name) {
+		panic(fmt.Sprintf("mcp: invalid tool name %q: use 1-128 characters of [A-Za-z0-9_.-]", t.Name))
+	}
+	if h == nil {
+		panic("mcp: nil tool handler for " + t.Name)
+	}
+	if len(t.InputSchema) == 0 {
+		t.InputSchema = json.RawMessage(`{"type":"object"}`)
+	}
+	var root struct {
+		Type any `json:"type"`
+	}
+	if err := json.Unmarshal(t.InputSchema, &root); err != nil || root.Type != "object" {
+		panic(fmt.Sprintf("mcp: tool %q: inputSchema must be a JSON object schema with \"type\":\"object\"", t.Name))
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
+		panic(fmt.Sprintf("mcp: tool %q: inputSchema: %v", t.Name, err))
+	}
+	headers, err := jsonschema.MCPHeaders(schema)
+	if err != nil {
+		panic(fmt.Sprintf("mcp: tool %q: x-mcp-header: %v", t.Name, err))
+	}
+	s.mu.Lock()
+	s.tools[t.Name] = &toolEntry{tool: t, handler: h, headers: headers}
+	s.mu.Unlock()
+	s.notifyListChanged("notifications/tools/list_changed")
+}
+
+// RemoveTools removes tools by name and notifies clients if any existed.
+func (s *Server) RemoveTools(names ...string) {
+	s.mu.Lock()
+	n := 0
+	for _, name := range names {
+		if _, ok := s.tools[name]; ok {
+			delete(s.tools, name)
+			n++
+		}
+	}
+	s.mu.Unlock()
+	if n > 0 {
+		s.notifyListChanged("notifications/tools/list_changed")
+	}
+}
+
+// AddResource registers a static resource.
+func (s *Server) AddResource(r Resource, h ResourceHandler) {
+	if r.URI == "" || h == nil {
+		panic("mcp: resource needs a URI and a handler")
+	}
+	if r.Name == "" {
+		r.Name = r.URI
+	}
+	s.mu.Lock()
+	s.resources[r.URI] = &resourceEntry{res: r, handler: h}
+	s.mu.Unlock()
+	s.notifyListChanged("notifications/resources/list_changed")
+}
+
+// RemoveResources removes static resources by URI.
+func (s *Server) RemoveResources(uris ...string) {
+	s.mu.Lock()
+	n := 0
+	for _, u := range uris {
+		if _, ok := s.resources[u]; ok {
+			delete(s.resources, u)
+			n++
+		}
+	}
+	s.mu.Unlock()
+	if n > 0 {
+		s.notifyListChanged("notifications/resources/list_changed")
+	}
+}
+
+// AddResourceTemplate registers a resource template (RFC 6570). A read of
+// a URI that matches no static resource is matched against templates.
+func (s *Server) AddResourceTemplate(t ResourceTemplate, h ResourceHandler) {
+	p, err := uritemplate.Parse(t.URITemplate)
+	if err != nil {
+		panic(fmt.Sprintf("mcp: resource template %q: %v", t.URITemplate, err))
+	}
+	if h == nil {
+		panic("mcp: nil resource template handler")
+	}
+	if t.Name == "" {
+		t.Name = t.URITemplate
+	}
+	s.mu.Lock()
+	s.templates[t.URITemplate] = &templateEntry{tmpl: t, parsed: p, handler: h}
+	s.mu.Unlock()
+	s.notifyListChanged("notifications/resources/list_changed")
+}
+
+// AddPrompt registers a prompt.
+func (s *Server) AddPrompt(p Prompt, h PromptHandler) {
+	if p.Name == "" || h == nil {
+		panic("mcp: prompt needs a name and a handler")
+	}
+	s.mu.Lock()
+	s.prompts[p.Name] = &promptEntry{prompt: p, handler: h}
+	s.mu.Unlock()
+	s.notifyListChanged("notifications/prompts/list_changed")
+}
+
+// RemovePrompts removes prompts by name.
+func (s *Server) RemovePrompts(names ...string) {
+	s.mu.Lock()
+	n := 0
+	for _, name := range names {
+		if _, ok := s.prompts[name]; ok {
+			delete(s.prompts, name)
+			n++
+		}
+	}
+	s.mu.Unlock()
+	if n > 0 {
+		s.notifyListChanged("notifications/prompts/list_changed")
+	}
+}
+
+// SetCompletionHandler installs the handler of completion/complete and
+// turns on the completions capability.
+func (s *Server) SetCompletionHandler(h CompletionHandler) {
+	s.mu.Lock()
+	s.completion = h
+	s.mu.Unlock()
+}
+
+// capabilities returns what the server offers now.
+func (s *Server) capabilities(version string) ServerCapabilities {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	lc := !s.opts.NoListChanged
+	c := ServerCapabilities{
+		Logging: &struct{}{},
+		Tools:   &ListChangedCap{ListChanged: lc},
+	}
+	if len(s.prompts) > 0 {
+		c.Prompts = &ListChangedCap{ListChanged: lc}
+	}
+	if len(s.resources) > 0 || len(s.templates) > 0 {
+		c.Resources = &ResourcesCapability{Subscribe: s.subscribe, ListChanged: lc}
+	}
+	if s.completion != nil {
+		c.Completions = &struct{}{}
+	}
+	return c
+}
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ToolNames returns the names of the registered tools, sorted.
+func (s *Server) ToolNames() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return sortedKeys(s.tools)
+}
