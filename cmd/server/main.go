@@ -1,0 +1,201 @@
+// Command server runs one mcpcluster node: an MCP server over Streamable
+// HTTP (or stdio) with a built-in tool pack. Without --redis-url it is a
+// complete single-node server on the in-memory backend; with it, any
+// number of nodes behind a load balancer serve the same clients.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpcluster/mcpcluster/internal/seal"
+	"github.com/mcpcluster/mcpcluster/internal/toolpack/conformance"
+	"github.com/mcpcluster/mcpcluster/internal/toolpack/demo"
+	"github.com/mcpcluster/mcpcluster/mcp"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cfg, err := loadConfig(args, env, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "server: invalid configuration:\n%v\n", err)
+		return 2
+	}
+	log := newLogger(cfg, stderr)
+	var keys [][]byte
+	if cfg.StateKey != "" {
+		for _, k := range strings.Split(cfg.StateKey, ",") {
+			b, err := seal.ParseKey(strings.TrimSpace(k))
+			if err != nil {
+				fmt.Fprintf(stderr, "server: invalid configuration:\n--state-key: %v\n", err)
+				return 2
+			}
+			keys = append(keys, b)
+		}
+	}
+	srv := mcp.NewServer(mcp.Implementation{Name: "mcpcluster", Title: "mcpcluster reference node", Version: version},
+		&mcp.ServerOptions{
+			Instructions:   "A reference mcpcluster node serving the " + cfg.Tools + " tool pack.",
+			PageSize:       cfg.PageSize,
+			RequestTimeout: cfg.RequestTimeout,
+			StateKeys:      keys,
+			Logger:         &log,
+		})
+	switch cfg.Tools {
+	case "conformance":
+		conformance.Register(srv)
+	default:
+		demo.Register(srv)
+	}
+	if cfg.Stdio {
+		if err := srv.ServeStdio(ctx, stdin, stdout, nil); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error().Err(err).Msg("stdio ended")
+			return 1
+		}
+		return 0
+	}
+	return serveHTTP(ctx, cfg, srv, log, stdout)
+}
+
+func newLogger(cfg *Config, w io.Writer) zerolog.Logger {
+	level, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		level = zerolog.InfoLevel
+	}
+	if cfg.LogFormat == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}
+
+func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Logger, stdout io.Writer) int {
+	backend, err := openBackend(ctx, cfg)
+	if err != nil {
+		log.Error().Err(err).Msg("backend unavailable")
+		return 1
+	}
+	defer backend.Close()
+	var origins []string
+	for _, o := range strings.Split(cfg.AllowedOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
+	h, err := srv.NewHTTPHandler(&mcp.HTTPOptions{
+		Backend:              backend,
+		NodeID:               cfg.NodeID,
+		SessionTTL:           cfg.SessionTTL,
+		MaxSessions:          cfg.MaxSessions,
+		MaxBodyBytes:         cfg.MaxBodyBytes,
+		RetryHint:            cfg.RetryHint,
+		KeepAlive:            cfg.KeepAlive,
+		MaxEvents:            cfg.MaxEvents,
+		MaxStreams:           cfg.MaxStreams,
+		HistoryTTL:           cfg.HistoryTTL,
+		MaxWaiters:           cfg.MaxWaiters,
+		ResumeGrace:          cfg.ResumeGrace,
+		LeaseTTL:             cfg.LeaseTTL,
+		AllowedOrigins:       origins,
+		AllowLoopbackOrigins: isLoopback(cfg.Addr),
+		Logger:               &log,
+	})
+	if err != nil {
+		log.Error().Err(err).Msg("cannot start the MCP endpoint")
+		return 1
+	}
+	log = log.With().Str("node", h.NodeID()).Logger()
+
+	r := chi.NewRouter()
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if h.Draining() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := backend.Ping(ctx); err != nil {
+			http.Error(w, "backend unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	r.Handle(cfg.Path, h)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		log.Error().Err(err).Msg("listen failed")
+		h.Close()
+		return 1
+	}
+	hs := &http.Server{
+		Handler:           r,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	url := fmt.Sprintf("http://%s%s", ln.Addr(), cfg.Path)
+	fmt.Fprintf(stdout, "mcpcluster node %s listening on %s (backend %s, tools %s)\n", h.NodeID(), url, backend.Name(), cfg.Tools)
+	log.Info().Str("url", url).Str("backend", backend.Name()).Msg("listening")
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		log.Error().Err(err).Msg("server stopped")
+		h.Close()
+		return 1
+	case <-ctx.Done():
+	}
+	log.Info().Dur("grace", cfg.DrainTimeout).Msg("draining")
+	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+	defer cancel()
+	h.Drain(dctx)
+	_ = hs.Shutdown(dctx)
+	h.Close()
+	log.Info().Msg("stopped")
+	return 0
+}
+
+func openBackend(ctx context.Context, cfg *Config) (*mcp.Backend, error) {
+	if cfg.RedisURL == "" {
+		return mcp.NewMemoryBackend(), nil
+	}
+	return mcp.NewRedisBackend(ctx, cfg.RedisURL, nil)
+}
+
+// isLoopback reports whether a listen address is on a loopback interface.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
