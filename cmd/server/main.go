@@ -37,6 +37,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 2 && args[0] == "--healthcheck" {
+		return healthcheck(ctx, args[1], stderr)
+	}
 	cfg, err := loadConfig(args, env, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -198,4 +201,27 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// healthcheck GETs url and exits 0 on a 2xx: the probe of images that
+// have no shell or curl.
+func healthcheck(ctx context.Context, url string, stderr io.Writer) int {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "healthcheck: %v\n", err)
+		return 2
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintf(stderr, "healthcheck: %v\n", err)
+		return 1
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		fmt.Fprintf(stderr, "healthcheck: %s\n", resp.Status)
+		return 1
+	}
+	return 0
 }
