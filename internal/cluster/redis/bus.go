@@ -1,0 +1,379 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// bus implements cluster.Bus on the backend's pub/sub hub.
+type bus backend
+
+var _ cluster.Bus = (*bus)(nil)
+
+// Publish is one round trip.
+func (m *bus) Publish(ctx context.Context, topic string, msg []byte) error {
+	b := (*backend)(m)
+	if err := b.client.Publish(ctx, b.keys.busChannel(topic), msg).Err(); err != nil {
+		return b.fail(ctx, "publish", err)
+	}
+	return nil
+}
+
+// Subscribe returns once the subscription is active; ctx bounds only
+// that wait. fn runs on the pub/sub receive goroutine, shared by every
+// subscription of the backend: it must not block, nor call Subscribe or
+// Follow itself (start a goroutine for that).
+func (m *bus) Subscribe(ctx context.Context, topic string, fn func([]byte)) (func(), error) {
+	b := (*backend)(m)
+	return b.hub.subscribe(ctx, b.keys.busChannel(topic), func(p string) { fn([]byte(p)) }, nil)
+}
+
+// OnReconnect registers fn to run, on its own goroutine, each time the
+// pub/sub connection is re-established after a loss.
+func (m *bus) OnReconnect(fn func()) {
+	h := (*backend)(m).hub
+	h.mu.Lock()
+	h.reconnect = append(h.reconnect, fn)
+	h.mu.Unlock()
+}
+
+// hub multiplexes every Bus subscription and every Follow of a backend
+// over ONE Redis pub/sub connection, so a node's connection count does
+// not grow with its subscriptions. go-redis re-dials and re-subscribes
+// after a network error; the hub notices the loss, tells followers to
+// re-read (a Seq 0 event) and runs the OnReconnect callbacks once
+// messages flow again. A subscription is active once a PING sent after
+// its SUBSCRIBE on the same connection has been answered.
+type hub struct {
+	b      *backend
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// subMu serializes SUBSCRIBE/UNSUBSCRIBE decisions with the commands
+	// themselves, so the server sees them in the order they were decided.
+	subMu sync.Mutex
+	ps    *goredis.PubSub
+	sent  map[string]bool // channels SUBSCRIBEd on ps
+
+	mu        sync.Mutex
+	closed    bool
+	broken    bool
+	chans     map[string]*channel
+	waiters   map[uint64]chan struct{} // barrier token → waiter
+	token     uint64
+	reconnect []func()
+	scratch   []*handler // receive goroutine only
+}
+
+type channel struct {
+	handlers map[*handler]struct{}
+	active   bool
+}
+
+type handler struct {
+	fn   func(payload string)
+	hint func() // on reconnect; may be nil
+}
+
+const (
+	barrierPrefix = "mcp-barrier:"
+	healthPayload = "mcp-health"
+)
+
+func newHub(b *backend) *hub {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &hub{
+		b: b, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		ps:      b.client.Subscribe(ctx),
+		sent:    make(map[string]bool),
+		chans:   make(map[string]*channel),
+		waiters: make(map[uint64]chan struct{}),
+	}
+	go h.run()
+	return h
+}
+
+var errClosed = fmt.Errorf("redis backend closed: %w", cluster.ErrUnavailable)
+
+// subscribe adds a handler to a channel and returns once the channel is
+// active.
+func (h *hub) subscribe(ctx context.Context, name string, fn func(string), hint func()) (func(), error) {
+	hd := &handler{fn: fn, hint: hint}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, errClosed
+	}
+	c := h.chans[name]
+	if c == nil {
+		c = &channel{handlers: make(map[*handler]struct{})}
+		h.chans[name] = c
+	}
+	c.handlers[hd] = struct{}{}
+	active := c.active
+	h.mu.Unlock()
+
+	var once sync.Once
+	cancel := func() { once.Do(func() { h.remove(name, hd) }) }
+	if active {
+		return cancel, nil
+	}
+	h.subMu.Lock()
+	if !h.sent[name] {
+		// On error go-redis keeps the channel and subscribes it when it
+		// reconnects; the barrier below tells whether that happened.
+		_ = h.ps.Subscribe(ctx, name)
+		h.sent[name] = true
+	}
+	h.subMu.Unlock()
+	if err := h.barrier(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	h.mu.Lock()
+	if h.chans[name] == c && !h.broken {
+		c.active = true
+	}
+	h.mu.Unlock()
+	return cancel, nil
+}
+
+// remove drops a handler and unsubscribes the channel with the last one.
+func (h *hub) remove(name string, hd *handler) {
+	h.subMu.Lock()
+	defer h.subMu.Unlock()
+	h.mu.Lock()
+	c := h.chans[name]
+	if c == nil {
+		h.mu.Unlock()
+		return
+	}
+	delete(c.handlers, hd)
+	empty := len(c.handlers) == 0
+	if empty {
+		delete(h.chans, name)
+	}
+	closed := h.closed
+	h.mu.Unlock()
+	if empty && h.sent[name] && !closed {
+		delete(h.sent, name)
+		_ = h.ps.Unsubscribe(h.ctx, name)
+	}
+}
+
+// barrier waits until a PING sent now on the pub/sub connection is
+// answered: every SUBSCRIBE sent before it is then in effect.
+func (h *hub) barrier(ctx context.Context) error {
+	deadline := time.Now().Add(h.b.opts.SubscribeTimeout)
+	for {
+		h.mu.Lock()
+		h.token++
+		tok := h.token
+		w := make(chan struct{})
+		h.waiters[tok] = w
+		h.mu.Unlock()
+
+		h.subMu.Lock()
+		ps := h.ps
+		h.subMu.Unlock()
+		err := ps.Ping(ctx, barrierPrefix+strconv.FormatUint(tok, 10))
+		wait := 500 * time.Millisecond
+		if err != nil {
+			wait = 50 * time.Millisecond
+		}
+		wait = min(wait, time.Until(deadline))
+		t := time.NewTimer(max(wait, 0))
+		select {
+		case <-w:
+			t.Stop()
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			h.dropWaiter(tok)
+			return fmt.Errorf("redis subscribe: %w", ctx.Err())
+		case <-h.done:
+			t.Stop()
+			return errClosed
+		case <-t.C:
+		}
+		h.dropWaiter(tok)
+		if !time.Now().Before(deadline) {
+			if err == nil {
+				err = errors.New("no answer on the pub/sub connection")
+			}
+			return fmt.Errorf("redis subscribe: %w: %w", cluster.ErrUnavailable, err)
+		}
+	}
+}
+
+func (h *hub) dropWaiter(tok uint64) {
+	h.mu.Lock()
+	delete(h.waiters, tok)
+	h.mu.Unlock()
+}
+
+// pong wakes the barriers up to the answered token: the connection
+// answers in order, so every earlier PING has been processed too.
+func (h *hub) pong(payload string) {
+	n, ok := strings.CutPrefix(payload, barrierPrefix)
+	if !ok {
+		return
+	}
+	tok, err := strconv.ParseUint(n, 10, 64)
+	if err != nil {
+		return
+	}
+	h.mu.Lock()
+	for t, w := range h.waiters {
+		if t <= tok {
+			close(w)
+			delete(h.waiters, t)
+		}
+	}
+	h.mu.Unlock()
+}
+
+// run is the receive loop: the only reader of the pub/sub connection.
+func (h *hub) run() {
+	defer close(h.done)
+	backoff := 50 * time.Millisecond
+	probing := false // a health PING is unanswered
+	for {
+		h.subMu.Lock()
+		ps := h.ps
+		h.subMu.Unlock()
+		msg, err := ps.ReceiveTimeout(h.ctx, h.b.opts.PingInterval)
+		if h.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				if probing { // silent past two intervals: a half-open connection
+					h.lost(errors.New("pub/sub connection stopped answering"))
+					h.replace()
+					probing = false
+					continue
+				}
+				probing = true
+				_ = ps.Ping(h.ctx, healthPayload)
+				continue
+			}
+			h.lost(err)
+			select {
+			case <-h.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			_ = ps.Ping(h.ctx, healthPayload) // re-dials and re-subscribes
+			continue
+		}
+		probing = false
+		backoff = 50 * time.Millisecond
+		h.restored()
+		switch m := msg.(type) {
+		case *goredis.Message:
+			h.dispatch(m.Channel, m.Payload)
+		case *goredis.Pong:
+			h.pong(m.Payload)
+		}
+	}
+}
+
+// lost records a broken connection: nothing is active until a barrier
+// passes again.
+func (h *hub) lost(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.broken {
+		h.b.log.Warn().Err(err).Msg("pub/sub connection lost")
+	}
+	h.broken = true
+	for _, c := range h.chans {
+		c.active = false
+	}
+}
+
+// restored runs after the first message following a loss: followers are
+// told to re-read and the OnReconnect callbacks run.
+func (h *hub) restored() {
+	h.mu.Lock()
+	if !h.broken {
+		h.mu.Unlock()
+		return
+	}
+	h.broken = false
+	var hints []func()
+	for _, c := range h.chans {
+		for hd := range c.handlers {
+			if hd.hint != nil {
+				hints = append(hints, hd.hint)
+			}
+		}
+	}
+	callbacks := append([]func(){}, h.reconnect...)
+	h.mu.Unlock()
+	h.b.log.Info().Msg("pub/sub connection restored")
+	for _, hint := range hints {
+		hint()
+	}
+	for _, fn := range callbacks {
+		go fn()
+	}
+}
+
+// replace swaps in a fresh pub/sub connection subscribed to every
+// channel in use.
+func (h *hub) replace() {
+	h.subMu.Lock()
+	defer h.subMu.Unlock()
+	old := h.ps
+	names := make([]string, 0, len(h.sent))
+	for name := range h.sent {
+		names = append(names, name)
+	}
+	h.ps = h.b.client.Subscribe(h.ctx, names...)
+	_ = old.Close()
+}
+
+func (h *hub) dispatch(name, payload string) {
+	h.mu.Lock()
+	c := h.chans[name]
+	if c == nil {
+		h.mu.Unlock()
+		return
+	}
+	hs := h.scratch[:0]
+	for hd := range c.handlers {
+		hs = append(hs, hd)
+	}
+	h.mu.Unlock()
+	for _, hd := range hs {
+		hd.fn(payload)
+	}
+	clear(hs)
+	h.scratch = hs[:0]
+}
+
+func (h *hub) close() {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.cancel()
+	h.subMu.Lock()
+	_ = h.ps.Close()
+	h.subMu.Unlock()
+	<-h.done
+}

@@ -1,0 +1,165 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// events implements cluster.EventLog. Every call is one round trip
+// (Open on Cluster: two), and Append publishes the event to followers in
+// the same script.
+type events backend
+
+var _ cluster.EventLog = (*events)(nil)
+
+func (m *events) Open(ctx context.Context, x string, meta cluster.StreamMeta, lim cluster.Limits) error {
+	b := (*backend)(m)
+	lim = normalize(lim)
+	k := b.keys
+	sess := meta.Session
+	keys := []string{k.meta(sess, x), k.lru(sess)}
+	if b.single {
+		keys = append(keys, k.owner(x))
+	} else {
+		ok, err := ownerScript.Run(ctx, b.client, []string{k.owner(x)}, sess, ms(lim.TTL)).Int64()
+		if err != nil {
+			return b.fail(ctx, "open stream", err)
+		}
+		if ok == 0 {
+			return fmt.Errorf("stream %q: %w", x, cluster.ErrForbidden)
+		}
+	}
+	r, err := openScript.Run(ctx, b.client, keys, sess, x, meta.Owner, meta.Request,
+		ms(lim.TTL), lim.MaxStreams, k.session(sess), k.followPrefix()).Int64()
+	if err != nil {
+		return b.fail(ctx, "open stream", err)
+	}
+	if r == -1 {
+		return fmt.Errorf("stream %q: %w", x, cluster.ErrForbidden)
+	}
+	return nil
+}
+
+// missing tells ErrForbidden (the stream is another session's) from
+// ErrNotFound, at the cost of one more round trip on the error path.
+func (b *backend) missing(ctx context.Context, session, x string) error {
+	owner, err := b.client.Get(ctx, b.keys.owner(x)).Result()
+	if err == nil && owner != session {
+		return fmt.Errorf("stream %q: %w", x, cluster.ErrForbidden)
+	}
+	return fmt.Errorf("stream %q: %w", x, cluster.ErrNotFound)
+}
+
+func (m *events) Append(ctx context.Context, session, x string, data []byte, final bool, lim cluster.Limits) (uint64, error) {
+	b := (*backend)(m)
+	lim = normalize(lim)
+	k := b.keys
+	keys := []string{k.meta(session, x), k.events(session, x), k.lru(session)}
+	if b.single {
+		keys = append(keys, k.owner(x))
+	}
+	fin := "0"
+	if final {
+		fin = "1"
+	}
+	seq, err := appendScript.Run(ctx, b.client, keys, session, x, data, fin,
+		lim.MaxEvents, lim.MaxStreams, ms(lim.TTL), k.session(session), k.followPrefix()).Int64()
+	if err != nil {
+		return 0, b.fail(ctx, "append", err)
+	}
+	switch seq {
+	case -1:
+		return 0, b.missing(ctx, session, x)
+	case -2:
+		return 0, fmt.Errorf("stream %q: %w", x, errDone)
+	}
+	return uint64(seq), nil
+}
+
+func (m *events) Read(ctx context.Context, session, x string, after uint64) ([]cluster.Event, cluster.StreamInfo, error) {
+	b := (*backend)(m)
+	k := b.keys
+	res, err := readScript.Run(ctx, b.client, []string{k.meta(session, x), k.events(session, x)},
+		strconv.FormatUint(after, 10)).Result()
+	if err != nil {
+		return nil, cluster.StreamInfo{}, b.fail(ctx, "read", err)
+	}
+	row, ok := res.([]any)
+	if !ok || len(row) != 6 {
+		return nil, cluster.StreamInfo{}, b.missing(ctx, session, x)
+	}
+	str := func(v any) string { s, _ := v.(string); return s }
+	last, _ := row[2].(int64)
+	first, _ := row[4].(int64)
+	info := cluster.StreamInfo{
+		StreamMeta: cluster.StreamMeta{Session: session, Owner: str(row[0]), Request: str(row[1])},
+		Last:       uint64(last),
+		Done:       str(row[3]) == "1",
+	}
+	if after >= info.Last {
+		return nil, info, nil
+	}
+	if after+1 < uint64(first) {
+		return nil, info, fmt.Errorf("stream %q: events %d..%d trimmed: %w", x, after+1, first-1, cluster.ErrEvicted)
+	}
+	raw, _ := row[5].([]any)
+	evs := make([]cluster.Event, len(raw))
+	for i, d := range raw {
+		seq := after + 1 + uint64(i)
+		s := str(d)
+		evs[i] = cluster.Event{Seq: seq, Final: info.Done && seq == info.Last}
+		if s != "" {
+			evs[i].Data = []byte(s)
+		}
+	}
+	return evs, info, nil
+}
+
+// Follow subscribes to the stream's channel on the backend's one pub/sub
+// connection and returns once the subscription is active. fn runs on the
+// connection's receive goroutine. It gets an Event with Seq 0 when the
+// stream was removed and after the connection was re-established
+// (events in between may be lost): re-read then (cluster.Tail does).
+// Follow does not check that the stream exists: authorize with Read.
+func (m *events) Follow(ctx context.Context, x string, fn func(cluster.Event)) (func(), error) {
+	b := (*backend)(m)
+	deliver := func(payload string) {
+		ev, ok := parseFollow(payload)
+		if !ok {
+			b.log.Warn().Str("stream", x).Msg("malformed follow message dropped")
+			return
+		}
+		fn(ev)
+	}
+	cancel, err := b.hub.subscribe(ctx, b.keys.followChannel(x), deliver, func() { fn(cluster.Event{}) })
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, cancel)
+	return func() { stop(); cancel() }, nil
+}
+
+// parseFollow decodes "<seq>:<final>:<data>"; "0" is a re-read hint.
+func parseFollow(p string) (cluster.Event, bool) {
+	if p == "0" {
+		return cluster.Event{}, true
+	}
+	raw := []byte(p)
+	i := bytes.IndexByte(raw, ':')
+	if i < 0 || len(raw) < i+3 || raw[i+2] != ':' {
+		return cluster.Event{}, false
+	}
+	seq, err := strconv.ParseUint(p[:i], 10, 64)
+	if err != nil || seq == 0 {
+		return cluster.Event{}, false
+	}
+	ev := cluster.Event{Seq: seq, Final: raw[i+1] == '1'}
+	if data := raw[i+3:]; len(data) > 0 {
+		ev.Data = data
+	}
+	return ev, true
+}

@@ -1,0 +1,275 @@
+// Package redis is the cluster backend on Redis: every seam of package
+// cluster kept in Redis so that any node can serve any request. It works
+// through a go-redis UniversalClient, so a standalone server, Sentinel
+// and Cluster deployments are all supported (Redis 6.2 or newer).
+//
+// # Key layout
+//
+// With P the key prefix (Options.Prefix, default "mcp") and {S} the hash
+// tag of a session id (the id with '%', '{' and '}' percent-encoded):
+//
+//	P:{S}:s            hash    the session's fields (+ a reserved "\x00" field), PEXPIRE = idle TTL
+//	P:{S}:subs         set     resource uris the session subscribed to, same TTL
+//	P:{S}:lru          zset    stream id → last use (µs), for MaxStreams eviction
+//	P:{S}:m:<stream>   hash    stream meta: owner, request, last (seq), done
+//	P:{S}:e:<stream>   list    the newest MaxEvents payloads; the last one has seq = last
+//	P:{S}:c:<rest>     string  claim "session:<S>:<rest>" (holder), PX = claim TTL
+//	P:{S}:claims       set     <rest> of the session's claims, so End can drop them
+//	P:sessions         zset    live session id → expiry (ms, Redis clock)
+//	P:sub:<uri>        set     session ids subscribed to uri (dead ids pruned lazily)
+//	P:subidx           set     uris having a P:sub: set (for the janitor)
+//	P:x:<stream>       string  owning session of a stream (tells ErrForbidden from ErrNotFound)
+//	P:c:<key>          string  any other claim, PX = claim TTL
+//	P:o:<key>          string  once token, PX
+//	P:nodes            zset    node → lease expiry (ms)
+//	P:janitor          string  lock electing the node that runs the periodic janitor
+//
+// Pub/sub channels: P:bus:<topic> for the Bus and P:f:<stream> for
+// Follow. A Follow message is "<seq>:<final 0|1>:<data>"; "0" alone asks
+// followers to re-read (the stream was removed).
+//
+// Every key of one session shares the slot of {S}, so one Lua script
+// updates a session's keys atomically even on Cluster. The global keys
+// (P:sessions, P:sub:*, P:x:*) live elsewhere: with a *redis.Client
+// (standalone or Sentinel) the same scripts update them too, in one round
+// trip; on Cluster (or a Ring) they are updated by separate commands
+// right after.
+//
+// Claim keys of the form "session:<id>:<rest>" (<id> without ':') belong
+// to session <id>: they live in its slot and SessionStore.End releases
+// them. Once tokens have their own namespace and outlive End.
+//
+// # Cost
+//
+// Round trips per operation in steady state (pinned by TestRoundTrips):
+// one for every operation on a single server. On Cluster, Create, Load,
+// Touch, Open, Subscribe, Subscribers and End take two (the global
+// indexes are separate commands). Follow and Bus.Subscribe use the one
+// pub/sub connection: a channel already active costs nothing, a new one a
+// SUBSCRIBE and a PING answered in order. A node holds its command pool
+// plus one pub/sub connection, however many subscriptions it has.
+//
+// Errors: redis.Nil maps to cluster.ErrNotFound where a key is missing;
+// every other failure is wrapped in cluster.ErrUnavailable, except that a
+// context that ended is reported as the context's error.
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// Defaults for zero fields of Options and cluster.Limits.
+const (
+	DefaultPrefix           = "mcp"
+	DefaultMaxEvents        = 1000
+	DefaultMaxStreams       = 64
+	DefaultStreamTTL        = 30 * time.Minute
+	DefaultMaxSubscriptions = 1024
+	DefaultSubscribeTimeout = 5 * time.Second
+	DefaultPingInterval     = 15 * time.Second
+	DefaultJanitorInterval  = time.Minute
+)
+
+// Options configures the Redis backend. The zero value means the defaults.
+type Options struct {
+	// Prefix starts every key and channel (DefaultPrefix when empty). It
+	// must not contain '{' or '}'. Deployments sharing one Redis use
+	// different prefixes.
+	Prefix string
+	// Logger receives warnings (lost bus connection, janitor failures).
+	// The zero Logger discards everything.
+	Logger zerolog.Logger
+	// MaxSubscriptions bounds the resource subscriptions of one session
+	// (DefaultMaxSubscriptions when 0); past it Subscribe returns
+	// cluster.ErrLimit.
+	MaxSubscriptions int
+	// SubscribeTimeout bounds how long Bus.Subscribe and Follow wait for
+	// the subscription to become active (DefaultSubscribeTimeout when 0).
+	SubscribeTimeout time.Duration
+	// PingInterval is how long the pub/sub connection may stay silent
+	// before it is probed (DefaultPingInterval when 0).
+	PingInterval time.Duration
+	// JanitorInterval is how often one node of the deployment prunes
+	// dead entries from the global indexes (DefaultJanitorInterval when
+	// 0; negative disables the janitor).
+	JanitorInterval time.Duration
+	// CloseClient makes Backend.Close close the client too.
+	CloseClient bool
+}
+
+// backend is shared by every seam.
+type backend struct {
+	client goredis.UniversalClient
+	// single is true for a *redis.Client (one server, maybe behind
+	// Sentinel): scripts may then touch keys of any slot.
+	single bool
+	keys   keys
+	opts   Options
+	log    zerolog.Logger
+	hub    *hub
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New returns a Redis backend on client. It checks that Redis answers and
+// starts the pub/sub connection and the janitor; Close stops them (and
+// closes client only with Options.CloseClient).
+func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cluster.Backend, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		return nil, fmt.Errorf("redis backend: prefix %q must not contain '{' or '}'", opts.Prefix)
+	}
+	if opts.MaxSubscriptions <= 0 {
+		opts.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if opts.SubscribeTimeout <= 0 {
+		opts.SubscribeTimeout = DefaultSubscribeTimeout
+	}
+	if opts.PingInterval <= 0 {
+		opts.PingInterval = DefaultPingInterval
+	}
+	if opts.JanitorInterval == 0 {
+		opts.JanitorInterval = DefaultJanitorInterval
+	}
+	_, single := client.(*goredis.Client)
+	b := &backend{
+		client: client,
+		single: single,
+		keys:   keys{prefix: opts.Prefix},
+		opts:   opts,
+		log:    opts.Logger.With().Str("component", "cluster.redis").Logger(),
+		stop:   make(chan struct{}),
+	}
+	if err := b.ping(ctx); err != nil {
+		return nil, err
+	}
+	b.hub = newHub(b)
+	if opts.JanitorInterval > 0 {
+		b.wg.Add(1)
+		go b.janitorLoop(opts.JanitorInterval)
+	}
+	var once sync.Once
+	return &cluster.Backend{
+		Sessions: (*sessions)(b),
+		Events:   (*events)(b),
+		Bus:      (*bus)(b),
+		Members:  (*members)(b),
+		Claims:   (*claims)(b),
+		Close: func() error {
+			var err error
+			once.Do(func() {
+				close(b.stop)
+				b.hub.close()
+				b.wg.Wait()
+				if opts.CloseClient {
+					err = client.Close()
+				}
+			})
+			return err
+		},
+		Ping: b.ping,
+		Name: "redis",
+	}, nil
+}
+
+func (b *backend) ping(ctx context.Context) error {
+	if err := b.client.Ping(ctx).Err(); err != nil {
+		return b.fail(ctx, "ping", err)
+	}
+	return nil
+}
+
+// fail wraps a Redis error: the context's error when ctx ended, else
+// cluster.ErrUnavailable (keeping err inspectable too).
+func (b *backend) fail(ctx context.Context, op string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("redis %s: %w", op, ctxErr)
+	}
+	return fmt.Errorf("redis %s: %w: %w", op, cluster.ErrUnavailable, err)
+}
+
+// keys builds key and channel names; see the package documentation.
+type keys struct{ prefix string }
+
+// tag percent-encodes a session id so that it is a valid, non-empty
+// hash tag: '{', '}' and '%' are escaped and "" becomes "%".
+func tag(id string) string {
+	if id == "" {
+		return "%"
+	}
+	if !strings.ContainsAny(id, "{}%") {
+		return id
+	}
+	r := strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+	return r.Replace(id)
+}
+
+// session is the prefix of every key of session id: "P:{S}:".
+func (k keys) session(id string) string { return k.prefix + ":{" + tag(id) + "}:" }
+
+func (k keys) fields(id string) string     { return k.session(id) + "s" }
+func (k keys) subs(id string) string       { return k.session(id) + "subs" }
+func (k keys) lru(id string) string        { return k.session(id) + "lru" }
+func (k keys) meta(id, x string) string    { return k.session(id) + "m:" + x }
+func (k keys) events(id, x string) string  { return k.session(id) + "e:" + x }
+func (k keys) claimIndex(id string) string { return k.session(id) + "claims" }
+func (k keys) live() string                { return k.prefix + ":sessions" }
+func (k keys) subscribers(uri string) string {
+	return k.prefix + ":sub:" + uri
+}
+func (k keys) subIndex() string           { return k.prefix + ":subidx" }
+func (k keys) owner(x string) string      { return k.prefix + ":x:" + x }
+func (k keys) once(key string) string     { return k.prefix + ":o:" + key }
+func (k keys) nodes() string              { return k.prefix + ":nodes" }
+func (k keys) janitor() string            { return k.prefix + ":janitor" }
+func (k keys) busChannel(t string) string { return k.prefix + ":bus:" + t }
+func (k keys) followChannel(x string) string {
+	return k.prefix + ":f:" + x
+}
+func (k keys) followPrefix() string { return k.prefix + ":f:" }
+func (k keys) subPrefix() string    { return k.prefix + ":sub:" }
+func (k keys) ownerPrefix() string  { return k.prefix + ":x:" }
+
+// claim returns the key of a claim and, for "session:<id>:<rest>" keys,
+// the session's claim index and the index member.
+func (k keys) claim(key string) (redisKey, index, member string) {
+	if rest, ok := strings.CutPrefix(key, "session:"); ok {
+		if id, rest, ok := strings.Cut(rest, ":"); ok {
+			return k.session(id) + "c:" + rest, k.claimIndex(id), rest
+		}
+	}
+	return k.prefix + ":c:" + key, "", ""
+}
+
+// normalize fills zero limits with the package defaults.
+func normalize(lim cluster.Limits) cluster.Limits {
+	if lim.MaxEvents <= 0 {
+		lim.MaxEvents = DefaultMaxEvents
+	}
+	if lim.MaxStreams <= 0 {
+		lim.MaxStreams = DefaultMaxStreams
+	}
+	if lim.TTL <= 0 {
+		lim.TTL = DefaultStreamTTL
+	}
+	return lim
+}
+
+// ms converts a TTL to whole milliseconds, at least 1.
+func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+// errDone is returned by Append after the final event.
+var errDone = errors.New("cluster: stream already ended")

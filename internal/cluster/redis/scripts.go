@@ -1,0 +1,305 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// The Lua scripts. Each one touches the keys of one session (one slot);
+// keys of other slots are passed as trailing KEYS only when the backend
+// runs on a single server, and the script updates them when present.
+// Times come from the Redis clock (TIME), so nodes with skewed clocks
+// agree on expiry.
+
+// prelude is prepended to every script. An index entry scored with an
+// expiry E is live while E >= now, as a key whose PEXPIRE deadline is E:
+// Redis expires a key only once its deadline has passed.
+const prelude = `
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+-- extend sets a key's TTL to at least ttl ms.
+local function extend(key, ttl)
+  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+end
+`
+
+// touchLRU is the per-session stream LRU: it marks stream used now,
+// forgets streams idle past their TTL, and removes the history of the
+// least recently used streams beyond max (publishing a re-read hint to
+// their followers).
+const touchLRU = `
+local function touch_lru(lru, stream, ttl, max, pfx, chan_pfx)
+  local now = now_us()
+  redis.call('ZADD', lru, string.format('%.0f', now), stream)
+  redis.call('ZREMRANGEBYSCORE', lru, '-inf', '(' .. string.format('%.0f', now - ttl * 1000))
+  local n = redis.call('ZCARD', lru)
+  if n > max then
+    local old = redis.call('ZRANGE', lru, 0, n - max - 1)
+    for _, s in ipairs(old) do
+      redis.call('DEL', pfx .. 'm:' .. s, pfx .. 'e:' .. s)
+      redis.call('PUBLISH', chan_pfx .. s, '0')
+    end
+    redis.call('ZREMRANGEBYRANK', lru, 0, n - max - 1)
+  end
+  extend(lru, ttl)
+end
+`
+
+func script(src string) *goredis.Script { return goredis.NewScript(prelude + src) }
+
+// Sessions.
+
+// KEYS: fields [, live]. ARGV: id, ttl ms, max, field, value, ...
+// Returns 1, or -1 when the session exists, -2 past the cap.
+var createScript = script(`
+local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+if KEYS[2] then
+  local now = now_ms()
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
+  if max > 0 and redis.call('ZCARD', KEYS[2]) >= max then return -2 end
+  redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+end
+redis.call('HSET', KEYS[1], '\0', '1')
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('PEXPIRE', KEYS[1], ttl)
+return 1
+`)
+
+// capScript reserves a place among live sessions (Cluster mode, before
+// createScript). KEYS: live. ARGV: id, ttl ms, max. Returns 1, -1 when
+// present, -2 past the cap.
+var capScript = script(`
+local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return -1 end
+local max = tonumber(ARGV[3])
+if max > 0 and redis.call('ZCARD', KEYS[1]) >= max then return -2 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+return 1
+`)
+
+// KEYS: fields, subs [, live]. ARGV: id, ttl ms (0: no slide), 1 to return
+// the fields. Returns nil when not live, else {now ms [, fields]}.
+var loadScript = script(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local ttl = tonumber(ARGV[2])
+local now = now_ms()
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  if KEYS[3] then redis.call('ZADD', KEYS[3], now + ttl, ARGV[1]) end
+end
+if ARGV[3] == '1' then return {now, redis.call('HGETALL', KEYS[1])} end
+return {now}
+`)
+
+// KEYS: fields. ARGV: field, value, ... Returns 0 when not live.
+var setScript = script(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+for i = 1, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1
+`)
+
+// KEYS: fields, subs, lru, claim index [, live]. ARGV: id, session key
+// prefix, follow channel prefix, subscriber set prefix, owner key prefix.
+// Returns {live 0|1, uris, streams}; the lists are empty when the global
+// keys were updated here.
+var endScript = script(`
+local live = redis.call('DEL', KEYS[1])
+local uris = redis.call('SMEMBERS', KEYS[2])
+local streams = redis.call('ZRANGE', KEYS[3], 0, -1)
+local claims = redis.call('SMEMBERS', KEYS[4])
+for _, s in ipairs(streams) do
+  redis.call('DEL', ARGV[2] .. 'm:' .. s, ARGV[2] .. 'e:' .. s)
+  redis.call('PUBLISH', ARGV[3] .. s, '0')
+end
+for _, c in ipairs(claims) do redis.call('DEL', ARGV[2] .. 'c:' .. c) end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+if KEYS[5] then
+  redis.call('ZREM', KEYS[5], ARGV[1])
+  for _, u in ipairs(uris) do redis.call('SREM', ARGV[4] .. u, ARGV[1]) end
+  for _, s in ipairs(streams) do redis.call('DEL', ARGV[5] .. s) end
+  return {live, {}, {}}
+end
+return {live, uris, streams}
+`)
+
+// KEYS: fields, subs [, subscribers of uri, uri registry]. ARGV: uri, max,
+// id. Returns 1, -1 when not live, -2 past the bound.
+var subscribeScript = script(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then
+  if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return -2 end
+  redis.call('SADD', KEYS[2], ARGV[1])
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl > 0 then redis.call('PEXPIRE', KEYS[2], pttl) end
+end
+if KEYS[3] then
+  redis.call('SADD', KEYS[3], ARGV[3])
+  redis.call('SADD', KEYS[4], ARGV[1])
+end
+return 1
+`)
+
+// KEYS: fields, subs [, subscribers of uri]. ARGV: uri, id. Returns 1, or
+// -1 when not live.
+var unsubscribeScript = script(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+redis.call('SREM', KEYS[2], ARGV[1])
+if KEYS[3] then redis.call('SREM', KEYS[3], ARGV[2]) end
+return 1
+`)
+
+// KEYS: subscribers of uri, live. Returns the live subscribers and drops
+// the dead ones.
+var subscribersScript = script(`
+local now = now_ms()
+local out = {}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local exp = redis.call('ZSCORE', KEYS[2], id)
+  if exp and tonumber(exp) >= now then
+    out[#out + 1] = id
+  else
+    redis.call('SREM', KEYS[1], id)
+  end
+end
+return out
+`)
+
+// KEYS: live. ARGV: cursor, count. Returns {next cursor, ids}.
+var scanScript = script(`
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now_ms())
+local r = redis.call('ZSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
+local ids = {}
+for i = 1, #r[2], 2 do ids[#ids + 1] = r[2][i] end
+return {r[1], ids}
+`)
+
+// KEYS: live. Returns the number of live sessions.
+var countScript = script(`
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now_ms())
+return redis.call('ZCARD', KEYS[1])
+`)
+
+// Events.
+
+// ownerScript records the owning session of a stream (Cluster mode,
+// before openScript). KEYS: owner. ARGV: session, ttl ms. Returns 1, or 0
+// when another session owns the stream.
+var ownerScript = script(`
+local o = redis.call('GET', KEYS[1])
+if o and o ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`)
+
+// KEYS: meta, lru [, owner]. ARGV: session, stream, owner node, request,
+// ttl ms, max streams, session key prefix, follow channel prefix.
+// Returns 1 when created, 0 when it existed, -1 when another session owns
+// the stream.
+var openScript = script(touchLRU + `
+local ttl = tonumber(ARGV[5])
+if KEYS[3] then
+  local o = redis.call('GET', KEYS[3])
+  if o and o ~= ARGV[1] then return -1 end
+  redis.call('SET', KEYS[3], ARGV[1], 'PX', ttl)
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'owner', ARGV[3], 'request', ARGV[4], 'last', 0, 'done', 0)
+redis.call('PEXPIRE', KEYS[1], ttl)
+touch_lru(KEYS[2], ARGV[2], ttl, tonumber(ARGV[6]), ARGV[7], ARGV[8])
+return 1
+`)
+
+// KEYS: meta, events, lru [, owner]. ARGV: session, stream, data, final
+// 0|1, max events, max streams, ttl ms, session key prefix, follow channel
+// prefix. Returns the seq, -1 when the stream is unknown, -2 when done.
+var appendScript = script(touchLRU + `
+local done = redis.call('HGET', KEYS[1], 'done')
+if not done then return -1 end
+if done == '1' then return -2 end
+local seq = redis.call('HINCRBY', KEYS[1], 'last', 1)
+redis.call('RPUSH', KEYS[2], ARGV[3])
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[5]), -1)
+if ARGV[4] == '1' then redis.call('HSET', KEYS[1], 'done', '1') end
+local ttl = tonumber(ARGV[7])
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
+if KEYS[4] then redis.call('SET', KEYS[4], ARGV[1], 'PX', ttl) end
+touch_lru(KEYS[3], ARGV[2], ttl, tonumber(ARGV[6]), ARGV[8], ARGV[9])
+redis.call('PUBLISH', ARGV[9] .. ARGV[2], seq .. ':' .. ARGV[4] .. ':' .. ARGV[3])
+return seq
+`)
+
+// KEYS: meta, events. ARGV: after. Returns -1 when the stream is
+// unknown, else {owner, request, last, done, first kept seq, events after}
+// where events is empty when the cursor is past last or was trimmed.
+var readScript = script(`
+local m = redis.call('HMGET', KEYS[1], 'owner', 'request', 'last', 'done')
+if not m[3] then return -1 end
+local last = tonumber(m[3])
+local after = tonumber(ARGV[1])
+local first = last - redis.call('LLEN', KEYS[2]) + 1
+local evs = {}
+if after < last and after + 1 >= first then
+  evs = redis.call('LRANGE', KEYS[2], after + 1 - first, -1)
+end
+return {m[1], m[2], last, m[4], first, evs}
+`)
+
+// Membership.
+
+// KEYS: nodes. ARGV: node, ttl ms.
+var heartbeatScript = script(`
+local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+return 1
+`)
+
+// KEYS: nodes. ARGV: node. Returns 1 when the lease is live.
+var aliveScript = script(`
+local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if exp and tonumber(exp) >= now_ms() then return 1 end
+return 0
+`)
+
+// KEYS: nodes. Returns the live nodes.
+var membersScript = script(`
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now_ms())
+return redis.call('ZRANGE', KEYS[1], 0, -1)
+`)
+
+// Claims.
+
+// KEYS: claim [, session claim index]. ARGV: owner, ttl ms, index member.
+// Returns the previous holder or "".
+var claimScript = script(`
+local prev = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if KEYS[2] then
+  redis.call('SADD', KEYS[2], ARGV[3])
+  extend(KEYS[2], tonumber(ARGV[2]))
+end
+return prev or ''
+`)
+
+// KEYS: claim [, session claim index]. ARGV: owner, ttl ms. Returns 1
+// when owner held the claim.
+var renewScript = script(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if KEYS[2] then extend(KEYS[2], tonumber(ARGV[2])) end
+return 1
+`)
+
+// KEYS: claim. ARGV: owner.
+var releaseScript = script(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+`)

@@ -1,0 +1,384 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// sessions implements cluster.SessionStore.
+type sessions backend
+
+var _ cluster.SessionStore = (*sessions)(nil)
+
+// reservedField keeps a session's hash in existence when it has no
+// fields; Load hides it.
+const reservedField = "\x00"
+
+func notFound(id string) error {
+	return fmt.Errorf("session %q: %w", id, cluster.ErrNotFound)
+}
+
+// Create costs one round trip on a single server; on Cluster two (the
+// cap is checked on the live-sessions index first).
+func (m *sessions) Create(ctx context.Context, id string, fields map[string]string, ttl time.Duration, max int) error {
+	b := (*backend)(m)
+	if ttl <= 0 {
+		return fmt.Errorf("session %q: ttl must be positive", id)
+	}
+	k := b.keys
+	args := make([]any, 0, 3+2*len(fields))
+	args = append(args, id, ms(ttl), max)
+	for f, v := range fields {
+		if f != reservedField {
+			args = append(args, f, v)
+		}
+	}
+	var r int64
+	var err error
+	if b.single {
+		r, err = createScript.Run(ctx, b.client, []string{k.fields(id), k.live()}, args...).Int64()
+	} else {
+		r, err = capScript.Run(ctx, b.client, []string{k.live()}, id, ms(ttl), max).Int64()
+		if err == nil && r == 1 {
+			r, err = createScript.Run(ctx, b.client, []string{k.fields(id)}, args...).Int64()
+		}
+	}
+	if err != nil {
+		return b.fail(ctx, "create session", err)
+	}
+	switch r {
+	case -1:
+		return fmt.Errorf("session %q already exists", id)
+	case -2:
+		return fmt.Errorf("live sessions at the cap of %d: %w", max, cluster.ErrLimit)
+	}
+	return nil
+}
+
+// load runs loadScript; on Cluster it then slides the live-sessions index
+// (a second round trip).
+func (b *backend) load(ctx context.Context, id string, ttl time.Duration, fields bool) ([]any, error) {
+	k := b.keys
+	keys := []string{k.fields(id), k.subs(id)}
+	if b.single {
+		keys = append(keys, k.live())
+	}
+	var ttlMS int64
+	if ttl > 0 {
+		ttlMS = ms(ttl)
+	}
+	want := "0"
+	if fields {
+		want = "1"
+	}
+	res, err := loadScript.Run(ctx, b.client, keys, id, ttlMS, want).Slice()
+	if errors.Is(err, goredis.Nil) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, b.fail(ctx, "load session", err)
+	}
+	if !b.single && ttlMS > 0 {
+		now, _ := res[0].(int64)
+		if err := b.client.ZAddXX(ctx, k.live(), goredis.Z{Score: float64(now + ttlMS), Member: id}).Err(); err != nil {
+			return nil, b.fail(ctx, "slide session", err)
+		}
+	}
+	return res, nil
+}
+
+func (m *sessions) Load(ctx context.Context, id string, ttl time.Duration) (map[string]string, error) {
+	res, err := (*backend)(m).load(ctx, id, ttl, true)
+	if err != nil {
+		return nil, err
+	}
+	var flat []any
+	if len(res) > 1 {
+		flat, _ = res[1].([]any)
+	}
+	out := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		f, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		if f != reservedField {
+			out[f] = v
+		}
+	}
+	return out, nil
+}
+
+func (m *sessions) Touch(ctx context.Context, id string, ttl time.Duration) error {
+	_, err := (*backend)(m).load(ctx, id, ttl, false)
+	return err
+}
+
+func (m *sessions) Set(ctx context.Context, id string, fields map[string]string) error {
+	b := (*backend)(m)
+	args := make([]any, 0, 2*len(fields))
+	for f, v := range fields {
+		if f != reservedField {
+			args = append(args, f, v)
+		}
+	}
+	r, err := setScript.Run(ctx, b.client, []string{b.keys.fields(id)}, args...).Int64()
+	if err != nil {
+		return b.fail(ctx, "set session", err)
+	}
+	if r == 0 {
+		return notFound(id)
+	}
+	return nil
+}
+
+// End costs one round trip on a single server; on Cluster a second,
+// pipelined one cleans the global indexes.
+func (m *sessions) End(ctx context.Context, id string) (bool, error) {
+	b := (*backend)(m)
+	k := b.keys
+	keys := []string{k.fields(id), k.subs(id), k.lru(id), k.claimIndex(id)}
+	if b.single {
+		keys = append(keys, k.live())
+	}
+	res, err := endScript.Run(ctx, b.client, keys,
+		id, k.session(id), k.followPrefix(), k.subPrefix(), k.ownerPrefix()).Slice()
+	if err != nil {
+		return false, b.fail(ctx, "end session", err)
+	}
+	live, _ := res[0].(int64)
+	if !b.single {
+		uris, _ := res[1].([]any)
+		streams, _ := res[2].([]any)
+		_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			p.ZRem(ctx, k.live(), id)
+			for _, u := range uris {
+				p.SRem(ctx, k.subscribers(u.(string)), id)
+			}
+			for _, x := range streams {
+				p.Del(ctx, k.owner(x.(string)))
+			}
+			return nil
+		})
+		if err != nil {
+			return live == 1, b.fail(ctx, "end session", err)
+		}
+	}
+	return live == 1, nil
+}
+
+func (m *sessions) Subscribe(ctx context.Context, id, uri string) error {
+	b := (*backend)(m)
+	k := b.keys
+	keys := []string{k.fields(id), k.subs(id)}
+	if b.single {
+		keys = append(keys, k.subscribers(uri), k.subIndex())
+	}
+	r, err := subscribeScript.Run(ctx, b.client, keys, uri, b.opts.MaxSubscriptions, id).Int64()
+	if err != nil {
+		return b.fail(ctx, "subscribe", err)
+	}
+	switch r {
+	case -1:
+		return notFound(id)
+	case -2:
+		return fmt.Errorf("session %q has %d subscriptions: %w", id, b.opts.MaxSubscriptions, cluster.ErrLimit)
+	}
+	if !b.single {
+		_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			p.SAdd(ctx, k.subscribers(uri), id)
+			p.SAdd(ctx, k.subIndex(), uri)
+			return nil
+		})
+		if err != nil {
+			return b.fail(ctx, "subscribe", err)
+		}
+	}
+	return nil
+}
+
+func (m *sessions) Unsubscribe(ctx context.Context, id, uri string) error {
+	b := (*backend)(m)
+	k := b.keys
+	keys := []string{k.fields(id), k.subs(id)}
+	if b.single {
+		keys = append(keys, k.subscribers(uri))
+	}
+	r, err := unsubscribeScript.Run(ctx, b.client, keys, uri, id).Int64()
+	if err != nil {
+		return b.fail(ctx, "unsubscribe", err)
+	}
+	if r == -1 {
+		return notFound(id)
+	}
+	if !b.single {
+		if err := b.client.SRem(ctx, k.subscribers(uri), id).Err(); err != nil {
+			return b.fail(ctx, "unsubscribe", err)
+		}
+	}
+	return nil
+}
+
+// Subscribers returns the live subscribers of uri and forgets dead ones.
+func (m *sessions) Subscribers(ctx context.Context, uri string) ([]string, error) {
+	return (*backend)(m).subscribers(ctx, uri)
+}
+
+func (b *backend) subscribers(ctx context.Context, uri string) ([]string, error) {
+	k := b.keys
+	if b.single {
+		ids, err := subscribersScript.Run(ctx, b.client, []string{k.subscribers(uri), k.live()}).StringSlice()
+		if err != nil {
+			return nil, b.fail(ctx, "subscribers", err)
+		}
+		return ids, nil
+	}
+	ids, err := b.client.SMembers(ctx, k.subscribers(uri)).Result()
+	if err != nil {
+		return nil, b.fail(ctx, "subscribers", err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var now *goredis.TimeCmd
+	var scores *goredis.FloatSliceCmd
+	_, err = b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		now = p.Time(ctx)
+		scores = p.ZMScore(ctx, k.live(), ids...)
+		return nil
+	})
+	if err != nil {
+		return nil, b.fail(ctx, "subscribers", err)
+	}
+	nowMS := float64(now.Val().UnixMilli())
+	var live []string
+	var dead []any
+	for i, exp := range scores.Val() {
+		if exp >= nowMS {
+			live = append(live, ids[i])
+		} else {
+			dead = append(dead, ids[i])
+		}
+	}
+	if len(dead) > 0 {
+		if err := b.client.SRem(ctx, k.subscribers(uri), dead...).Err(); err != nil {
+			b.log.Warn().Err(err).Str("uri", uri).Msg("pruning dead subscribers failed")
+		}
+	}
+	return live, nil
+}
+
+// Scan walks the live-sessions index with ZSCAN, whose guarantee is the
+// contract's: a member present for the whole scan is returned.
+func (m *sessions) Scan(ctx context.Context, cursor string, count int) ([]string, string, error) {
+	b := (*backend)(m)
+	if cursor == "" {
+		cursor = "0"
+	} else if _, err := strconv.ParseUint(cursor, 10, 64); err != nil || cursor == "0" {
+		return nil, "", fmt.Errorf("scan cursor %q: malformed", cursor)
+	}
+	if count <= 0 {
+		count = 100
+	}
+	res, err := scanScript.Run(ctx, b.client, []string{b.keys.live()}, cursor, count).Slice()
+	if err != nil {
+		return nil, "", b.fail(ctx, "scan sessions", err)
+	}
+	next, _ := res[0].(string)
+	if next == "0" {
+		next = ""
+	}
+	raw, _ := res[1].([]any)
+	ids := make([]string, 0, len(raw))
+	for _, id := range raw {
+		if s, ok := id.(string); ok {
+			ids = append(ids, s)
+		}
+	}
+	return ids, next, nil
+}
+
+func (m *sessions) Count(ctx context.Context) (int, error) {
+	b := (*backend)(m)
+	n, err := countScript.Run(ctx, b.client, []string{b.keys.live()}).Int()
+	if err != nil {
+		return 0, b.fail(ctx, "count sessions", err)
+	}
+	return n, nil
+}
+
+// janitorLoop bounds the global indexes. Sessions that expire (rather
+// than End) leave their ids in P:sessions and in the P:sub:<uri> sets;
+// Create, Count, Scan and Subscribers prune them on the way, and the
+// janitor prunes what nobody reads: once per interval, on whichever node
+// takes the P:janitor lock.
+func (b *backend) janitorLoop(every time.Duration) {
+	defer b.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		go func() { // stop promptly on Close
+			select {
+			case <-b.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if err := b.sweep(ctx, every); err != nil && ctx.Err() == nil {
+			b.log.Warn().Err(err).Msg("janitor failed")
+		}
+		cancel()
+	}
+}
+
+// sweep prunes the live-sessions and node indexes and every subscriber
+// set, if this node wins the interval's lock.
+func (b *backend) sweep(ctx context.Context, every time.Duration) error {
+	k := b.keys
+	won, err := b.client.SetNX(ctx, k.janitor(), "1", every*9/10).Result()
+	if err != nil || !won {
+		return err
+	}
+	if err := countScript.Run(ctx, b.client, []string{k.live()}).Err(); err != nil {
+		return err
+	}
+	if err := membersScript.Run(ctx, b.client, []string{k.nodes()}).Err(); err != nil {
+		return err
+	}
+	var cursor uint64
+	for {
+		uris, next, err := b.client.SScan(ctx, k.subIndex(), cursor, "", 100).Result()
+		if err != nil {
+			return err
+		}
+		for _, uri := range uris {
+			live, err := b.subscribers(ctx, uri)
+			if err != nil {
+				return err
+			}
+			// A Subscribe racing with this may leave its uri out of the
+			// registry; its set is still read (and pruned) by Subscribers,
+			// and the next Subscribe to the uri registers it again.
+			if len(live) == 0 {
+				if err := b.client.SRem(ctx, k.subIndex(), uri).Err(); err != nil {
+					return err
+				}
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}

@@ -1,0 +1,362 @@
+// Package redistest runs throwaway redis-server processes for tests: each
+// Server listens on a random loopback port (or a unix socket) of its own,
+// keeps nothing on disk (unless Options.Persist asks for an append-only
+// file, so a restart keeps the data), and is killed when the test ends.
+// Tests never touch a Redis they did not start.
+//
+// The redis-server binary is looked up on PATH and then in /usr/bin and
+// /usr/sbin. When it is missing, Start fails the test (it never skips):
+// install Debian's redis-server package.
+package redistest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Options tunes Start. The zero value means a TCP server on a random
+// loopback port.
+type Options struct {
+	// Unix serves on a unix socket in a fresh temporary directory instead
+	// of TCP.
+	Unix bool
+	// Cluster runs the server as a one-node Redis Cluster owning every
+	// slot, so clients take their Cluster code paths (and the server
+	// enforces the single-slot rule of multi-key commands and scripts).
+	Cluster bool
+	// Persist keeps the data across Kill and Restart: the server writes
+	// an append-only file in its temporary directory and fsyncs it after
+	// every write (--appendonly yes --appendfsync always), so every write
+	// it acknowledged survives even a SIGKILL and is loaded again by
+	// Restart. Without it a restarted server starts empty.
+	Persist bool
+	// Args are extra redis-server arguments, e.g. "--maxclients", "50".
+	Args []string
+}
+
+// Server is one redis-server process. Its methods are safe for concurrent
+// use.
+type Server struct {
+	t    testing.TB
+	bin  string
+	opts Options
+	dir  string
+	port int    // TCP port, 0 in unix mode
+	sock string // unix socket path, "" in TCP mode
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	out  *lockedWriter
+	exit chan struct{}
+}
+
+// Start starts a TCP redis-server on a random free loopback port and
+// waits until it answers PING. It is killed on t.Cleanup.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartUnix is Start serving on a unix socket.
+func StartUnix(t testing.TB) *Server {
+	t.Helper()
+	return StartWith(t, Options{Unix: true})
+}
+
+// StartWith starts a redis-server with opts.
+func StartWith(t testing.TB, opts Options) *Server {
+	t.Helper()
+	bin, err := findBinary()
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	// A short directory: unix socket paths are limited to ~100 bytes.
+	dir, err := os.MkdirTemp("", "redistest")
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	s := &Server{t: t, bin: bin, opts: opts, dir: dir}
+	t.Cleanup(func() {
+		s.Kill()
+		_ = os.RemoveAll(dir)
+	})
+	if opts.Unix {
+		s.sock = filepath.Join(dir, "redis.sock")
+		if err := s.start(); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		return s
+	}
+	// A port found free may be taken before redis binds it: retry.
+	for attempt := 0; ; attempt++ {
+		s.port, err = freePort()
+		if err == nil {
+			err = s.start()
+		}
+		if err == nil {
+			return s
+		}
+		if attempt == 4 {
+			t.Fatalf("redistest: %v", err)
+		}
+	}
+}
+
+func findBinary() (string, error) {
+	if p, err := exec.LookPath("redis-server"); err == nil {
+		return p, nil
+	}
+	for _, p := range []string{"/usr/bin/redis-server", "/usr/sbin/redis-server"} {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("redis-server not found on PATH, in /usr/bin or in /usr/sbin: " +
+		"install it (Debian/Ubuntu: apt-get install redis-server)")
+}
+
+// freePort returns a loopback TCP port that was free a moment ago, never
+// the default Redis port.
+func freePort() (int, error) {
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if port != 6379 {
+			return port, nil
+		}
+	}
+}
+
+// start launches the process on s's address and waits for PING.
+func (s *Server) start() error {
+	appendonly := []string{"--appendonly", "no"}
+	if s.opts.Persist {
+		appendonly = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	args := append([]string{"--save", ""}, appendonly...)
+	args = append(args,
+		"--dir", s.dir,
+		"--daemonize", "no",
+		"--loglevel", "warning",
+	)
+	if s.sock != "" {
+		args = append(args, "--port", "0", "--unixsocket", s.sock, "--unixsocketperm", "700")
+	} else {
+		args = append(args, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1")
+	}
+	if s.opts.Cluster {
+		args = append(args, "--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"))
+	}
+	args = append(args, s.opts.Args...)
+	cmd := exec.Command(s.bin, args...)
+	out := &lockedWriter{}
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", s.bin, err)
+	}
+	exit := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exit)
+	}()
+	s.mu.Lock()
+	s.cmd, s.out, s.exit = cmd, out, exit
+	s.mu.Unlock()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case <-exit:
+			return fmt.Errorf("redis-server exited at start-up: %s", out.String())
+		default:
+		}
+		if err := s.ping(); err == nil {
+			if s.opts.Cluster {
+				return s.ownAllSlots(deadline)
+			}
+			return nil
+		} else if time.Now().After(deadline) {
+			s.Kill()
+			return fmt.Errorf("redis-server on %s did not answer PING: %v", s.Addr(), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ping sends PING over a raw connection and expects +PONG.
+func (s *Server) ping() error {
+	line, err := s.Do("PING")
+	if err != nil {
+		return err
+	}
+	if line != "+PONG" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+// Do sends one inline command on a new connection and returns the first
+// line of the reply (e.g. "+OK", ":1", "$-1"). It is meant for set-up and
+// for poking the server from tests, not for reading large replies.
+func (s *Server) Do(cmd string) (string, error) {
+	c, err := net.DialTimeout(s.Network(), s.Addr(), time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(line), nil
+}
+
+// ownAllSlots gives the one-node cluster every hash slot (unless its
+// nodes.conf already did) and waits for cluster_state:ok.
+func (s *Server) ownAllSlots(deadline time.Time) error {
+	if line, err := s.Do("CLUSTER ADDSLOTSRANGE 0 16383"); err != nil {
+		return fmt.Errorf("CLUSTER ADDSLOTSRANGE: %w", err)
+	} else if line != "+OK" && !strings.Contains(line, "busy") {
+		return fmt.Errorf("CLUSTER ADDSLOTSRANGE answered %q", line)
+	}
+	for {
+		c, err := net.DialTimeout(s.Network(), s.Addr(), time.Second)
+		if err == nil {
+			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+			_, _ = c.Write([]byte("CLUSTER INFO\r\n"))
+			buf := make([]byte, 4096)
+			n, _ := io.ReadAtLeast(c, buf, 1)
+			c.Close()
+			if strings.Contains(string(buf[:n]), "cluster_state:ok") {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("one-node cluster on %s never reached cluster_state:ok", s.Addr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Cluster reports whether the server runs as a one-node Redis Cluster.
+func (s *Server) Cluster() bool { return s.opts.Cluster }
+
+// Network is "tcp" or "unix".
+func (s *Server) Network() string {
+	if s.sock != "" {
+		return "unix"
+	}
+	return "tcp"
+}
+
+// Addr is "127.0.0.1:PORT", or the socket path in unix mode.
+func (s *Server) Addr() string {
+	if s.sock != "" {
+		return s.sock
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+}
+
+// URL is "redis://127.0.0.1:PORT", or "unix:///path/redis.sock".
+func (s *Server) URL() string {
+	if s.sock != "" {
+		return "unix://" + s.sock
+	}
+	return "redis://" + s.Addr()
+}
+
+// Kill ends the process with SIGKILL (a crash: clients see their
+// connections reset) and waits for it. Killing a stopped server is a
+// no-op.
+func (s *Server) Kill() { s.signal(syscall.SIGKILL) }
+
+// Stop ends the process with SIGTERM (a clean shutdown) and waits for it.
+func (s *Server) Stop() { s.signal(syscall.SIGTERM) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	cmd, exit := s.cmd, s.exit
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exit:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exit
+	}
+}
+
+// Restart kills the server if it runs and starts a new one on the same
+// address; clients reconnect to it as after an outage. The new server is
+// empty, or with Options.Persist holds every write the old one
+// acknowledged.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Kill()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("redistest: restart: %v", err)
+	}
+}
+
+// Running reports whether the process is up.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
+// Output returns what redis-server logged so far (for failure messages).
+func (s *Server) Output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.out == nil {
+		return ""
+	}
+	return s.out.String()
+}
+
+// lockedWriter is a bytes.Buffer safe to write from the exec copier while
+// tests read it.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}

@@ -1,0 +1,94 @@
+package redistest_test
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/redistest"
+)
+
+// roundTrip sends one inline command and returns the first reply line.
+func roundTrip(t *testing.T, network, addr, cmd string) (string, error) {
+	t.Helper()
+	c, err := net.DialTimeout(network, addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(line), err
+}
+
+func TestStartRestartKill(t *testing.T) {
+	for _, unix := range []bool{false, true} {
+		s := redistest.StartWith(t, redistest.Options{Unix: unix})
+		if unix && !strings.HasPrefix(s.URL(), "unix:///") {
+			t.Fatalf("URL: got %q", s.URL())
+		}
+		if !unix && (!strings.HasPrefix(s.URL(), "redis://127.0.0.1:") || strings.HasSuffix(s.Addr(), ":6379")) {
+			t.Fatalf("URL: got %q", s.URL())
+		}
+		if got, err := roundTrip(t, s.Network(), s.Addr(), "SET k v"); err != nil || got != "+OK" {
+			t.Fatalf("SET: got %q, %v", got, err)
+		}
+		if got, _ := roundTrip(t, s.Network(), s.Addr(), "CONFIG GET save"); got != "*2" {
+			t.Fatalf("CONFIG GET save: got %q", got)
+		}
+		s.Kill()
+		if s.Running() {
+			t.Fatalf("Running after Kill")
+		}
+		if _, err := roundTrip(t, s.Network(), s.Addr(), "PING"); err == nil {
+			t.Fatalf("PING after Kill succeeded")
+		}
+		s.Restart()
+		if got, err := roundTrip(t, s.Network(), s.Addr(), "GET k"); err != nil || got != "$-1" {
+			t.Fatalf("GET after Restart: got %q, %v, want an empty server", got, err)
+		}
+		s.Stop()
+		s.Restart()
+		if got, err := roundTrip(t, s.Network(), s.Addr(), "PING"); err != nil || got != "+PONG" {
+			t.Fatalf("PING after Stop and Restart: got %q, %v", got, err)
+		}
+	}
+}
+
+func TestCluster(t *testing.T) {
+	s := redistest.StartWith(t, redistest.Options{Cluster: true})
+	if got, err := s.Do("SET {a}x 1"); err != nil || got != "+OK" {
+		t.Fatalf("SET on the one-node cluster: got %q, %v", got, err)
+	}
+	if got, _ := s.Do("MSET {a}x 1 {b}y 2"); !strings.HasPrefix(got, "-CROSSSLOT") {
+		t.Fatalf("cross-slot MSET: got %q, want a CROSSSLOT error", got)
+	}
+	s.Restart()
+	if got, err := s.Do("SET {a}x 1"); err != nil || got != "+OK" {
+		t.Fatalf("SET after Restart: got %q, %v", got, err)
+	}
+}
+
+func TestPersistKeepsAcknowledgedWritesAcrossKill(t *testing.T) {
+	s := redistest.StartWith(t, redistest.Options{Persist: true})
+	if got, _ := s.Do("CONFIG GET appendfsync"); got != "*2" {
+		t.Fatalf("CONFIG GET appendfsync: got %q", got)
+	}
+	if got, err := s.Do("SET k v"); err != nil || got != "+OK" {
+		t.Fatalf("SET: got %q, %v", got, err)
+	}
+	s.Restart() // SIGKILL, then start again on the same directory
+	if got, err := s.Do("GET k"); err != nil || got != "$1" {
+		t.Fatalf("GET after Restart: got %q, %v, want the value written before the kill", got, err)
+	}
+	s.Kill()
+	s.Restart()
+	if got, err := s.Do("EXISTS k"); err != nil || got != ":1" {
+		t.Fatalf("EXISTS after Kill and Restart: got %q, %v", got, err)
+	}
+}
