@@ -29,13 +29,25 @@ import (
 func Run(t *testing.T, newBackend func(t *testing.T) *cluster.Backend) {
 	t.Helper()
 	s := &suite{newBackend: newBackend}
-	t.Run("Backend", s.testBackend)
-	t.Run("Sessions", s.testSessions)
-	t.Run("Events", s.testEvents)
-	t.Run("Tail", s.testTail)
-	t.Run("Bus", s.testBus)
-	t.Run("Members", s.testMembers)
-	t.Run("Claims", s.testClaims)
+	// Every subtest has a backend of its own, so they all run in parallel:
+	// the time-dependent ones mostly wait.
+	for _, group := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"Backend", s.testBackend},
+		{"Sessions", s.testSessions},
+		{"Events", s.testEvents},
+		{"Tail", s.testTail},
+		{"Bus", s.testBus},
+		{"Members", s.testMembers},
+		{"Claims", s.testClaims},
+	} {
+		t.Run(group.name, func(t *testing.T) {
+			t.Parallel()
+			group.run(t)
+		})
+	}
 }
 
 type suite struct {

@@ -8,6 +8,7 @@ import (
 
 func (s *suite) testBus(t *testing.T) {
 	t.Run("Delivery", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		topic, other := uniq("topic"), uniq("topic")
@@ -65,6 +66,7 @@ func (s *suite) testBus(t *testing.T) {
 	})
 
 	t.Run("SubscribeReturnsWhenActive", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		for i := range 20 {
@@ -86,6 +88,7 @@ func (s *suite) testBus(t *testing.T) {
 	})
 
 	t.Run("ResubscribeSameTopic", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		topic := uniq("topic")
@@ -104,6 +107,7 @@ func (s *suite) testBus(t *testing.T) {
 	})
 
 	t.Run("HandlerMaySubscribe", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		topic, inner := uniq("topic"), uniq("inner")

@@ -43,6 +43,7 @@ func span(from, to uint64) []uint64 {
 
 func (s *suite) testEvents(t *testing.T) {
 	t.Run("OpenAppendRead", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		sess, x := uniq("s"), uniq("x")
@@ -101,6 +102,7 @@ func (s *suite) testEvents(t *testing.T) {
 	})
 
 	t.Run("Ownership", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		sess, other, x := uniq("s"), uniq("other"), uniq("x")
@@ -123,6 +125,7 @@ func (s *suite) testEvents(t *testing.T) {
 	})
 
 	t.Run("TrimMaxEvents", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		l := cluster.Limits{MaxEvents: 5, MaxStreams: 10, TTL: time.Minute}
@@ -151,6 +154,7 @@ func (s *suite) testEvents(t *testing.T) {
 	})
 
 	t.Run("LRUStreams", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		l := cluster.Limits{MaxEvents: 10, MaxStreams: 2, TTL: time.Minute}
@@ -191,16 +195,17 @@ func (s *suite) testEvents(t *testing.T) {
 	})
 
 	t.Run("StreamTTL", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
-		l := cluster.Limits{MaxEvents: 10, MaxStreams: 10, TTL: 200 * time.Millisecond}
+		l := cluster.Limits{MaxEvents: 10, MaxStreams: 10, TTL: time.Second}
 		sess, x := uniq("s"), uniq("x")
 		must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess}, l))
 		for range 6 { // appends slide the TTL
-			time.Sleep(l.TTL / 4)
+			time.Sleep(l.TTL / 5)
 			appendN(t, b, sess, x, 1, l)
 		}
-		waitFor(t, 5*time.Second, "the stream to expire", func() bool {
+		waitFor(t, 10*time.Second, "the stream to expire", func() bool {
 			_, _, err := b.Events.Read(ctx, sess, x, 0)
 			return errors.Is(err, cluster.ErrNotFound)
 		})
@@ -209,6 +214,7 @@ func (s *suite) testEvents(t *testing.T) {
 	})
 
 	t.Run("ConcurrentAppends", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		sess, x := uniq("s"), uniq("x")
@@ -243,6 +249,7 @@ func (s *suite) testEvents(t *testing.T) {
 	})
 
 	t.Run("Follow", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		sess, x := uniq("s"), uniq("x")
@@ -297,6 +304,7 @@ func (s *suite) testEvents(t *testing.T) {
 	})
 
 	t.Run("FollowMany", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		sess, x := uniq("s"), uniq("x")

@@ -12,7 +12,7 @@ func (s *suite) testMembers(t *testing.T) {
 	n1, n2, n3 := uniq("node-a"), uniq("node-b"), uniq("node-c")
 	must(t, "Heartbeat", b.Members.Heartbeat(ctx, n1, time.Minute))
 	must(t, "Heartbeat", b.Members.Heartbeat(ctx, n2, time.Minute))
-	must(t, "Heartbeat", b.Members.Heartbeat(ctx, n3, 150*time.Millisecond))
+	must(t, "Heartbeat", b.Members.Heartbeat(ctx, n3, time.Second))
 	got, err := b.Members.Members(ctx)
 	must(t, "Members", err)
 	if want := sorted([]string{n1, n2, n3}); !slices.Equal(sorted(got), want) {
@@ -29,7 +29,7 @@ func (s *suite) testMembers(t *testing.T) {
 	if alive, _ := b.Members.Alive(ctx, n2); alive {
 		t.Fatalf("Alive after Leave: got true")
 	}
-	waitFor(t, 5*time.Second, "a lapsed lease to drop the node", func() bool {
+	waitFor(t, 10*time.Second, "a lapsed lease to drop the node", func() bool {
 		alive, err := b.Members.Alive(ctx, n3)
 		return err == nil && !alive
 	})
@@ -46,6 +46,7 @@ func (s *suite) testMembers(t *testing.T) {
 
 func (s *suite) testClaims(t *testing.T) {
 	t.Run("TakeOver", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		key := uniq("session:s1:get")
@@ -84,20 +85,22 @@ func (s *suite) testClaims(t *testing.T) {
 	})
 
 	t.Run("Expiry", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		key := uniq("follow:x")
-		if _, err := b.Claims.Claim(ctx, key, "node-a", 100*time.Millisecond); err != nil {
+		const ttl = time.Second
+		if _, err := b.Claims.Claim(ctx, key, "node-a", ttl); err != nil {
 			t.Fatal(err)
 		}
 		// Renewing keeps it past its first TTL.
-		for range 4 {
-			time.Sleep(40 * time.Millisecond)
-			if ok, err := b.Claims.Renew(ctx, key, "node-a", 100*time.Millisecond); err != nil || !ok {
+		for range 6 {
+			time.Sleep(ttl / 5)
+			if ok, err := b.Claims.Renew(ctx, key, "node-a", ttl); err != nil || !ok {
 				t.Fatalf("Renew: got %v, %v", ok, err)
 			}
 		}
-		waitFor(t, 5*time.Second, "the claim to lapse", func() bool {
+		waitFor(t, 10*time.Second, "the claim to lapse", func() bool {
 			h, err := b.Claims.Holder(ctx, key)
 			return err == nil && h == ""
 		})
@@ -111,14 +114,15 @@ func (s *suite) testClaims(t *testing.T) {
 	})
 
 	t.Run("Once", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		key, other := uniq("token"), uniq("token")
-		if ok, err := b.Claims.Once(ctx, key, 150*time.Millisecond); err != nil || !ok {
+		if ok, err := b.Claims.Once(ctx, key, time.Second); err != nil || !ok {
 			t.Fatalf("first Once: got %v, %v, want true", ok, err)
 		}
 		for range 3 {
-			if ok, err := b.Claims.Once(ctx, key, 150*time.Millisecond); err != nil || ok {
+			if ok, err := b.Claims.Once(ctx, key, time.Second); err != nil || ok {
 				t.Fatalf("repeated Once: got %v, %v, want false", ok, err)
 			}
 		}
@@ -129,7 +133,7 @@ func (s *suite) testClaims(t *testing.T) {
 		if h, _ := b.Claims.Holder(ctx, key); h != "" {
 			t.Fatalf("Once created a claim held by %q", h)
 		}
-		waitFor(t, 5*time.Second, "the token to expire", func() bool {
+		waitFor(t, 10*time.Second, "the token to expire", func() bool {
 			ok, err := b.Claims.Once(ctx, key, time.Minute)
 			return err == nil && ok
 		})

@@ -12,6 +12,7 @@ import (
 
 func (s *suite) testSessions(t *testing.T) {
 	t.Run("CreateLoad", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		id := uniq("s")
@@ -34,6 +35,7 @@ func (s *suite) testSessions(t *testing.T) {
 	})
 
 	t.Run("NoFields", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		id := uniq("s")
@@ -47,6 +49,7 @@ func (s *suite) testSessions(t *testing.T) {
 	})
 
 	t.Run("Unknown", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		id := uniq("nope")
@@ -65,6 +68,7 @@ func (s *suite) testSessions(t *testing.T) {
 	})
 
 	t.Run("SetMerges", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		id := uniq("s")
@@ -78,15 +82,17 @@ func (s *suite) testSessions(t *testing.T) {
 	})
 
 	t.Run("SlidingTTL", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
-		const ttl = 300 * time.Millisecond
+		// The TTL leaves room for scheduling stalls on a loaded machine.
+		const ttl = 1500 * time.Millisecond
 		load, touch := uniq("load"), uniq("touch")
 		must(t, "Create", b.Sessions.Create(ctx, load, nil, ttl, 0))
 		must(t, "Create", b.Sessions.Create(ctx, touch, nil, ttl, 0))
-		// Keep both alive well past one TTL by sliding every ttl/4.
+		// Keep both alive past one TTL by sliding every ttl/6.
 		for range 8 {
-			time.Sleep(ttl / 4)
+			time.Sleep(ttl / 6)
 			if _, err := b.Sessions.Load(ctx, load, ttl); err != nil {
 				t.Fatalf("Load while sliding: %v", err)
 			}
@@ -96,7 +102,7 @@ func (s *suite) testSessions(t *testing.T) {
 		}
 		// Set does not slide: left alone, both expire.
 		must(t, "Set", b.Sessions.Set(ctx, load, map[string]string{"x": "y"}))
-		waitFor(t, 5*time.Second, "sessions to expire", func() bool {
+		waitFor(t, 10*time.Second, "sessions to expire", func() bool {
 			n, err := b.Sessions.Count(ctx)
 			return err == nil && n == 0
 		})
@@ -113,6 +119,7 @@ func (s *suite) testSessions(t *testing.T) {
 	})
 
 	t.Run("Cap", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		var ids []string
@@ -127,10 +134,10 @@ func (s *suite) testSessions(t *testing.T) {
 		if _, err := b.Sessions.End(ctx, ids[0]); err != nil {
 			t.Fatal(err)
 		}
-		must(t, "Create after End", b.Sessions.Create(ctx, uniq("s"), nil, 50*time.Millisecond, 4))
+		must(t, "Create after End", b.Sessions.Create(ctx, uniq("s"), nil, time.Second, 4))
 		wantErr(t, "Create past cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 4), cluster.ErrLimit)
 		// An expired session frees its place.
-		waitFor(t, 5*time.Second, "an expired session to free the cap", func() bool {
+		waitFor(t, 10*time.Second, "an expired session to free the cap", func() bool {
 			return b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 4) == nil
 		})
 		n, err := b.Sessions.Count(ctx)
@@ -140,6 +147,7 @@ func (s *suite) testSessions(t *testing.T) {
 	})
 
 	t.Run("End", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		id, other := uniq("s"), uniq("other")
@@ -204,12 +212,13 @@ func (s *suite) testSessions(t *testing.T) {
 	})
 
 	t.Run("Subscriptions", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		a, c, short := uniq("a"), uniq("c"), uniq("short")
 		must(t, "Create", b.Sessions.Create(ctx, a, nil, time.Minute, 0))
 		must(t, "Create", b.Sessions.Create(ctx, c, nil, time.Minute, 0))
-		must(t, "Create", b.Sessions.Create(ctx, short, nil, 100*time.Millisecond, 0))
+		must(t, "Create", b.Sessions.Create(ctx, short, nil, time.Second, 0))
 		const u1, u2 = "file:///one", "ui://two?x=1"
 		for range 2 { // idempotent
 			must(t, "Subscribe", b.Sessions.Subscribe(ctx, a, u1))
@@ -233,13 +242,14 @@ func (s *suite) testSessions(t *testing.T) {
 		}
 		must(t, "Unsubscribe of a uri never subscribed", b.Sessions.Unsubscribe(ctx, a, u2))
 		check(u1, c)
-		waitFor(t, 5*time.Second, "an expired session to leave Subscribers", func() bool {
+		waitFor(t, 10*time.Second, "an expired session to leave Subscribers", func() bool {
 			got, err := b.Sessions.Subscribers(ctx, u2)
 			return err == nil && len(got) == 1 && got[0] == c
 		})
 	})
 
 	t.Run("ScanCount", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		want := make(map[string]bool)

@@ -46,6 +46,7 @@ func waitTail(t *testing.T, ch <-chan tailResult) tailResult {
 
 func (s *suite) testTail(t *testing.T) {
 	t.Run("ExactlyOnceUnderConcurrentAppends", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		const workers, each = 6, 50
@@ -87,6 +88,7 @@ func (s *suite) testTail(t *testing.T) {
 	})
 
 	t.Run("Resume", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		sess, x := uniq("s"), uniq("x")
@@ -109,6 +111,7 @@ func (s *suite) testTail(t *testing.T) {
 	})
 
 	t.Run("StreamGone", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		sess, x := uniq("s"), uniq("x")
@@ -135,6 +138,7 @@ func (s *suite) testTail(t *testing.T) {
 	})
 
 	t.Run("ErrorsAndCancel", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		sess, x := uniq("s"), uniq("x")
@@ -170,6 +174,7 @@ func (s *suite) testTail(t *testing.T) {
 	})
 
 	t.Run("Evicted", func(t *testing.T) {
+		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
 		l := cluster.Limits{MaxEvents: 3, MaxStreams: 10, TTL: time.Minute}

@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -136,8 +137,9 @@ type store struct {
 	opts Options
 	log  zerolog.Logger
 
+	closed atomic.Bool
+
 	mu       sync.Mutex
-	closed   bool
 	sessions map[string]*session
 	expiry   sessionHeap                    // live sessions by expiry
 	byURI    map[string]map[string]struct{} // uri → subscribed session ids
@@ -179,10 +181,7 @@ func (s *store) check(ctx context.Context, op string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if s.closed.Load() {
 		return errClosed
 	}
 	if s.opts.Fault != nil {
@@ -204,13 +203,9 @@ func (s *store) now() time.Time { return s.opts.Now() }
 func expired(deadline, now time.Time) bool { return !now.Before(deadline) }
 
 func (s *store) close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if s.closed.Swap(true) {
 		return
 	}
-	s.closed = true
-	s.mu.Unlock()
 	close(s.stop)
 
 	s.fmu.Lock()

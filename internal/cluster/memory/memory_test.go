@@ -2,6 +2,8 @@ package memory_test
 
 import (
 	"errors"
+	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -157,5 +159,34 @@ func TestEventsBasic(t *testing.T) {
 	}
 	if _, _, err := b.Events.Read(ctx, "other", "x", 2); !errors.Is(err, cluster.ErrForbidden) {
 		t.Fatalf("Read by other session: got %v, want ErrForbidden", err)
+	}
+}
+
+// TestCloseStopsGoroutines checks that Close ends the sweeper and every
+// follower and subscriber goroutine.
+func TestCloseStopsGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	b := memory.New(memory.Options{SweepInterval: time.Millisecond})
+	ctx := t.Context()
+	for i := range 50 {
+		if _, err := b.Events.Follow(ctx, fmt.Sprint("x", i), func(cluster.Event) {}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Bus.Subscribe(ctx, fmt.Sprint("t", i), func([]byte) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := runtime.NumGoroutine(); n < before+100 {
+		t.Fatalf("%d goroutines with 100 listeners, want one each", n-before)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines left after Close", runtime.NumGoroutine()-before)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
