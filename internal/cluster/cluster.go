@@ -145,14 +145,17 @@ type EventLog interface {
 	// session ended); ErrForbidden when it is another session's.
 	Append(ctx context.Context, session, stream string, data []byte, final bool, lim Limits) (uint64, error)
 	// Read returns the events with Seq > after, oldest first, and the
-	// stream's info. ErrNotFound when the stream is unknown; ErrForbidden
+	// stream's info (also returned with ErrEvicted). ErrNotFound when the stream is unknown; ErrForbidden
 	// when it is another session's (so a caller cannot probe streams);
 	// ErrEvicted when events after `after` were trimmed.
 	Read(ctx context.Context, session, stream string, after uint64) ([]Event, StreamInfo, error)
 	// Follow delivers, in order, events appended to stream after the call
 	// returns, to fn, until cancel is called or ctx ends. Delivery is best
 	// effort (a bus hiccup can drop events): callers combine it with Read
-	// and fill gaps by seq; see Tail. fn must not block for long.
+	// and fill gaps by seq; see Tail. An event with Seq 0 is a hint that
+	// the follower missed something (overflow, reconnect, the stream was
+	// removed) and must Read again. Follow does not authorise: callers
+	// Read first, which checks the session. fn must not block for long.
 	Follow(ctx context.Context, stream string, fn func(Event)) (cancel func(), err error)
 }
 
@@ -186,6 +189,9 @@ type Membership interface {
 
 // Claims are leased, named ownership records: which connection holds a
 // session's GET stream, which node follows a stream, one-time tokens.
+// A key of the form "session:<id>:<rest>" (no ':' inside the id) belongs
+// to that session: SessionStore.End releases it. Once tokens live in a
+// namespace of their own and outlive sessions until their ttl.
 type Claims interface {
 	// Claim makes owner the holder of key for ttl, replacing any holder
 	// (take-over), and returns the previous holder ("" if none or expired).
