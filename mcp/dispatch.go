@@ -69,19 +69,30 @@ func readMeta(params json.RawMessage) (requestMeta, error) {
 		return m, nil
 	}
 	if err := json.Unmarshal(p.Meta, &m); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return m, invalidParam("_meta."+te.Field, "must be "+te.Type.String())
+		}
 		return m, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid _meta: "+err.Error(), map[string]any{"field": "_meta"})
 	}
 	return m, nil
 }
 
 // IsModernMessage reports whether a request carries the 2026-07-28
-// per-request protocol version in its _meta.
+// per-request protocol version in its _meta. A malformed value counts: the
+// request is a stateless one, and its _meta gets it -32602.
 func IsModernMessage(params json.RawMessage) bool {
 	if !bytes.Contains(params, []byte(MetaProtocolVersion)) {
 		return false
 	}
-	m, err := readMeta(params)
-	return err == nil && m.ProtocolVersion != nil
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	_, ok := p.Meta[MetaProtocolVersion]
+	return ok
 }
 
 // newModernRequest builds the context of a stateless request from its
@@ -97,8 +108,11 @@ func (s *Server) newModernRequest(msg *jsonrpc.Message, principal string) (*Requ
 	if !IsModernVersion(*m.ProtocolVersion) {
 		return nil, UnsupportedVersionError(*m.ProtocolVersion)
 	}
-	if len(m.Capabilities) == 0 || m.Capabilities[0] != '{' {
+	if len(m.Capabilities) == 0 || string(m.Capabilities) == "null" {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "missing _meta."+MetaClientCapabilities, map[string]any{"field": "_meta." + MetaClientCapabilities})
+	}
+	if m.Capabilities[0] != '{' {
+		return nil, invalidParam("_meta."+MetaClientCapabilities, "must be an object")
 	}
 	req := &Request{
 		Method: msg.Method, Params: msg.Params, id: msg.ID, srv: s,
@@ -284,31 +298,64 @@ func (s *Server) method(ctx context.Context, req *Request, sess sessionOps) (any
 	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
 }
 
-// finish encodes a result, adding on 2026-07-28 resultType, the server
-// identity and, where required, the cache hints.
+// finish encodes a result, adding on 2026-07-28 resultType (unless the
+// result has one, as input_required results do), where required the cache
+// hints, and the server identity in _meta: next to the result's own _meta
+// members when it has some.
 func (s *Server) finish(req *Request, res any) (json.RawMessage, error) {
 	if !req.modern {
 		return json.Marshal(res)
-	}
-	if m, ok := res.(map[string]any); ok {
-		if _, has := m["resultType"]; has {
-			return json.Marshal(m)
-		}
 	}
 	b, err := json.Marshal(res)
 	if err != nil {
 		return nil, err
 	}
-	var extra strings.Builder
-	extra.WriteString(`"resultType":"complete"`)
-	if cacheable[req.Method] {
-		fmt.Fprintf(&extra, `,"ttlMs":%d,"cacheScope":%q`, s.opts.ListTTL.Milliseconds(), cacheScope(req))
+	var top struct {
+		ResultType json.RawMessage `json:"resultType"`
+		Meta       json.RawMessage `json:"_meta"`
 	}
-	if !bytes.Contains(b, []byte(`"_meta":`)) {
-		info, _ := json.Marshal(s.impl)
-		fmt.Fprintf(&extra, `,"_meta":{%q:%s}`, MetaServerInfo, info)
+	if err := json.Unmarshal(b, &top); err != nil {
+		return nil, fmt.Errorf("mcp: result is not a JSON object: %w", err)
 	}
-	return spliceObject(b, extra.String()), nil
+	var extra []string
+	if top.ResultType == nil {
+		extra = append(extra, `"resultType":"complete"`)
+		if cacheable[req.Method] {
+			ttl := s.opts.ListTTL.Milliseconds()
+			if req.retry {
+				ttl = 0 // results of MRTR retries must not be cached
+			}
+			extra = append(extra, fmt.Sprintf(`"ttlMs":%d,"cacheScope":%q`, ttl, cacheScope(req)))
+		}
+	}
+	meta := map[string]json.RawMessage{}
+	if len(top.Meta) > 0 && top.Meta[0] == '{' {
+		// The result's own _meta is re-encoded with serverInfo added.
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(b, &members); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(top.Meta, &meta); err != nil {
+			return nil, err
+		}
+		delete(members, "_meta")
+		if b, err = json.Marshal(members); err != nil {
+			return nil, err
+		}
+	}
+	if _, has := meta[MetaServerInfo]; !has {
+		info, err := json.Marshal(s.impl)
+		if err != nil {
+			return nil, err
+		}
+		meta[MetaServerInfo] = info
+	}
+	mb, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	extra = append(extra, `"_meta":`+string(mb))
+	return spliceObject(b, strings.Join(extra, ",")), nil
 }
 
 // cacheScope is private when results depend on who asks.

@@ -1,41 +1,5 @@
 package mcp_test
 
-// Wire-level golden tests of the protocol core over stdio.
-//
-// Each testdata/golden/*.txtar file is one rule. Its comment describes the
-// rule and may set options, one per line:
-//
-//	option page-size=2          ServerOptions.PageSize
-//	option max-line-bytes=256   StdioOptions.MaxLineBytes
-//	option request-timeout=1s   ServerOptions.RequestTimeout
-//	option instructions=text    ServerOptions.Instructions
-//	option server-info=full     the server has a title, description, icons and website
-//	option only-tools=a,b       every other tool is removed before the script runs
-//
-// Its "script" section is the conversation, one line at a time:
-//
-//	> {json}   a line the client sends (verbatim, so it may be malformed)
-//	< {json}   the next line the server must send, compared as JSON
-//	<* {json}  a run of these is a group of lines the server must send
-//	           next, in any order
-//	# text     a comment; blank lines are ignored too
-//
-// Server lines are normalised before the comparison: the value of every
-// "requestState" member (a sealed, time-dependent token) becomes the
-// string "<requestState>". A client line may use that placeholder to send
-// back the token the server last issued, byte for byte, or
-// "<requestState:tampered>" to send it with one character changed.
-//
-// The server→client requests of a session use the ids "srv-1", "srv-2",
-// ... in order, so a client line answers them by those ids.
-//
-// After the script the client closes its end; the server must then stop
-// without writing anything more.
-//
-// go test ./mcp -run TestGolden -update rewrites every expected server line
-// with what the server sent (normalised), keeping the script's shape: the
-// number and kind of lines, the client lines and the comments.
-
 import (
 	"bufio"
 	"bytes"
@@ -66,6 +30,42 @@ var update = flag.Bool("update", false, "rewrite the expected server lines of te
 // how long a broken test takes to fail.
 const goldenReadTimeout = 5 * time.Second
 
+// TestGolden runs the wire-level golden tests of the protocol core over
+// stdio. Each testdata/golden/*.txtar file is one rule. Its comment
+// describes the rule and may set options, one per line:
+//
+//	option page-size=2          ServerOptions.PageSize
+//	option max-line-bytes=256   StdioOptions.MaxLineBytes
+//	option request-timeout=1s   ServerOptions.RequestTimeout
+//	option list-ttl=5s          ServerOptions.ListTTL
+//	option instructions=text    ServerOptions.Instructions
+//	option server-info=full     the server has a title, description, icons and website
+//	option only-tools=a,b       every other tool is removed before the script runs
+//
+// Each section named "script" or "script <label>" is one conversation
+// with a fresh server over a fresh connection, one line at a time:
+//
+//	> {json}   a line the client sends (verbatim, so it may be malformed)
+//	< {json}   the next line the server must send, compared as JSON
+//	<* {json}  a run of these is a group of lines the server must send
+//	           next, in any order
+//	# text     a comment; blank lines are ignored too
+//
+// Server lines are normalised before the comparison: the value of every
+// "requestState" member (a sealed, time-dependent token) becomes the
+// string "<requestState>". A client line may use that placeholder to send
+// back the token the server last issued, byte for byte, or
+// "<requestState:tampered>" to send it with one character changed.
+//
+// The server→client requests of a session use the ids "srv-1", "srv-2",
+// ... in order, so a client line answers them by those ids.
+//
+// After the script the client closes its end; the server must then stop
+// without writing anything more.
+//
+// go test ./mcp -run TestGolden -update rewrites every expected server line
+// with what the server sent (normalised), keeping the script's shape: the
+// number and kind of lines, the client lines and the comments.
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "golden", "*.txtar"))
 	if err != nil {
@@ -124,6 +124,12 @@ func parseGoldenOptions(t *testing.T, comment []byte) goldenOptions {
 				t.Fatalf("option %s: %v", key, err)
 			}
 			o.server.RequestTimeout = d
+		case "list-ttl":
+			d, err := time.ParseDuration(val)
+			if err != nil {
+				t.Fatalf("option %s: %v", key, err)
+			}
+			o.server.ListTTL = d
 		case "instructions":
 			o.server.Instructions = val
 		case "server-info":
@@ -165,38 +171,33 @@ func runGolden(t *testing.T, file string) {
 	}
 	ar := txtar.Parse(data)
 	opts := parseGoldenOptions(t, ar.Comment)
-	var script *txtar.File
+	n := 0
 	for i := range ar.Files {
-		if ar.Files[i].Name == "script" {
-			script = &ar.Files[i]
+		f := &ar.Files[i]
+		if f.Name != "script" && !strings.HasPrefix(f.Name, "script ") {
+			continue
 		}
+		n++
+		marker := []byte("-- " + f.Name + " --\n")
+		firstLine := bytes.Count(data[:bytes.Index(data, marker)], []byte("\n")) + 2
+		lines := parseScript(t, f.Data, firstLine)
+		label := strings.TrimSpace(strings.TrimPrefix(f.Name, "script"))
+		if label == "" {
+			label = "script"
+		}
+		t.Run(label, func(t *testing.T) {
+			p := startGoldenServer(t, opts)
+			updated := p.run(lines)
+			p.finish()
+			if *update && !t.Failed() {
+				f.Data = formatScript(updated)
+			}
+		})
 	}
-	if script == nil {
+	if n == 0 {
 		t.Fatalf("%s: no script section", file)
 	}
-	firstLine := bytes.Count(data[:bytes.Index(data, []byte("-- script --\n"))], []byte("\n")) + 2
-	lines := parseScript(t, script.Data, firstLine)
-
-	p := startGoldenServer(t, opts)
-	updated := p.run(lines)
-	p.finish()
-
 	if *update && !t.Failed() {
-		var b strings.Builder
-		for _, l := range updated {
-			switch l.kind {
-			case '>':
-				b.WriteString("> " + l.text)
-			case '<':
-				b.WriteString("< " + l.text)
-			case '*':
-				b.WriteString("<* " + l.text)
-			default:
-				b.WriteString(l.text)
-			}
-			b.WriteByte('\n')
-		}
-		script.Data = []byte(b.String())
 		if out := txtar.Format(ar); !bytes.Equal(out, data) {
 			if err := os.WriteFile(file, out, 0o644); err != nil {
 				t.Fatal(err)
@@ -204,6 +205,24 @@ func runGolden(t *testing.T, file string) {
 			t.Logf("updated %s", file)
 		}
 	}
+}
+
+func formatScript(lines []scriptLine) []byte {
+	var b strings.Builder
+	for _, l := range lines {
+		switch l.kind {
+		case '>':
+			b.WriteString("> " + l.text)
+		case '<':
+			b.WriteString("< " + l.text)
+		case '*':
+			b.WriteString("<* " + l.text)
+		default:
+			b.WriteString(l.text)
+		}
+		b.WriteByte('\n')
+	}
+	return []byte(b.String())
 }
 
 // goldenPeer is the client side of one stdio connection.
@@ -451,12 +470,13 @@ func registerGoldenTools(s *mcp.Server) {
 		Meta:  mcp.Meta{"com.example/kind": "test"},
 	}, func(context.Context, *mcp.Request, struct{}) (StyledOut, error) { return StyledOut{OK: true}, nil })
 
-	// link returns a resource_link block (2025-06-18+) that carries _meta.
+	// link returns a resource_link block (2025-06-18+); the block and the
+	// result carry _meta.
 	s.AddToolRaw(mcp.Tool{Name: "link", Description: "Returns a resource link."},
 		func(context.Context, *mcp.Request, json.RawMessage) (*mcp.CallToolResult, error) {
 			c := mcp.ResourceLink(demo.CounterURI, "counter", "text/plain")
 			c.Meta = mcp.Meta{"com.example/origin": "golden"}
-			return &mcp.CallToolResult{Content: []mcp.Content{c}}, nil
+			return &mcp.CallToolResult{Content: []mcp.Content{c}, Meta: mcp.Meta{"com.example/trace": "t-1"}}, nil
 		})
 
 	// wait reports progress once, then runs until it is cancelled.
@@ -510,5 +530,26 @@ func registerGoldenTools(s *mcp.Server) {
 			}
 			return topic + ": " + res.Text(), nil
 		})
-}
 
+	// A prompt and a resource that ask the client for input.
+	s.AddPrompt(mcp.Prompt{Name: "ask_roots", Description: "Writes about the client's roots."},
+		func(ctx context.Context, req *mcp.Request, _ map[string]string) (*mcp.GetPromptResult, error) {
+			res, err := req.ListRoots(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.GetPromptResult{Messages: []mcp.PromptMessage{
+				{Role: "user", Content: mcp.TextContent(fmt.Sprintf("Describe %d roots.", len(res.Roots)))},
+			}}, nil
+		})
+	s.AddResource(mcp.Resource{URI: "golden://consent", Name: "consent", MimeType: "text/plain"},
+		func(ctx context.Context, req *mcp.Request, uri string, _ map[string]string) (*mcp.ReadResourceResult, error) {
+			res, err := req.Elicit(ctx, &mcp.ElicitParams{Message: "May I?", RequestedSchema: map[string]any{
+				"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}},
+			}})
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.ReadResourceResult{Contents: []mcp.ResourceContents{{URI: uri, MimeType: "text/plain", Text: res.Action}}}, nil
+		})
+}

@@ -63,6 +63,7 @@ func (s *Server) openRound(req *Request) error {
 		return nil // params shape errors are reported by the method itself
 	}
 	inputs := map[string]json.RawMessage{}
+	req.retry = p.RequestState != nil || len(p.InputResponses) > 0 && string(p.InputResponses) != "null"
 	if p.RequestState != nil {
 		b, err := binding(req)
 		if err != nil {

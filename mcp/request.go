@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
@@ -15,6 +16,32 @@ import (
 // 2026-07-28 request the error reaching the client is -32021 with
 // data.requiredCapabilities.
 var ErrClientCapability = errors.New("mcp: client capability not declared")
+
+// ClientError is the client's error reply to a server→client request
+// (sampling, elicitation, roots), or the failure to get one (timeout,
+// connection gone). Unlike a *jsonrpc.Error returned by a handler, it is
+// not a protocol error of the request being served: a typed tool reports
+// it as an isError result.
+type ClientError struct {
+	Method  string
+	Code    int64
+	Message string
+	Data    json.RawMessage
+}
+
+func (e *ClientError) Error() string {
+	if strings.HasPrefix(e.Message, e.Method) {
+		return fmt.Sprintf("%s (code %d)", e.Message, e.Code)
+	}
+	return fmt.Sprintf("%s failed: %s (code %d)", e.Method, e.Message, e.Code)
+}
+
+// Is matches a *jsonrpc.Error with the same code, so errors.Is works
+// against the jsonrpc sentinels.
+func (e *ClientError) Is(target error) bool {
+	t, ok := target.(*jsonrpc.Error)
+	return ok && t.Code == e.Code
+}
 
 // ErrNoChannel is returned when a server→client request cannot be sent
 // because the transport has no channel for it.
@@ -70,6 +97,7 @@ type Request struct {
 	mu       sync.Mutex
 	lastProg float64
 	inputs   map[string]json.RawMessage // MRTR answers known in this round
+	retry    bool                       // the request carried inputResponses or requestState
 	asked    int                        // MRTR input requests made in this round
 	pending  map[string]inputRequest    // MRTR input requests of this round
 	state    []byte                     // handler state carried across rounds
@@ -116,7 +144,7 @@ func (r *Request) NextEventID() string {
 // stream early, after a retry hint, while the handler goes on: the client
 // reconnects with Last-Event-ID and receives the rest of the stream,
 // including the result, from history (SSE polling; handshake-era HTTP
-// only, a no-op elsewhere or before the response became a stream).
+// 2025-11-25 and later only; a no-op elsewhere).
 func (r *Request) CloseSSEStream() {
 	if r.out != nil {
 		r.out.closeStream()
@@ -129,6 +157,9 @@ func (r *Request) CloseSSEStream() {
 func (r *Request) Progress(ctx context.Context, progress, total float64, message string) error {
 	if len(r.progressToken) == 0 || r.out == nil {
 		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err // nothing more is sent for a cancelled request
 	}
 	r.mu.Lock()
 	if progress < r.lastProg {
@@ -161,6 +192,9 @@ func (r *Request) Log(ctx context.Context, level LogLevel, logger string, data a
 	if r.out == nil || r.logLevel == "" || !level.enabled(r.logLevel) {
 		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		return err // nothing more is sent for a cancelled request
+	}
 	p := map[string]any{"level": level, "data": data}
 	if logger != "" {
 		p["logger"] = logger
@@ -177,7 +211,7 @@ func (r *Request) Sample(ctx context.Context, p *CreateMessageParams) (*CreateMe
 	if r.caps.Sampling == nil {
 		return nil, r.capabilityError("sampling", map[string]any{"sampling": map[string]any{}})
 	}
-	if (len(p.Tools) > 0 || p.ToolChoice != nil) && r.caps.Sampling.Tools == nil {
+	if (len(p.Tools) > 0 || p.ToolChoice != nil) && (r.caps.Sampling.Tools == nil || !atLeast(r.version, Version20251125)) {
 		return nil, r.capabilityError("sampling.tools", map[string]any{"sampling": map[string]any{"tools": map[string]any{}}})
 	}
 	if p.MaxTokens <= 0 {
@@ -199,8 +233,11 @@ func (r *Request) Sample(ctx context.Context, p *CreateMessageParams) (*CreateMe
 // 2025-11-25, an ElicitationID.
 func (r *Request) Elicit(ctx context.Context, p *ElicitParams) (*ElicitResult, error) {
 	e := r.caps.Elicitation
+	if !atLeast(r.version, Version20250618) {
+		e = nil // elicitation arrived in 2025-06-18
+	}
 	if p.Mode == "url" {
-		if !e.supportsURL() {
+		if !e.supportsURL() || !atLeast(r.version, Version20251125) {
 			return nil, r.capabilityError("elicitation.url", map[string]any{"elicitation": map[string]any{"url": map[string]any{}}})
 		}
 		if p.URL == "" || (!r.modern && p.ElicitationID == "") {
@@ -275,9 +312,19 @@ func (r *Request) roundTrip(ctx context.Context, method string, params any) (jso
 		if r.out == nil {
 			return nil, ErrNoChannel
 		}
-		ctx, cancel := context.WithTimeout(ctx, r.srv.opts.requestTimeout())
+		rctx, cancel := context.WithTimeout(ctx, r.srv.opts.requestTimeout())
 		defer cancel()
-		return r.out.request(ctx, method, params)
+		res, err := r.out.request(rctx, method, params)
+		if err != nil && ctx.Err() == nil {
+			// The client's refusal or silence is the handler's to
+			// report (a typed tool turns it into an isError result),
+			// not a protocol error of the request that asked.
+			var je *jsonrpc.Error
+			if errors.As(err, &je) {
+				return nil, &ClientError{Method: method, Code: je.Code, Message: je.Message, Data: je.Data}
+			}
+		}
+		return res, err
 	}
 	switch r.Method {
 	case "tools/call", "resources/read", "prompts/get":

@@ -3,8 +3,11 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/stdio"
@@ -25,7 +28,7 @@ type StdioOptions struct {
 func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, opts *StdioOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := &stdioConn{srv: s, ctx: ctx, inflight: map[jsonrpc.ID]context.CancelFunc{}, subs: map[string]bool{}, listens: map[jsonrpc.ID]*listenFilter{}}
+	c := &stdioConn{srv: s, ctx: ctx, inflight: map[jsonrpc.ID]*inflightReq{}, subs: map[string]bool{}, listens: map[jsonrpc.ID]*listenFilter{}}
 	o := stdio.Options{
 		Logger:    s.log,
 		OnInbound: c.inbound,
@@ -33,7 +36,6 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, opts 
 		OnInvalid: func(err *jsonrpc.DecodeError) {
 			_ = c.ch.Send(jsonrpc.ErrorResponse(err.ID, err.Err))
 		},
-		IDPrefix: "srv-",
 	}
 	if opts != nil {
 		o.MaxLineBytes = opts.MaxLineBytes
@@ -55,11 +57,20 @@ type stdioConn struct {
 	ctx context.Context
 	wg  sync.WaitGroup
 
+	nextID atomic.Uint64 // server→client requests are "srv-1", "srv-2", ...
+
 	mu       sync.Mutex
 	sess     *legacyState // nil until initialize
-	inflight map[jsonrpc.ID]context.CancelFunc
+	inflight map[jsonrpc.ID]*inflightReq
 	subs     map[string]bool
 	listens  map[jsonrpc.ID]*listenFilter
+}
+
+// inflightReq is a running request. Its id is in use until the request
+// ends or is cancelled: a cancelled request gets no response, so the
+// client may use the id again at once.
+type inflightReq struct {
+	cancel context.CancelFunc
 }
 
 func (c *stdioConn) inbound(msg *jsonrpc.Message) {
@@ -67,29 +78,46 @@ func (c *stdioConn) inbound(msg *jsonrpc.Message) {
 		c.notification(msg)
 		return
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
-	c.mu.Lock()
-	if _, dup := c.inflight[msg.ID]; dup {
-		c.mu.Unlock()
-		cancel()
-		_ = c.ch.Send(jsonrpc.ErrorResponse(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "request id %s is already in use", msg.ID)))
+	ctx, end, err := c.begin(msg.ID)
+	if err != nil {
+		_ = c.ch.Send(jsonrpc.ErrorResponse(msg.ID, err))
 		return
 	}
-	c.inflight[msg.ID] = cancel
-	c.mu.Unlock()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		defer func() {
-			c.mu.Lock()
-			delete(c.inflight, msg.ID)
-			c.mu.Unlock()
-			cancel()
-		}()
-		if resp := c.handle(ctx, msg); resp != nil && ctx.Err() == nil {
+		defer end()
+		resp := c.handle(ctx, msg)
+		// Cancellation happens under c.mu: once notifications/cancelled
+		// has been read, no response for the request is written.
+		c.mu.Lock()
+		if resp != nil && ctx.Err() == nil {
 			_ = c.ch.Send(resp)
 		}
+		c.mu.Unlock()
 	}()
+}
+
+// begin registers a request as in flight, so that notifications/cancelled
+// reaches it, and returns its context and the function that ends it. It
+// fails when a request in flight already uses the id.
+func (c *stdioConn) begin(id jsonrpc.ID) (context.Context, func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.inflight[id]; dup {
+		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "request id %s is already in use", id)
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	e := &inflightReq{cancel: cancel}
+	c.inflight[id] = e
+	return ctx, func() {
+		c.mu.Lock()
+		if c.inflight[id] == e {
+			delete(c.inflight, id)
+		}
+		c.mu.Unlock()
+		cancel()
+	}, nil
 }
 
 func (c *stdioConn) notification(msg *jsonrpc.Message) {
@@ -106,11 +134,14 @@ func (c *stdioConn) notification(msg *jsonrpc.Message) {
 		}
 		if json.Unmarshal(msg.Params, &p) == nil && p.RequestID.IsValid() {
 			c.mu.Lock()
-			cancel := c.inflight[p.RequestID]
-			c.mu.Unlock()
-			if cancel != nil {
-				cancel()
+			if e := c.inflight[p.RequestID]; e != nil {
+				// The request ends now: its id is free, and a listen
+				// stream hears nothing more.
+				e.cancel()
+				delete(c.inflight, p.RequestID)
+				delete(c.listens, p.RequestID)
 			}
+			c.mu.Unlock()
 		}
 	}
 }
@@ -170,13 +201,20 @@ func (c *stdioConn) listen(ctx context.Context, req *Request) *jsonrpc.Message {
 	if err != nil {
 		return jsonrpc.ErrorResponse(req.id, err)
 	}
+	fp := &f
 	c.mu.Lock()
+	if ctx.Err() != nil { // cancelled before the acknowledgement
+		c.mu.Unlock()
+		return nil
+	}
 	_ = c.ch.Send(listenAck(req.id, f))
-	c.listens[req.id] = &f
+	c.listens[req.id] = fp
 	c.mu.Unlock()
 	<-ctx.Done()
 	c.mu.Lock()
-	delete(c.listens, req.id)
+	if c.listens[req.id] == fp {
+		delete(c.listens, req.id)
+	}
 	c.mu.Unlock()
 	return nil
 }
@@ -199,10 +237,25 @@ func (c *stdioConn) batch(raw []byte) {
 		_ = c.ch.Send(jsonrpc.ErrorResponse(jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "batches are only accepted on protocol version 2025-03-26")))
 		return
 	}
+	// Requests are registered before the next line is read, like single
+	// ones, so that a cancellation on a later line finds them.
+	type member struct {
+		ctx context.Context
+		end func()
+		err error
+	}
+	members := map[*jsonrpc.Message]member{}
+	for i, m := range msgs {
+		if errs[i] == nil && m.Kind() == jsonrpc.KindRequest && m.Method != "initialize" {
+			var mb member
+			mb.ctx, mb.end, mb.err = c.begin(m.ID)
+			members[m] = mb
+		}
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		out := serveBatch(c.ctx, msgs, errs, func(ctx context.Context, m *jsonrpc.Message) *jsonrpc.Message {
+		out := serveBatch(c.ctx, msgs, errs, func(_ context.Context, m *jsonrpc.Message) *jsonrpc.Message {
 			if m.Kind() == jsonrpc.KindNotification {
 				c.notification(m)
 				return nil
@@ -214,7 +267,15 @@ func (c *stdioConn) batch(raw []byte) {
 			if m.Method == "initialize" {
 				return jsonrpc.ErrorResponse(m.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "initialize must not be part of a batch"))
 			}
-			return c.handle(ctx, m)
+			mb := members[m]
+			if mb.err != nil {
+				return jsonrpc.ErrorResponse(m.ID, mb.err)
+			}
+			defer mb.end()
+			if resp := c.handle(mb.ctx, m); mb.ctx.Err() == nil {
+				return resp
+			}
+			return nil // cancelled: no response
 		})
 		if len(out) > 0 {
 			if b, err := jsonrpc.EncodeBatch(out); err == nil {
@@ -311,8 +372,18 @@ func (o *stdioOut) request(ctx context.Context, method string, params any) (json
 	if o.modern {
 		return nil, ErrNoChannel
 	}
-	res, err := o.c.ch.Call(ctx, method, params)
+	id := jsonrpc.StringID("srv-" + strconv.FormatUint(o.c.nextID.Add(1), 10))
+	res, err := o.c.ch.CallWithID(ctx, id, method, params)
 	if err != nil && ctx.Err() != nil {
+		// The server stops waiting (the request timed out, or the request
+		// that asked was cancelled) and tells the client so.
+		reason := "the request that asked for it ended"
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			reason = "timed out"
+		}
+		if n, nerr := jsonrpc.Notification("notifications/cancelled", map[string]any{"requestId": id, "reason": reason}); nerr == nil {
+			_ = o.c.ch.Send(n)
+		}
 		return nil, jsonrpc.Errorf(jsonrpc.CodeRequestTimeout, "%s: no reply from the client in time", method)
 	}
 	return res, err

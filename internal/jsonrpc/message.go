@@ -147,7 +147,10 @@ func EncodeBatch(ms []*Message) ([]byte, error) { return json.Marshal(ms) }
 
 // DecodeError describes why a value is not a valid message. ID is the id
 // of the offending message when it could be read, so the reply can carry
-// it.
+// it; except for a response (a value with "result" or "error" and no
+// "method"), whose id names one of the receiver's own requests: a reply
+// carrying it would look like the answer to that request, so ID is the
+// zero ID (null in a reply).
 type DecodeError struct {
 	ID  ID
 	Err *Error
@@ -238,25 +241,32 @@ func decodeValue(data []byte) (*Message, error) {
 			}
 		}
 	}
+	rawMethod, isRequest := fields["method"]
+	_, hasResult := fields["result"]
+	_, hasError := fields["error"]
+	replyID := m.ID
+	if !isRequest && (hasResult || hasError) {
+		replyID = ID{} // a response: see DecodeError
+	}
 	var version string
 	if v, ok := fields["jsonrpc"]; !ok || json.Unmarshal(v, &version) != nil || version != Version {
-		return nil, invalid(m.ID, `"jsonrpc" must be "2.0"`)
+		return nil, invalid(replyID, `"jsonrpc" must be "2.0"`)
 	}
-	if rawMethod, ok := fields["method"]; ok {
+	if isRequest {
 		if err := json.Unmarshal(rawMethod, &m.Method); err != nil || m.Method == "" {
-			return nil, invalid(m.ID, `"method" must be a non-empty string`)
+			return nil, invalid(replyID, `"method" must be a non-empty string`)
 		}
 		if _, ok := fields["result"]; ok {
-			return nil, invalid(m.ID, "a request must not carry a result")
+			return nil, invalid(replyID, "a request must not carry a result")
 		}
 		if _, ok := fields["error"]; ok {
-			return nil, invalid(m.ID, "a request must not carry an error")
+			return nil, invalid(replyID, "a request must not carry an error")
 		}
 		if p, ok := fields["params"]; ok {
 			p = bytes.TrimSpace(p)
 			if len(p) == 0 || (p[0] != '{' && p[0] != '[') {
 				if string(p) != "null" {
-					return nil, invalid(m.ID, `"params" must be an object or an array`)
+					return nil, invalid(replyID, `"params" must be an object or an array`)
 				}
 			} else {
 				m.Params = p
@@ -265,11 +275,10 @@ func decodeValue(data []byte) (*Message, error) {
 		return &m, nil
 	}
 	// A response.
-	res, hasResult := fields["result"]
-	rawErr, hasError := fields["error"]
+	res, rawErr := fields["result"], fields["error"]
 	switch {
 	case hasResult && hasError:
-		return nil, invalid(m.ID, "a response must not carry both result and error")
+		return nil, invalid(replyID, "a response must not carry both result and error")
 	case hasResult:
 		if !m.ID.IsValid() {
 			return nil, invalid(ID{}, "a result must carry an id")
@@ -282,11 +291,11 @@ func decodeValue(data []byte) (*Message, error) {
 			Data    json.RawMessage `json:"data"`
 		}
 		if err := json.Unmarshal(rawErr, &e); err != nil || e.Code == nil || e.Message == nil {
-			return nil, invalid(m.ID, "malformed error object: needs code and message")
+			return nil, invalid(replyID, "malformed error object: needs code and message")
 		}
 		m.Error = &Error{Code: *e.Code, Message: *e.Message, Data: e.Data}
 	default:
-		return nil, invalid(m.ID, `a message needs "method", "result" or "error"`)
+		return nil, invalid(replyID, `a message needs "method", "result" or "error"`)
 	}
 	return &m, nil
 }
