@@ -63,7 +63,9 @@ func Register(s *mcp.Server) {
 		func(_ context.Context, _ *mcp.Request, in EchoIn) (string, error) { return in.Text, nil })
 
 	mcp.AddTool(s, mcp.Tool{Name: "add", Title: "Add", Description: "Adds two numbers and returns the sum as structured output."},
-		func(_ context.Context, _ *mcp.Request, in AddIn) (AddOut, error) { return AddOut{Sum: in.A + in.B}, nil })
+		func(_ context.Context, _ *mcp.Request, in AddIn) (AddOut, error) {
+			return AddOut{Sum: in.A + in.B}, nil
+		})
 
 	mcp.AddTool(s, mcp.Tool{Name: "progress", Description: "Sends progress notifications and log messages, then returns."},
 		func(ctx context.Context, req *mcp.Request, in ProgressIn) (string, error) {
