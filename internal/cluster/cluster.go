@@ -45,6 +45,11 @@ type Backend struct {
 	Close func() error
 	// Ping checks that the shared store is reachable (readiness).
 	Ping func(ctx context.Context) error
+	// Ready reports, without I/O, whether the backend's live connections
+	// (the bus) are up: while it is false, messages between nodes may be
+	// lost, so work that depends on them must be refused. nil means
+	// always ready.
+	Ready func() bool
 	// Name is "memory" or "redis".
 	Name string
 }

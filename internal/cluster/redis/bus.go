@@ -276,7 +276,7 @@ func (h *hub) run() {
 				return
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 2*time.Second)
+			backoff = min(2*backoff, 250*time.Millisecond)
 			_ = ps.Ping(h.ctx, healthPayload) // re-dials and re-subscribes
 			continue
 		}
@@ -376,4 +376,11 @@ func (h *hub) close() {
 	_ = h.ps.Close()
 	h.subMu.Unlock()
 	<-h.done
+}
+
+// ready reports whether the pub/sub connection is up (no loss pending).
+func (h *hub) ready() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.broken && !h.closed
 }

@@ -180,8 +180,9 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 			})
 			return err
 		},
-		Ping: b.ping,
-		Name: "redis",
+		Ping:  b.ping,
+		Ready: b.hub.ready,
+		Name:  "redis",
 	}, nil
 }
 
