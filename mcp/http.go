@@ -63,8 +63,12 @@ type HTTPOptions struct {
 	// AllowLoopbackOrigins accepts http(s)://localhost, 127.0.0.1 and
 	// [::1] origins on any port (set it when bound to loopback).
 	AllowLoopbackOrigins bool
-	// SessionCacheTTL is how long a node trusts its cached copy of a
-	// session (default 2s; invalidated at once over the bus on change).
+	// SessionCacheTTL, when positive, lets a node reuse a loaded session
+	// that long instead of reading the store on every request. Changes
+	// are broadcast, but a request racing the broadcast on another node
+	// may see a session's old state (or serve an ended session) for up
+	// to that long. Default 0: every request reads the store (one round
+	// trip), which is always consistent.
 	SessionCacheTTL time.Duration
 	// LeaseTTL is the membership lease of the node (default 5s).
 	LeaseTTL time.Duration
@@ -88,7 +92,6 @@ func (o *HTTPOptions) defaults() {
 	def(&o.KeepAlive, 15*time.Second)
 	def(&o.HistoryTTL, 10*time.Minute)
 	def(&o.ResumeGrace, 10*time.Second)
-	def(&o.SessionCacheTTL, 2*time.Second)
 	def(&o.LeaseTTL, 5*time.Second)
 	defInt(&o.MaxSessions, 10000)
 	defInt(&o.MaxEvents, 1000)
@@ -119,6 +122,9 @@ type HTTPHandler struct {
 
 	sessions *sessionCache
 	local    *localState
+
+	ownBackend bool // the backend was made here, so Close closes it
+	closeOnce  sync.Once
 }
 
 // NewHTTPHandler returns the Streamable HTTP handler of s. Close it to
@@ -131,6 +137,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.opts.defaults()
 	if h.opts.Backend == nil {
 		h.opts.Backend = NewMemoryBackend()
+		h.ownBackend = true
 	}
 	h.be = h.opts.Backend.b
 	h.log = zerolog.Nop()
@@ -154,16 +161,23 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 func (h *HTTPHandler) NodeID() string { return h.opts.NodeID }
 
 // Close stops background work, ends this node's streams and fails its
-// pending server→client requests. It does not close the backend.
+// pending server→client requests. It does not close a backend passed in
+// HTTPOptions; the in-memory backend made when none was passed is closed.
+// Close is idempotent.
 func (h *HTTPHandler) Close() {
-	h.srv.detach(h)
-	h.cancel()
-	for _, stop := range h.stops {
-		stop()
-	}
-	h.coord.FailAll(jsonrpc.ErrDraining)
-	h.wg.Wait()
-	_ = h.be.Members.Leave(context.Background(), h.opts.NodeID)
+	h.closeOnce.Do(func() {
+		h.srv.detach(h)
+		h.cancel()
+		for _, stop := range h.stops {
+			stop()
+		}
+		h.coord.FailAll(jsonrpc.ErrDraining)
+		h.wg.Wait()
+		_ = h.be.Members.Leave(context.Background(), h.opts.NodeID)
+		if h.ownBackend {
+			_ = h.opts.Backend.Close()
+		}
+	})
 }
 
 // ServeHTTP routes the MCP endpoint's methods.
@@ -250,29 +264,54 @@ func rpcError(err error) error {
 		return jsonrpc.NewError(jsonrpc.CodeUnavailable, "shared state is unavailable; retry later", nil)
 	case errors.Is(err, cluster.ErrLimit):
 		return jsonrpc.NewError(jsonrpc.CodeUnavailable, "too many sessions; retry later", nil)
+	case errors.Is(err, context.Canceled):
+		// The answer of a cancelled request (notifications/cancelled,
+		// session end) that must still end its HTTP response.
+		return jsonrpc.NewError(jsonrpc.CodeCancelled, "request cancelled", nil)
 	}
 	return err
 }
 
-// acceptable reports whether the Accept header allows mime type want.
+// acceptable reports whether the Accept header allows mime type want. A
+// range with q=0 excludes the type (RFC 9110 §12.5.1); the most specific
+// matching range decides.
 func acceptable(r *http.Request, want string) bool {
 	accept := r.Header.Values("Accept")
 	if len(accept) == 0 {
 		return true
 	}
 	major := want[:strings.IndexByte(want, '/')]
+	best, ok := -1, false
 	for _, line := range accept {
 		for _, part := range strings.Split(line, ",") {
-			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
 			if err != nil {
 				continue
 			}
-			if mt == want || mt == "*/*" || mt == major+"/*" {
-				return true
+			rank := -1
+			switch mt {
+			case want:
+				rank = 2
+			case major + "/*":
+				rank = 1
+			case "*/*":
+				rank = 0
+			}
+			if rank > best {
+				best, ok = rank, !zeroQuality(params["q"])
 			}
 		}
 	}
-	return false
+	return ok
+}
+
+// zeroQuality reports whether an Accept q parameter is zero ("0",
+// "0.", "0.0", ... up to three decimals).
+func zeroQuality(q string) bool {
+	if q == "" {
+		return false
+	}
+	return strings.TrimRight(strings.TrimPrefix(q, "0"), "0") == "." || q == "0"
 }
 
 func randomToken(n int) string {

@@ -211,8 +211,7 @@ func TestGetStreamReceivesListChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	mcptest.Eventually(t, 5*time.Second, "GET stream ready", func() bool { return len(st.Events()) > 0 || true })
-	time.Sleep(50 * time.Millisecond)
+	// The stream follows every event appended after its headers arrived.
 	c.Call("tools/call", map[string]any{"name": "toggle_extra_tool", "arguments": map[string]any{}}, nil)
 	ok := st.WaitFor(5*time.Second, func(ms []*jsonrpc.Message) bool {
 		for _, m := range ms {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
@@ -31,6 +32,10 @@ func (h *HTTPHandler) serveGet(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get(headerSession)
 	if sid == "" {
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "missing %s header", headerSession))
+		return
+	}
+	if !h.busReady() {
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, errBusDown)
 		return
 	}
 	sess, ok := h.loadSession(w, r, sid, jsonrpc.ID{})
@@ -91,7 +96,11 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *ca
 		streamError(w, err)
 		return
 	}
-	_, info, err := h.be.Events.Read(r.Context(), sid, stream, ^uint64(0))
+	from := ^uint64(0)
+	if resume {
+		from = after // a history trimmed past the cursor answers 410
+	}
+	_, info, err := h.be.Events.Read(r.Context(), sid, stream, from)
 	if err != nil {
 		streamError(w, err)
 		return
@@ -122,6 +131,7 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *ca
 		_ = h.publish(bg, busMsg{T: "getdrop", S: sid})
 	}()
 	sw := newSSEWriter(w)
+	defer sw.close()
 	sw.start(nil)
 	_ = sw.retry(h.opts.RetryHint)
 	go sw.keepAlive(ctx, h.opts.KeepAlive)
@@ -197,6 +207,7 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *c
 		_ = h.be.Claims.Release(bg, key, conn.id)
 	}()
 	sw := newSSEWriter(w)
+	defer sw.close()
 	sw.start(nil)
 	go sw.keepAlive(ctx, h.opts.KeepAlive)
 	go h.renewClaim(ctx, key, conn)
@@ -244,6 +255,10 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "protocol version %s has no sessions", v))
 		return
 	}
+	if v := r.Header.Get(headerVersion); v != "" && !IsSupportedVersion(v) {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, UnsupportedVersionError(v))
+		return
+	}
 	sid := r.Header.Get(headerSession)
 	if sid == "" {
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "missing %s header", headerSession))
@@ -270,9 +285,22 @@ type listenConn struct {
 	id     jsonrpc.ID
 	filter listenFilter
 	sw     *sseWriter
+	end    context.CancelFunc // ends the stream with the listen result
+
+	mu   sync.Mutex // orders the acknowledgement, notifications and the result
+	over bool       // the result was sent: nothing may follow it
 }
 
 func (c *listenConn) send(msg *jsonrpc.Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sendLocked(msg)
+}
+
+func (c *listenConn) sendLocked(msg *jsonrpc.Message) {
+	if c.over {
+		return
+	}
 	if data, err := jsonrpc.Encode(msg); err == nil {
 		_ = c.sw.event(sse.Event{Data: data})
 	}
@@ -295,12 +323,21 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 	defer cancel()
 	stop := context.AfterFunc(h.ctx, cancel)
 	defer stop()
-	c := &listenConn{id: req.id, filter: f, sw: newSSEWriter(w)}
-	c.sw.start(nil)
-	c.send(listenAck(req.id, f))
+	c := &listenConn{id: req.id, filter: f, sw: newSSEWriter(w), end: cancel}
+	defer c.sw.close()
+	// The stream is listed before the acknowledgement, so nothing changed
+	// after it is missed, and c.mu is held until the acknowledgement is
+	// written, so no notification comes before it.
+	c.mu.Lock()
 	h.local.mu.Lock()
 	h.local.listens[c] = struct{}{}
 	h.local.mu.Unlock()
+	c.sw.start(nil)
+	c.sendLocked(listenAck(req.id, f))
+	c.mu.Unlock()
+	if h.draining.Load() {
+		cancel() // Drain ran before the stream was listed
+	}
 	defer func() {
 		h.local.mu.Lock()
 		delete(h.local.listens, c)
@@ -308,9 +345,12 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 	}()
 	go c.sw.keepAlive(ctx, h.opts.KeepAlive)
 	<-ctx.Done()
+	c.mu.Lock()
 	if r.Context().Err() == nil {
-		c.send(h.srv.listenResult(req.id)) // graceful end
+		c.sendLocked(h.srv.listenResult(req.id)) // graceful end
 	}
+	c.over = true
+	c.mu.Unlock()
 }
 
 // RequestOnSession sends a server→client request (ping, elicitation
@@ -318,17 +358,22 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 // and waits for the reply. It fails at once when no GET stream of the
 // session is open, and promptly when the stream closes before the reply.
 func (h *HTTPHandler) RequestOnSession(ctx context.Context, session, method string, params any) (json.RawMessage, error) {
-	holder, err := h.be.Claims.Holder(ctx, getKey(session))
-	if err != nil {
-		return nil, rpcError(err)
-	}
-	if holder == "" {
-		return nil, ErrNoChannel
-	}
+	// Register before looking for the stream: a stream that closes after
+	// the look fails the waiter (getdrop), one that closed before is not
+	// found.
 	id := h.coord.NewID()
 	waiter, err := h.coord.Register(session, id, "get")
 	if err != nil {
 		return nil, err
+	}
+	holder, err := h.be.Claims.Holder(ctx, getKey(session))
+	if err != nil {
+		waiter.Cancel()
+		return nil, rpcError(err)
+	}
+	if holder == "" {
+		waiter.Cancel()
+		return nil, ErrNoChannel
 	}
 	msg, err := jsonrpc.Request(id, method, params)
 	if err != nil {
@@ -362,8 +407,9 @@ func (h *HTTPHandler) NotifySession(ctx context.Context, session, method string,
 }
 
 // Drain starts a graceful shutdown: new work is refused, open streams get
-// a retry hint and are closed so clients resume on other nodes, and Drain
-// waits until running requests finish or ctx ends.
+// a retry hint and are closed so clients resume on other nodes,
+// subscriptions/listen streams end with their result, and Drain waits
+// until running requests finish or ctx ends.
 func (h *HTTPHandler) Drain(ctx context.Context) {
 	h.draining.Store(true)
 	h.local.mu.Lock()
@@ -371,6 +417,9 @@ func (h *HTTPHandler) Drain(ctx context.Context) {
 		for c := range conns {
 			c.cancel(errDrain)
 		}
+	}
+	for c := range h.local.listens {
+		c.end()
 	}
 	h.local.mu.Unlock()
 	t := time.NewTicker(20 * time.Millisecond)

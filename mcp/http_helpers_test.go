@@ -74,23 +74,43 @@ func newNode(t testing.TB, o *nodeOptions) *node {
 // when checkLeaks was called (after letting them settle for a while).
 func checkLeaks(t testing.TB) {
 	t.Helper()
-	before := runtime.NumGoroutine()
+	before := len(goroutines())
 	t.Cleanup(func() {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			n := runtime.NumGoroutine()
-			if n <= before {
+			gs := goroutines()
+			if len(gs) <= before {
 				return
 			}
 			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Errorf("goroutine leak: %d before, %d after the test; stacks:\n%s", before, n, buf)
+				t.Errorf("goroutine leak: %d before, %d after the test:\n%s", before, len(gs), strings.Join(gs, "\n\n"))
 				return
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
+}
+
+// goroutines returns the stacks of the running goroutines but the
+// caller's and those the test framework starts (signal handling).
+func goroutines() []string {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "mcp_test.goroutines(") || strings.Contains(g, "os/signal.signal_recv") {
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // probe holds the channels of the probe tools, which let a test see a
@@ -429,4 +449,47 @@ func chain(mods ...func(*http.Request)) func(*http.Request) {
 			}
 		}
 	}
+}
+
+// openModern sends a 2026-07-28 request whose answer is a stream and
+// returns it once its headers arrived.
+func openModern(t testing.TB, c *mcptest.Client, url, method string, id jsonrpc.ID, params map[string]any, meta map[string]any) *mcptest.Stream {
+	t.Helper()
+	params = modernParams(params, meta)
+	msg, err := jsonrpc.Request(id, method, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := jsonrpc.Encode(msg)
+	st, err := c.OpenPost(url, b, modernMod(method, params, nil))
+	if err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	t.Cleanup(st.Close)
+	return st
+}
+
+// openLegacy sends a request on c's session whose answer is a stream and
+// returns it once its headers arrived.
+func openLegacy(t testing.TB, c *mcptest.Client, url, method string, params any) (*mcptest.Stream, jsonrpc.ID) {
+	t.Helper()
+	b, id := encodeRequest(t, c, method, params)
+	st, err := c.OpenPost(url, b, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	t.Cleanup(st.Close)
+	return st, id
+}
+
+// getStream opens c's GET stream (resuming after lastID when set) and
+// closes it when the test ends.
+func getStream(t testing.TB, c *mcptest.Client, url, lastID string) *mcptest.Stream {
+	t.Helper()
+	st, err := c.Get(url, lastID)
+	if err != nil {
+		t.Fatalf("GET: %v", err)
+	}
+	t.Cleanup(st.Close)
+	return st
 }

@@ -34,7 +34,9 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Content-Type must be application/json"))
 		return
 	}
-	if !acceptable(r, "application/json") && !acceptable(r, "text/event-stream") {
+	// Every answer may be JSON; an answer that needs a stream when the
+	// client excludes text/event-stream gets 406 then (postOut.finish).
+	if !acceptable(r, "application/json") {
 		writeError(w, http.StatusNotAcceptable, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Accept must allow application/json and text/event-stream"))
 		return
 	}
@@ -64,9 +66,17 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sid := r.Header.Get(headerSession)
-	modern := IsModernVersion(version) || (version == "" && sid == "" && msg.Method != "initialize" && IsModernMessage(msg.Params))
+	// A sessionless request with a 2026-07-28 _meta is modern whatever
+	// its header says: checkHeaders then reports a mismatched header.
+	modern := IsModernVersion(version) || (sid == "" && msg.Method != "initialize" && IsModernMessage(msg.Params))
 	if modern {
 		h.postModern(w, r, msg, version)
+		return
+	}
+	if !h.busReady() {
+		// Replies, cancellations and notifications between nodes would
+		// be lost: refuse until the bus is back (usually within a second).
+		writeError(w, http.StatusServiceUnavailable, msg.ID, errBusDown)
 		return
 	}
 	if msg.Method == "initialize" {
@@ -220,6 +230,10 @@ func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *js
 		return
 	}
 	if msg.Method == "subscriptions/listen" {
+		if !h.busReady() {
+			writeError(w, http.StatusServiceUnavailable, msg.ID, errBusDown)
+			return
+		}
 		h.listen(w, r, req)
 		return
 	}
@@ -337,10 +351,16 @@ func (h *HTTPHandler) newPostOut(w http.ResponseWriter, r *http.Request, req *Re
 }
 
 func (p *postOut) closeStream() {
+	// SSE polling is a 2025-11-25 feature: older clients may not resume.
+	if !p.legacy || !atLeast(p.req.version, Version20251125) {
+		return
+	}
+	// Polling needs an event id to resume from: open the stream (with its
+	// priming event on 2025-11-25) if the handler has sent nothing yet.
 	p.mu.Lock()
-	ok := p.legacy && p.sw != nil
+	err := p.upgrade(context.WithoutCancel(p.conn))
 	p.mu.Unlock()
-	if ok {
+	if err == nil {
 		p.detach()
 	}
 }
@@ -531,6 +551,7 @@ func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
 		if p.unlist != nil {
 			p.unlist()
 		}
+		p.sw.close()
 		p.mu.Unlock()
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -248,9 +249,12 @@ func (h *HTTPHandler) appendGet(ctx context.Context, sid string, data []byte) er
 	return err
 }
 
-// sessionCache keeps recently loaded sessions for SessionCacheTTL; every
-// change is broadcast, so a stale entry lives at most that long even if a
-// broadcast is lost.
+// sessionCache loads sessions from the store on every request by default
+// (one round trip, which also slides the idle timeout). With
+// SessionCacheTTL > 0 it keeps loaded sessions that long: changes are
+// broadcast, but a request racing the broadcast on another node may see
+// the old state (or an ended session) for up to that long. The cache is
+// bypassed while the bus is down.
 type sessionCache struct {
 	h  *HTTPHandler
 	mu sync.Mutex
@@ -292,11 +296,13 @@ func sessionFields(st *legacyState, getStream string) map[string]string {
 }
 
 func (c *sessionCache) load(ctx context.Context, id string) (*cachedSession, error) {
-	c.mu.Lock()
-	e := c.m[id]
-	c.mu.Unlock()
-	if e != nil && time.Since(e.loaded) < c.h.opts.SessionCacheTTL {
-		return e, nil
+	if ttl := c.h.opts.SessionCacheTTL; ttl > 0 && c.h.busReady() {
+		c.mu.Lock()
+		e := c.m[id]
+		c.mu.Unlock()
+		if e != nil && time.Since(e.loaded) < ttl {
+			return e, nil
+		}
 	}
 	f, err := c.h.be.Sessions.Load(ctx, id, c.h.opts.SessionTTL)
 	if err != nil {
@@ -305,12 +311,15 @@ func (c *sessionCache) load(ctx context.Context, id string) (*cachedSession, err
 		}
 		return nil, err
 	}
-	e = &cachedSession{getStream: f[fGet], loaded: time.Now()}
+	e := &cachedSession{getStream: f[fGet], loaded: time.Now()}
 	e.st = legacyState{SessionID: id, Version: f[fVersion], LogLevel: LogLevel(f[fLevel]), Principal: f[fPrincipal], Initialized: true}
 	_ = json.Unmarshal([]byte(f[fCaps]), &e.st.Caps)
 	if f[fInfo] != "" {
 		e.st.ClientInfo = &Implementation{}
 		_ = json.Unmarshal([]byte(f[fInfo]), e.st.ClientInfo)
+	}
+	if c.h.opts.SessionCacheTTL <= 0 {
+		return e, nil
 	}
 	c.mu.Lock()
 	if len(c.m) >= maxCachedSessions {
@@ -353,4 +362,30 @@ func (s *httpSession) subscribe(ctx context.Context, uri string) error {
 
 func (s *httpSession) unsubscribe(ctx context.Context, uri string) error {
 	return rpcError(s.h.be.Sessions.Unsubscribe(ctx, s.id, uri))
+}
+
+// busReady reports whether messages between nodes flow (always true on
+// the memory backend).
+func (h *HTTPHandler) busReady() bool {
+	return h.be.Ready == nil || h.be.Ready()
+}
+
+// errBusDown answers work that needs the bus while it reconnects.
+var errBusDown = jsonrpc.NewError(jsonrpc.CodeUnavailable, "the cluster bus is reconnecting; retry shortly", nil)
+
+// Ready reports whether the node should receive traffic: not draining,
+// the bus up, and the shared store answering.
+func (h *HTTPHandler) Ready(ctx context.Context) error {
+	switch {
+	case h.draining.Load():
+		return errors.New("draining")
+	case !h.busReady():
+		return errors.New("cluster bus reconnecting")
+	}
+	if h.be.Ping != nil {
+		if err := h.be.Ping(ctx); err != nil {
+			return fmt.Errorf("backend: %w", err)
+		}
+	}
+	return nil
 }

@@ -103,6 +103,21 @@ func (s *sseWriter) keepAlive(ctx context.Context, d time.Duration) {
 // the stream goes on in history.
 var errDetached = errors.New("mcp: stream detached from its connection")
 
+// errWriterClosed marks a writer whose HTTP response is over.
+var errWriterClosed = errors.New("mcp: response finished")
+
+// close ends the writer before its handler returns: once close returns,
+// no write is in progress and every later one (a keep-alive, a late
+// event) fails at once, as a ResponseWriter must not be used after
+// ServeHTTP returned.
+func (s *sseWriter) close() {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = errWriterClosed
+	}
+	s.mu.Unlock()
+}
+
 // retry writes a retry hint block (no data, so no event is dispatched).
 func (s *sseWriter) retry(d time.Duration) error {
 	s.mu.Lock()

@@ -74,6 +74,22 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	default:
 		demo.Register(srv)
 	}
+	// ping_client needs the HTTP handler, which exists only later: the
+	// tool is registered now so that start-up sends no list_changed.
+	var httpHandler *mcp.HTTPHandler
+	if !cfg.Stdio && cfg.Tools == "demo" {
+		mcp.AddTool(srv, mcp.Tool{Name: "ping_client", Description: "Pings this session's client over its GET stream (a server-initiated request, from whichever node runs the call) and reports the round-trip time."},
+			func(ctx context.Context, req *mcp.Request, _ struct{}) (string, error) {
+				if httpHandler == nil || req.SessionID() == "" {
+					return "", errors.New("ping_client needs a session over HTTP")
+				}
+				start := time.Now()
+				if err := httpHandler.Ping(ctx, req.SessionID()); err != nil {
+					return "", err
+				}
+				return "pong after " + time.Since(start).Round(time.Microsecond).String(), nil
+			})
+	}
 	if cfg.Stdio {
 		if err := srv.ServeStdio(ctx, stdin, stdout, nil); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error().Err(err).Msg("stdio ended")
@@ -81,7 +97,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return 0
 	}
-	return serveHTTP(ctx, cfg, srv, log, stdout)
+	return serveHTTP(ctx, cfg, srv, log, stdout, &httpHandler)
 }
 
 func newLogger(cfg *Config, w io.Writer) zerolog.Logger {
@@ -95,7 +111,7 @@ func newLogger(cfg *Config, w io.Writer) zerolog.Logger {
 	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }
 
-func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Logger, stdout io.Writer) int {
+func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Logger, stdout io.Writer, handlerOut **mcp.HTTPHandler) int {
 	backend, err := openBackend(ctx, cfg)
 	if err != nil {
 		log.Error().Err(err).Msg("backend unavailable")
@@ -130,19 +146,16 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		log.Error().Err(err).Msg("cannot start the MCP endpoint")
 		return 1
 	}
+	*handlerOut = h
 	log = log.With().Str("node", h.NodeID()).Logger()
 
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if h.Draining() {
-			http.Error(w, "draining", http.StatusServiceUnavailable)
-			return
-		}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := backend.Ping(ctx); err != nil {
-			http.Error(w, "backend unavailable", http.StatusServiceUnavailable)
+		if err := h.Ready(ctx); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ready\n")

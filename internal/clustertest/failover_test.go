@@ -4,6 +4,9 @@ package clustertest_test
 // holds a session's GET stream or runs a call.
 
 import (
+	"context"
+	"github.com/mcpcluster/mcpcluster/internal/mcptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,6 +120,37 @@ func TestCallOnKilledNodeEndsWithErrorWithinLease(t *testing.T) {
 // Flow 7, last part: a server-initiated request (ping, elicitation outside
 // a request) sent on the GET stream from any node.
 func TestServerRequestOnGetStreamFromAnyNode(t *testing.T) {
-	t.Skip("the reference node has no way to trigger a server→client request outside a request " +
-		"(HTTPHandler.RequestOnSession is a library call); it is covered in-process")
+	// Flow 7, last part: a handler on node 1 sends a ping on the session's
+	// GET stream held by node 3; the client's reply lands on node 2 and is
+	// routed back to node 1.
+	c := clustertest.Start(t, clustertest.Options{Nodes: 3, Random: true})
+	cl := session(t, c, nil)
+	get := openGet(t, cl, nodeURL(c, 2), "")
+	type result struct {
+		resp *mcptest.Response
+	}
+	done := make(chan result, 1)
+	go func() {
+		done <- result{callAt(t, pinned(t, cl, nodeURL(c, 0)), nodeURL(c, 0), "tools/call", tool("ping_client", nil))}
+	}()
+	mustWait(t, get, 10*time.Second, "a ping on the GET stream", has("ping", 1))
+	var ping *jsonrpc.Message
+	for _, m := range get.Messages() {
+		if m.Method == "ping" {
+			ping = m
+		}
+	}
+	if ping.Kind() != jsonrpc.KindRequest {
+		t.Fatalf("got %v, want a ping request", ping.Kind())
+	}
+	reply, _ := jsonrpc.Response(ping.ID, map[string]any{})
+	pinned(t, cl, nodeURL(c, 1)).Reply(context.Background(), reply)
+	select {
+	case r := <-done:
+		if got := text(t, r.resp); !strings.HasPrefix(got, "pong after ") {
+			t.Fatalf("ping_client returned %q, want a pong", got)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("ping_client did not return after the reply")
+	}
 }
