@@ -136,10 +136,30 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *ca
 	_ = sw.retry(h.opts.RetryHint)
 	go sw.keepAlive(ctx, h.opts.KeepAlive)
 	go h.renewClaim(ctx, key, conn)
+	go h.keepSession(ctx, sid, conn)
 	_, err = cluster.Tail(ctx, h.be.Events, sid, stream, after, func(ev cluster.Event) error {
 		return writeHistoryEvent(sw, stream, ev)
 	})
 	h.endStream(sw, ctx, err)
+}
+
+// keepSession slides the idle timeout of a session whose GET stream is
+// open (a listening client is not idle) and ends the stream when the
+// session is gone (expired or ended while a broadcast was lost).
+func (h *HTTPHandler) keepSession(ctx context.Context, sid string, conn *liveConn) {
+	t := time.NewTicker(max(h.opts.SessionTTL/4, 50*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := h.be.Sessions.Touch(ctx, sid, h.opts.SessionTTL); errors.Is(err, cluster.ErrNotFound) {
+				conn.cancel(errSessionEnded)
+				return
+			}
+		}
+	}
 }
 
 // renewClaim keeps conn's claim on key alive; losing it ends the stream.

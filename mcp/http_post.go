@@ -238,6 +238,8 @@ func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *js
 		return
 	}
 	ctx := r.Context()
+	// Tracked so that a drain waits for it; nothing can cancel it by id.
+	defer h.local.addInflight("", "modern:"+randomToken(9), func() {})()
 	out := h.newPostOut(w, r, req, "")
 	req.out = out
 	res, err := h.srv.call(ctx, req, nil)

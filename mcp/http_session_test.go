@@ -185,3 +185,21 @@ func TestSessionIdleExpiry(t *testing.T) {
 		})
 	}
 }
+
+// A client listening on its GET stream is not idle: the stream slides
+// the session's timeout, so the session outlives several TTLs.
+func TestSessionKeptAliveByGetStream(t *testing.T) {
+	const ttl = 400 * time.Millisecond
+	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{SessionTTL: ttl}})
+	listening := session(t, n.url, mcp.Version20251125, nil)
+	idle := session(t, n.url, mcp.Version20251125, nil)
+	st, err := listening.Get(n.url, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// Being idle is the scenario: only the GET stream runs meanwhile.
+	time.Sleep(3 * ttl)
+	post(t, listening, n.url, "ping", nil, nil).Result(t, nil)
+	wantRPCError(t, post(t, idle, n.url, "ping", nil, nil), http.StatusNotFound, jsonrpc.CodeInvalidRequest)
+}

@@ -357,7 +357,11 @@ func (s *httpSession) setLogLevel(ctx context.Context, l LogLevel) error {
 }
 
 func (s *httpSession) subscribe(ctx context.Context, uri string) error {
-	return rpcError(s.h.be.Sessions.Subscribe(ctx, s.id, uri))
+	err := s.h.be.Sessions.Subscribe(ctx, s.id, uri)
+	if errors.Is(err, cluster.ErrLimit) {
+		return invalidParam("uri", "cannot be subscribed: this session has reached its subscription limit")
+	}
+	return rpcError(err)
 }
 
 func (s *httpSession) unsubscribe(ctx context.Context, uri string) error {
