@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
@@ -41,6 +42,12 @@ func NewRedisBackend(ctx context.Context, url string, opts *RedisOptions) (*Back
 		return nil, fmt.Errorf("mcp: redis url: %w", err)
 	}
 	client := goredis.NewUniversalClient(uo)
+	// Redis commands become spans of the caller's trace (no cost while
+	// no tracer provider is installed).
+	if err := redisotel.InstrumentTracing(client); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("mcp: redis tracing: %w", err)
+	}
 	o := clusterredis.Options{CloseClient: true}
 	if opts != nil {
 		o.Prefix = opts.Prefix

@@ -9,7 +9,12 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // legacyState is what a handshake-era session knows about its client.
@@ -229,13 +234,51 @@ func (s *Server) call(ctx context.Context, req *Request, sess sessionOps) (json.
 			return nil, err
 		}
 	}
+	ctx, span := s.startSpan(ctx, req)
+	defer span.End()
 	res, err := s.runWithInputs(ctx, req, func(ctx context.Context) (any, error) {
 		return s.method(ctx, req, sess)
 	})
 	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
 		return nil, err
 	}
 	return s.finish(req, res)
+}
+
+// startSpan starts the span of one MCP request, a child of the trace
+// context in the request's _meta (traceparent) or else of ctx (HTTP
+// headers). Attributes are computed only when the span records.
+func (s *Server) startSpan(ctx context.Context, req *Request) (context.Context, trace.Span) {
+	ctx = telemetry.FromMeta(ctx, req.Params)
+	ctx, span := telemetry.Tracer().Start(ctx, "mcp "+req.Method, trace.WithSpanKind(trace.SpanKindServer))
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	span.SetAttributes(
+		attribute.String("mcp.method.name", req.Method),
+		attribute.String("mcp.protocol.version", req.version),
+		attribute.String("jsonrpc.request.id", req.id.String()),
+	)
+	if req.sessionID != "" {
+		span.SetAttributes(attribute.String("mcp.session.id", req.sessionID))
+	}
+	var p struct {
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	}
+	if len(req.Params) > 0 && json.Unmarshal(req.Params, &p) == nil {
+		switch req.Method {
+		case "tools/call":
+			span.SetAttributes(attribute.String("gen_ai.tool.name", p.Name))
+		case "prompts/get":
+			span.SetAttributes(attribute.String("gen_ai.prompt.name", p.Name))
+		case "resources/read":
+			span.SetAttributes(attribute.String("mcp.resource.uri", p.URI))
+		}
+	}
+	return ctx, span
 }
 
 func (s *Server) method(ctx context.Context, req *Request, sess sessionOps) (any, error) {

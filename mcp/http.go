@@ -21,6 +21,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // HTTPOptions configure the Streamable HTTP transport. The zero value
@@ -122,6 +123,7 @@ type HTTPHandler struct {
 
 	sessions *sessionCache
 	local    *localState
+	metrics  *telemetry.Metrics
 
 	ownBackend bool // the backend was made here, so Close closes it
 	closeOnce  sync.Once
@@ -149,6 +151,19 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.coord = coordinator.New(h.opts.NodeID, h.be.Bus, h.opts.MaxWaiters)
 	h.sessions = newSessionCache(h)
 	h.local = newLocalState()
+	h.metrics = telemetry.NewMetrics(h.opts.NodeID)
+	h.metrics.GaugeFunc("mcp_pending_requests", "Server→client requests waiting for a reply on this node.",
+		func() float64 { return float64(h.coord.Pending()) })
+	h.metrics.GaugeFunc("mcp_sessions_live", "Live sessions in the deployment (read from the shared store at scrape time).",
+		func() float64 {
+			ctx, cancel := context.WithTimeout(h.ctx, time.Second)
+			defer cancel()
+			n, err := h.be.Sessions.Count(ctx)
+			if err != nil {
+				return -1
+			}
+			return float64(n)
+		})
 	if err := h.start(); err != nil {
 		h.Close()
 		return nil, err
@@ -180,8 +195,77 @@ func (h *HTTPHandler) Close() {
 	})
 }
 
-// ServeHTTP routes the MCP endpoint's methods.
+// MetricsHandler serves the node's metrics in the Prometheus text format.
+func (h *HTTPHandler) MetricsHandler() http.Handler { return h.metrics.Handler() }
+
+// requestInfo is filled in while a request is served, for its log line.
+type requestInfo struct {
+	method string
+}
+
+type requestInfoKey struct{}
+
+// statusRecorder remembers the status written; Unwrap keeps
+// http.ResponseController (flushing SSE) working through it.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// ServeHTTP routes the MCP endpoint's methods. Every request gets a
+// request id (an incoming X-Request-Id is kept) and one log line with the
+// node, the session and the MCP method; handlers log through a logger
+// carrying the same fields (Request.Logger).
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rid := r.Header.Get("X-Request-Id")
+	if rid == "" || len(rid) > 128 {
+		rid = randomToken(12)
+	}
+	w.Header().Set("X-Request-Id", rid)
+	info := &requestInfo{}
+	lc := h.log.With().Str("request_id", rid)
+	if sid := r.Header.Get(headerSession); sid != "" {
+		lc = lc.Str("session", sid)
+	}
+	log := lc.Logger()
+	rec := &statusRecorder{ResponseWriter: w}
+	start := time.Now()
+	h.route(rec, r.WithContext(context.WithValue(log.WithContext(r.Context()), requestInfoKey{}, info)))
+	ev := log.Debug()
+	if rec.status >= 500 {
+		ev = log.Warn()
+	}
+	ev.Str("http_method", r.Method).Str("mcp_method", info.method).Int("status", rec.status).
+		Dur("duration", time.Since(start)).Msg("request")
+}
+
+// requestLogger records the MCP method for the request's log line and
+// returns the request's logger with it.
+func requestLogger(ctx context.Context, method string) *zerolog.Logger {
+	if info, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		info.method = method
+	}
+	l := zerolog.Ctx(ctx).With().Str("mcp_method", method).Logger()
+	return &l
+}
+
+func (h *HTTPHandler) route(w http.ResponseWriter, r *http.Request) {
 	if !h.originAllowed(r) {
 		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "origin %q is not allowed", r.Header.Get("Origin")))
 		return

@@ -113,6 +113,7 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *ca
 	}
 	ctx, conn, done := h.liveStream(r, sid, sid)
 	defer done()
+	defer h.metrics.StreamOpened("get")()
 	key := getKey(sid)
 	if _, err := h.be.Claims.Claim(ctx, key, conn.id, h.opts.LeaseTTL); err != nil {
 		streamError(w, err)
@@ -137,9 +138,7 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *ca
 	go sw.keepAlive(ctx, h.opts.KeepAlive)
 	go h.renewClaim(ctx, key, conn)
 	go h.keepSession(ctx, sid, conn)
-	_, err = cluster.Tail(ctx, h.be.Events, sid, stream, after, func(ev cluster.Event) error {
-		return writeHistoryEvent(sw, stream, ev)
-	})
+	_, err = cluster.Tail(ctx, h.be.Events, sid, stream, after, h.historyWriter(sw, stream, info.Last))
 	h.endStream(sw, ctx, err)
 }
 
@@ -180,6 +179,17 @@ func (h *HTTPHandler) renewClaim(ctx context.Context, key string, conn *liveConn
 	}
 }
 
+// historyWriter writes a stream's events to sw, counting those up to
+// replayedUpTo (history the client missed) as replayed.
+func (h *HTTPHandler) historyWriter(sw *sseWriter, stream string, replayedUpTo uint64) func(cluster.Event) error {
+	return func(ev cluster.Event) error {
+		if ev.Seq <= replayedUpTo && len(ev.Data) > 0 {
+			h.metrics.Replayed(1)
+		}
+		return writeHistoryEvent(sw, stream, ev)
+	}
+}
+
 // writeHistoryEvent writes an event from a stream's history; priming
 // events (empty data) are not replayed.
 func writeHistoryEvent(sw *sseWriter, stream string, ev cluster.Event) error {
@@ -216,6 +226,7 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *c
 	}
 	ctx, conn, done := h.liveStream(r, sid, "")
 	defer done()
+	defer h.metrics.StreamOpened("resume")()
 	key := followKey(sid, eid.Stream)
 	if _, err := h.be.Claims.Claim(ctx, key, conn.id, h.opts.LeaseTTL); err != nil {
 		streamError(w, err)
@@ -234,9 +245,7 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *c
 	if !info.Done && info.Owner != "" && info.Owner != h.opts.NodeID {
 		go h.watchOwner(ctx, sid, eid.Stream, info)
 	}
-	_, err = cluster.Tail(ctx, h.be.Events, sid, eid.Stream, eid.Seq, func(ev cluster.Event) error {
-		return writeHistoryEvent(sw, eid.Stream, ev)
-	})
+	_, err = cluster.Tail(ctx, h.be.Events, sid, eid.Stream, eid.Seq, h.historyWriter(sw, eid.Stream, info.Last))
 	h.endStream(sw, ctx, err)
 }
 
@@ -294,6 +303,7 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "session not found"))
 		return
 	}
+	h.metrics.Session("ended")
 	if err := h.publish(r.Context(), busMsg{T: "end", S: sid}); err != nil {
 		h.log.Warn().Err(err).Str("session", sid).Msg("session end not broadcast")
 	}
@@ -351,6 +361,7 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 	c.mu.Lock()
 	h.local.mu.Lock()
 	h.local.listens[c] = struct{}{}
+	defer h.metrics.StreamOpened("listen")()
 	h.local.mu.Unlock()
 	c.sw.start(nil)
 	c.sendLocked(listenAck(req.id, f))
@@ -432,6 +443,7 @@ func (h *HTTPHandler) NotifySession(ctx context.Context, session, method string,
 // until running requests finish or ctx ends.
 func (h *HTTPHandler) Drain(ctx context.Context) {
 	h.draining.Store(true)
+	h.metrics.Draining(true)
 	h.local.mu.Lock()
 	for _, conns := range h.local.conns {
 		for c := range conns {

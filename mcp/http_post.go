@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -119,6 +120,9 @@ func (h *HTTPHandler) loadSession(w http.ResponseWriter, r *http.Request, sid st
 			writeError(w, http.StatusNotFound, id, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "session not found: it expired or was ended; initialize a new one"))
 			return nil, false
 		}
+		if errors.Is(err, cluster.ErrUnavailable) {
+			h.metrics.BackendError()
+		}
 		writeError(w, statusOf(err, false), id, rpcError(err))
 		return nil, false
 	}
@@ -141,10 +145,18 @@ func (h *HTTPHandler) initialize(w http.ResponseWriter, r *http.Request, msg *js
 	}
 	sid := newSessionID()
 	st.SessionID = sid
+	requestLogger(r.Context(), msg.Method)
+	start := time.Now()
 	if err := h.be.Sessions.Create(r.Context(), sid, sessionFields(st, sse.NewStreamID()), h.opts.SessionTTL, h.opts.MaxSessions); err != nil {
+		if errors.Is(err, cluster.ErrUnavailable) {
+			h.metrics.BackendError()
+		}
+		h.metrics.Request("initialize", "error", time.Since(start))
 		writeError(w, statusOf(err, false), msg.ID, rpcError(err))
 		return
 	}
+	h.metrics.Session("created")
+	h.metrics.Request("initialize", "ok", time.Since(start))
 	b, _ := jsonrpc.Encode(&jsonrpc.Message{ID: msg.ID, Result: res})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set(headerSession, sid)
@@ -334,10 +346,12 @@ type postOut struct {
 	legacy  bool
 	sseOK   bool
 
+	start    time.Time
 	mu       sync.Mutex
 	sw       *sseWriter
 	stream   string
 	refused  bool
+	closed   func() // ends the open-stream metric
 	stopKeep context.CancelFunc
 	unlist   func()        // removes the stream from the node's live connections
 	detached chan struct{} // closed when the server closed the connection early
@@ -345,10 +359,11 @@ type postOut struct {
 }
 
 func (h *HTTPHandler) newPostOut(w http.ResponseWriter, r *http.Request, req *Request, session string) *postOut {
+	req.logger = requestLogger(r.Context(), req.Method)
 	return &postOut{
 		h: h, req: req, w: w, conn: r.Context(), session: session,
 		legacy: !req.modern, sseOK: acceptable(r, "text/event-stream"),
-		detached: make(chan struct{}),
+		detached: make(chan struct{}), start: time.Now(),
 	}
 }
 
@@ -419,6 +434,7 @@ func (p *postOut) upgrade(ctx context.Context) error {
 		stop := context.AfterFunc(lctx, p.detach)
 		p.unlist = func() { stop(); remove(); lcancel(nil) }
 	}
+	p.closed = p.h.metrics.StreamOpened("post")
 	return nil
 }
 
@@ -533,6 +549,7 @@ func (p *postOut) watchConnection(ctx context.Context, waiter interface{ Fail(er
 // finish sends the final response: the terminating SSE event, or a JSON
 // body (406 when the response needed a stream the client refused).
 func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
+	p.h.observe(p.req, res, err, time.Since(p.start))
 	var msg *jsonrpc.Message
 	if err != nil {
 		msg = jsonrpc.ErrorResponse(p.req.id, rpcError(err))
@@ -552,6 +569,9 @@ func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
 		}
 		if p.unlist != nil {
 			p.unlist()
+		}
+		if p.closed != nil {
+			p.closed()
 		}
 		p.sw.close()
 		p.mu.Unlock()
@@ -578,3 +598,18 @@ func followKey(session, stream string) string {
 
 // getKey names the claim of the connection holding a session's GET stream.
 func getKey(session string) string { return "session:" + session + ":get" }
+
+// observe records a request's outcome in the metrics.
+func (h *HTTPHandler) observe(req *Request, res json.RawMessage, err error, d time.Duration) {
+	outcome := "ok"
+	switch {
+	case err != nil:
+		outcome = "error"
+		if errors.Is(err, cluster.ErrUnavailable) {
+			h.metrics.BackendError()
+		}
+	case req.modern && bytes.Contains(res, []byte(`"resultType":"input_required"`)):
+		outcome = "input_required"
+	}
+	h.metrics.Request(req.Method, outcome, d)
+}

@@ -125,11 +125,13 @@ func (h *HTTPHandler) start() error {
 }
 
 func (h *HTTPHandler) publish(ctx context.Context, m busMsg) error {
+	h.metrics.BusSent()
 	return h.be.Bus.Publish(ctx, topicAll, mustMarshal(m))
 }
 
 // onBus handles broadcast messages from any node (this one included).
 func (h *HTTPHandler) onBus(b []byte) {
+	h.metrics.BusReceived()
 	var m busMsg
 	if json.Unmarshal(b, &m) != nil {
 		return

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/rs/zerolog"
+
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
@@ -93,6 +95,7 @@ type Request struct {
 	logLevel      LogLevel // threshold; "" sends nothing
 	progressToken json.RawMessage
 	out           outbound
+	logger        *zerolog.Logger
 
 	mu       sync.Mutex
 	lastProg float64
@@ -105,6 +108,16 @@ type Request struct {
 
 // RequestID returns the JSON-RPC id rendered as a string (for logs).
 func (r *Request) RequestID() string { return r.id.String() }
+
+// Logger returns a logger for this request: on HTTP it carries the node,
+// the request id (X-Request-Id), the session and the method.
+func (r *Request) Logger() *zerolog.Logger {
+	if r.logger == nil {
+		l := r.srv.log.With().Str("method", r.Method).Logger()
+		r.logger = &l
+	}
+	return r.logger
+}
 
 // ProtocolVersion returns the revision this request is served under.
 func (r *Request) ProtocolVersion() string { return r.version }

@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,7 +23,10 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
 	"github.com/mcpcluster/mcpcluster/internal/seal"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 	"github.com/mcpcluster/mcpcluster/internal/toolpack/conformance"
 	"github.com/mcpcluster/mcpcluster/internal/toolpack/demo"
 	"github.com/mcpcluster/mcpcluster/mcp"
@@ -48,7 +53,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "server: invalid configuration:\n%v\n", err)
 		return 2
 	}
-	log := newLogger(cfg, stderr)
+	if cfg.NodeID == "" {
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		cfg.NodeID = "node-" + hex.EncodeToString(b)
+	}
+	log := newLogger(cfg, stderr).With().Str("node", cfg.NodeID).Logger()
 	var keys [][]byte
 	if cfg.StateKey != "" {
 		for _, k := range strings.Split(cfg.StateKey, ",") {
@@ -112,6 +122,16 @@ func newLogger(cfg *Config, w io.Writer) zerolog.Logger {
 }
 
 func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Logger, stdout io.Writer, handlerOut **mcp.HTTPHandler) int {
+	shutdownTracing, err := telemetry.SetupTracing(ctx, "mcpcluster", cfg.NodeID)
+	if err != nil {
+		log.Error().Err(err).Msg("tracing set-up failed")
+		return 1
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(sctx)
+	}()
 	backend, err := openBackend(ctx, cfg)
 	if err != nil {
 		log.Error().Err(err).Msg("backend unavailable")
@@ -147,7 +167,6 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		return 1
 	}
 	*handlerOut = h
-	log = log.With().Str("node", h.NodeID()).Logger()
 
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
@@ -160,7 +179,12 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		}
 		_, _ = io.WriteString(w, "ready\n")
 	})
-	r.Handle(cfg.Path, h)
+	r.Handle("/metrics", h.MetricsHandler())
+	// HTTP server spans; the MCP layer adds a span per method and takes
+	// trace context from headers or from the request's _meta.
+	r.Handle(cfg.Path, otelhttp.NewHandler(h, "mcp", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		return "HTTP " + r.Method + " " + cfg.Path
+	})))
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -18,7 +18,11 @@ import (
 	"sync/atomic"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // ErrTooMany is returned by Register when the waiter table is full.
@@ -60,6 +64,9 @@ type reply struct {
 	ID      string          `json:"i"`
 	Result  json.RawMessage `json:"r,omitempty"`
 	Error   *jsonrpc.Error  `json:"e,omitempty"`
+	// Trace carries the W3C trace context of the node that received the
+	// reply, so the routed reply stays in the same trace.
+	Trace map[string]string `json:"t,omitempty"`
 }
 
 // New returns a coordinator for node, routing foreign replies over bus
@@ -84,7 +91,12 @@ func (c *Coordinator) Start(ctx context.Context) (cancel func(), err error) {
 		if json.Unmarshal(b, &r) != nil {
 			return
 		}
-		c.settle(key{r.Session, r.ID}, r.Result, r.Error)
+		_, span := telemetry.Tracer().Start(telemetry.Extract(context.Background(), r.Trace), "mcp reply routed",
+			trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(attribute.String("mcp.node.id", c.node), attribute.String("jsonrpc.request.id", r.ID)))
+		settled := c.settle(key{r.Session, r.ID}, r.Result, r.Error)
+		span.SetAttributes(attribute.Bool("mcp.reply.settled", settled))
+		span.End()
 	})
 }
 
@@ -186,7 +198,7 @@ func (c *Coordinator) Resolve(ctx context.Context, session string, msg *jsonrpc.
 	if owner == c.node || c.bus == nil {
 		return c.settle(key{session, msg.ID.Key()}, msg.Result, msg.Error), nil
 	}
-	b, err := json.Marshal(reply{Session: session, ID: msg.ID.Key(), Result: msg.Result, Error: msg.Error})
+	b, err := json.Marshal(reply{Session: session, ID: msg.ID.Key(), Result: msg.Result, Error: msg.Error, Trace: telemetry.Inject(ctx)})
 	if err != nil {
 		return false, err
 	}
