@@ -1,7 +1,7 @@
 # Developer entry points. The test command is scripts/test.sh (CI runs it via
 # .ci/run); see the scripts for their options and environment variables.
 
-.PHONY: test test-quick conformance conformance-cluster run
+.PHONY: test test-quick conformance conformance-cluster run cluster cluster-check deploy-test chart-apiserver
 
 # Everything CI runs: gofmt, vet, race tests, fuzzing, conformance (1 node and
 # a 3-node cluster).
@@ -22,3 +22,41 @@ conformance-cluster:
 
 run:
 	go run ./cmd/server
+
+# A local cluster without containers: redis-server, 3 nodes and nginx (round
+# robin, SSE-ready) on 127.0.0.1; installs redis-server and nginx from Debian
+# packages when missing. Prints the URL; Ctrl-C stops everything.
+cluster:
+	scripts/cluster.sh
+
+# The same, started, smoke-tested through nginx and stopped.
+cluster-check:
+	scripts/cluster.sh --check
+
+# docker-compose.yml and Helm chart checks (deploy/deploytest, its own
+# module; builds the pinned helm once into ~/.cache/mcpcluster/bin).
+deploy-test:
+	cd deploy/deploytest && HELM="$$(../../scripts/helm.sh)" go test -count=1 ./...
+
+# Not part of the test command: installs the chart with
+# helm install --dry-run=server against a real kube-apiserver (built from Go
+# modules) on Debian's etcd, so the API server's own validation and
+# admission run on every rendered object. Slow the first time.
+chart-apiserver:
+	scripts/chart-apiserver.sh
+
+.PHONY: bench bench-micro
+
+# Benchmark suite (about 6 minutes on 2 cores): mcpcluster on 1 node
+# (memory, Redis) and 3 nodes (Redis) against the official Go SDK, mcp-go
+# and a net/http ceiling, side by side on this machine. Rewrites
+# docs/BENCHMARKS.md and docs/bench/ (plots and results.json). Flags:
+# cd bench && go run ./cmd/benchrun --help. Needs redis-server.
+bench:
+	cd bench && go run ./cmd/benchrun
+
+# Go micro-benchmarks of the hot paths: JSON-RPC decoding and encoding,
+# SSE framing and event ids, session load with and without the node's
+# cache, a whole tools/call in process (memory and Redis backends).
+bench-micro:
+	go test -run '^$$' -bench . -benchmem ./internal/jsonrpc ./internal/sse ./internal/bench ./mcp

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// target is one configuration under test: mcpcluster in one of its
+// deployments, a peer SDK, or the net/http ceiling.
+type target struct {
+	Key   string `json:"key"`
+	Label string `json:"label"`
+	// Ours is true for mcpcluster configurations.
+	Ours bool `json:"ours"`
+	// Peer is true for the SDK peers (the best of them is the reference).
+	Peer bool `json:"peer"`
+	// Modern is true when the target serves 2026-07-28.
+	Modern bool `json:"modern"`
+	// Scenarios lists what the target can run (nil: every scenario).
+	Scenarios []string `json:"scenarios,omitempty"`
+	Nodes     int      `json:"nodes"`
+	Redis     bool     `json:"redis"`
+
+	urls     []string
+	nodes    []*proc
+	redis    *proc
+	redisURL string
+}
+
+// supports reports whether the target can run scenario.
+func (t *target) supports(scenario string) bool {
+	if t.Scenarios == nil {
+		return true
+	}
+	for _, s := range t.Scenarios {
+		if s == scenario {
+			return true
+		}
+	}
+	return false
+}
+
+// pids lists the processes mcpbench watches, as NAME=PID.
+func (t *target) pidArgs() []string {
+	var out []string
+	for i, n := range t.nodes {
+		out = append(out, "--pid", fmt.Sprintf("node%d=%d", i+1, n.pid()))
+	}
+	if t.redis != nil {
+		out = append(out, "--pid", "redis="+strconv.Itoa(t.redis.pid()))
+	}
+	return out
+}
+
+func (t *target) stop() {
+	for _, n := range t.nodes {
+		n.stop()
+	}
+	if t.redis != nil {
+		t.redis.stop()
+	}
+}
+
+// binaries are the programs a run needs, built once.
+type binaries struct {
+	server, mcpbench, gosdk, mcpgo, ceiling string
+}
+
+// build compiles the reference node, mcpbench and the peers into dir.
+func build(root, dir string, logf func(string, ...any)) (*binaries, error) {
+	b := &binaries{
+		server:   filepath.Join(dir, "server"),
+		mcpbench: filepath.Join(dir, "mcpbench"),
+		gosdk:    filepath.Join(dir, "peer-gosdk"),
+		mcpgo:    filepath.Join(dir, "peer-mcpgo"),
+		ceiling:  filepath.Join(dir, "peer-ceiling"),
+	}
+	steps := []struct{ dir, out, pkg string }{
+		{root, b.server, "./cmd/server"},
+		{root, b.mcpbench, "./cmd/mcpbench"},
+		{filepath.Join(root, "bench"), b.gosdk, "./peers/gosdk"},
+		{filepath.Join(root, "bench"), b.mcpgo, "./peers/mcpgo"},
+		{filepath.Join(root, "bench"), b.ceiling, "./peers/ceiling"},
+	}
+	for _, s := range steps {
+		logf("go build -o %s %s", filepath.Base(s.out), s.pkg)
+		cmd := exec.Command("go", "build", "-o", s.out, s.pkg)
+		cmd.Dir = s.dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build %s: %v\n%s", s.pkg, err, out)
+		}
+	}
+	return b, nil
+}
+
+// startTargets starts every configuration on loopback.
+func startTargets(bins *binaries, dir string, want map[string]bool, logf func(string, ...any)) ([]*target, error) {
+	key := randomKey()
+	var out []*target
+	fail := func(err error) ([]*target, error) {
+		for _, t := range out {
+			t.stop()
+		}
+		return nil, err
+	}
+	node := func(t *target, i int, redisURL string) error {
+		addr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		args := []string{"--addr", addr, "--node-id", fmt.Sprintf("%s-%d", t.Key, i+1), "--state-key", key, "--log-level", "warn"}
+		if redisURL != "" {
+			args = append(args, "--redis-url", redisURL)
+		}
+		p, err := startProc(fmt.Sprintf("%s node %d", t.Key, i+1), bins.server, args, "listening on", "")
+		if err != nil {
+			return err
+		}
+		t.nodes = append(t.nodes, p)
+		t.urls = append(t.urls, "http://"+addr+"/mcp")
+		return nil
+	}
+	peer := func(t *target, bin string) error {
+		addr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		p, err := startProc(t.Key, bin, []string{"--addr", addr}, "listening on", "")
+		if err != nil {
+			return err
+		}
+		t.nodes = append(t.nodes, p)
+		t.urls = append(t.urls, "http://"+addr+"/mcp")
+		return nil
+	}
+	defs := []*target{
+		{Key: "mem", Label: "mcpcluster, 1 node, memory", Ours: true, Modern: true, Nodes: 1},
+		{Key: "redis", Label: "mcpcluster, 1 node, Redis", Ours: true, Modern: true, Nodes: 1, Redis: true},
+		{Key: "redis3", Label: "mcpcluster, 3 nodes, Redis", Ours: true, Modern: true, Nodes: 3, Redis: true},
+		{Key: "gosdk", Label: "go-sdk " + gosdkVersion, Peer: true, Nodes: 1},
+		{Key: "mcpgo", Label: "mcp-go " + mcpgoVersion, Peer: true, Modern: true, Nodes: 1},
+		{Key: "ceiling", Label: "ceiling (net/http)", Nodes: 1, Scenarios: []string{"echo", "churn"}},
+	}
+	for _, t := range defs {
+		if want != nil && !want[t.Key] {
+			continue
+		}
+		out = append(out, t)
+		logf("starting %s", t.Label)
+		if t.Redis {
+			p, url, err := startRedis("redis-"+t.Key, dir)
+			if err != nil {
+				return fail(err)
+			}
+			t.redis, t.redisURL = p, url
+		}
+		var err error
+		switch t.Key {
+		case "gosdk":
+			err = peer(t, bins.gosdk)
+		case "mcpgo":
+			err = peer(t, bins.mcpgo)
+		case "ceiling":
+			err = peer(t, bins.ceiling)
+		default:
+			for i := 0; i < t.Nodes && err == nil; i++ {
+				err = node(t, i, t.redisURL)
+			}
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	return out, nil
+}
+
+// Versions of the peers, as pinned in bench/go.mod.
+var gosdkVersion, mcpgoVersion = "?", "?"
+
+// readPeerVersions takes the peers' versions from bench/go.mod.
+func readPeerVersions(root string) {
+	b, err := os.ReadFile(filepath.Join(root, "bench", "go.mod"))
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "github.com/modelcontextprotocol/go-sdk":
+			gosdkVersion = f[1]
+		case "github.com/mark3labs/mcp-go":
+			mcpgoVersion = f[1]
+		}
+	}
+}
