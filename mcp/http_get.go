@@ -134,7 +134,13 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *ca
 	sw := newSSEWriter(w)
 	defer sw.close()
 	sw.start(nil)
-	_ = sw.retry(h.opts.RetryHint)
+	if atLeast(sess.st.Version, Version20251125) {
+		// Priming: the client gets a cursor to resume from even if the
+		// stream carries nothing before the connection ends.
+		_ = sw.event(sse.Event{ID: sse.EventID{Stream: stream, Seq: after}.String(), Retry: h.opts.RetryHint})
+	} else {
+		_ = sw.retry(h.opts.RetryHint)
+	}
 	go sw.keepAlive(ctx, h.opts.KeepAlive)
 	go h.renewClaim(ctx, key, conn)
 	go h.keepSession(ctx, sid, conn)

@@ -45,6 +45,9 @@ func TestSSEEventIDsUniqueAcrossStreams(t *testing.T) {
 				t.Helper()
 				stream, last := "", uint64(0)
 				for _, ev := range evs {
+					if ev.ID != "" && len(ev.Data) == 0 && where == "GET" {
+						continue // a GET priming event repeats the resume cursor
+					}
 					id, err := sse.ParseEventID(ev.ID)
 					if err != nil {
 						t.Fatalf("%s: event id %q: %v", where, ev.ID, err)
@@ -80,8 +83,9 @@ func TestSSEEventIDsUniqueAcrossStreams(t *testing.T) {
 }
 
 // A POST stream starts with a priming event (an id, empty data, the
-// retry hint) on 2025-11-25 only; GET streams never have one but start
-// with the retry hint; 2026-07-28 streams carry no event ids.
+// retry hint) on 2025-11-25 only; a GET stream starts with the retry
+// hint, and on 2025-11-25 with a priming event whose id is the resume
+// cursor; 2026-07-28 streams carry no event ids.
 func TestSSEPrimingAndRetryHint(t *testing.T) {
 	const hint = 70 * time.Millisecond
 	for _, v := range mcp.SupportedVersions {
@@ -131,8 +135,16 @@ func TestSSEPrimingAndRetryHint(t *testing.T) {
 			if len(rs) == 0 || rs[0].Value != hint || rs[0].After != 0 {
 				t.Fatalf("GET stream retry hints %+v, want %v before any event", rs, hint)
 			}
-			for _, ev := range get.Events() {
-				if len(ev.Data) == 0 {
+			// On 2025-11-25 the GET stream opens with a priming event: an
+			// id (the resume cursor) and no data. Older revisions get
+			// none, and nothing else is ever empty.
+			getEvs := get.Events()
+			getPrimed := len(getEvs) > 0 && len(getEvs[0].Data) == 0 && getEvs[0].ID != ""
+			if want := v >= mcp.Version20251125; getPrimed != want {
+				t.Fatalf("GET stream priming event present = %v, want %v (events %+v)", getPrimed, want, getEvs)
+			}
+			for i, ev := range getEvs {
+				if len(ev.Data) == 0 && !(getPrimed && i == 0) {
 					t.Fatalf("GET stream has an event without data: %+v", ev)
 				}
 			}

@@ -58,7 +58,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		_, _ = rand.Read(b)
 		cfg.NodeID = "node-" + hex.EncodeToString(b)
 	}
-	log := newLogger(cfg, stderr).With().Str("node", cfg.NodeID).Logger()
+	baseLog := newLogger(cfg, stderr)
+	log := baseLog.With().Str("node", cfg.NodeID).Logger()
 	var keys [][]byte
 	if cfg.StateKey != "" {
 		for _, k := range strings.Split(cfg.StateKey, ",") {
@@ -76,7 +77,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			PageSize:       cfg.PageSize,
 			RequestTimeout: cfg.RequestTimeout,
 			StateKeys:      keys,
-			Logger:         &log,
+			Logger:         &baseLog,
 		})
 	switch cfg.Tools {
 	case "conformance":
@@ -107,7 +108,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return 0
 	}
-	return serveHTTP(ctx, cfg, srv, log, stdout, &httpHandler)
+	return serveHTTP(ctx, cfg, srv, baseLog, stdout, &httpHandler)
 }
 
 func newLogger(cfg *Config, w io.Writer) zerolog.Logger {
@@ -160,8 +161,9 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		LeaseTTL:             cfg.LeaseTTL,
 		AllowedOrigins:       origins,
 		AllowLoopbackOrigins: isLoopback(cfg.Addr),
-		Logger:               &log,
+		Logger:               &log, // the handler adds the node id
 	})
+	log = log.With().Str("node", h.NodeID()).Logger()
 	if err != nil {
 		log.Error().Err(err).Msg("cannot start the MCP endpoint")
 		return 1
