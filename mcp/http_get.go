@@ -141,48 +141,9 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *ca
 	} else {
 		_ = sw.retry(h.opts.RetryHint)
 	}
-	go sw.keepAlive(ctx, h.opts.KeepAlive)
-	go h.renewClaim(ctx, key, conn)
-	go h.keepSession(ctx, sid, conn)
+	go h.upkeep(ctx, sw, upkeepJobs{conn: conn, claim: key, session: sid})
 	_, err = cluster.Tail(ctx, h.be.Events, sid, stream, after, h.historyWriter(sw, stream, info.Last))
 	h.endStream(sw, ctx, err)
-}
-
-// keepSession slides the idle timeout of a session whose GET stream is
-// open (a listening client is not idle) and ends the stream when the
-// session is gone (expired or ended while a broadcast was lost).
-func (h *HTTPHandler) keepSession(ctx context.Context, sid string, conn *liveConn) {
-	t := time.NewTicker(max(h.opts.SessionTTL/4, 50*time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := h.be.Sessions.Touch(ctx, sid, h.opts.SessionTTL); errors.Is(err, cluster.ErrNotFound) {
-				conn.cancel(errSessionEnded)
-				return
-			}
-		}
-	}
-}
-
-// renewClaim keeps conn's claim on key alive; losing it ends the stream.
-func (h *HTTPHandler) renewClaim(ctx context.Context, key string, conn *liveConn) {
-	t := time.NewTicker(h.opts.LeaseTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			ok, err := h.be.Claims.Renew(ctx, key, conn.id, h.opts.LeaseTTL)
-			if err == nil && !ok {
-				conn.cancel(errTakenOver)
-				return
-			}
-		}
-	}
 }
 
 // historyWriter writes a stream's events to sw, counting those up to
@@ -246,41 +207,13 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *c
 	sw := newSSEWriter(w)
 	defer sw.close()
 	sw.start(nil)
-	go sw.keepAlive(ctx, h.opts.KeepAlive)
-	go h.renewClaim(ctx, key, conn)
+	jobs := upkeepJobs{conn: conn, claim: key}
 	if !info.Done && info.Owner != "" && info.Owner != h.opts.NodeID {
-		go h.watchOwner(ctx, sid, eid.Stream, info)
+		jobs.owner = &ownerWatch{session: sid, stream: eid.Stream, info: info}
 	}
+	go h.upkeep(ctx, sw, jobs)
 	_, err = cluster.Tail(ctx, h.be.Events, sid, eid.Stream, eid.Seq, h.historyWriter(sw, eid.Stream, info.Last))
 	h.endStream(sw, ctx, err)
-}
-
-// watchOwner ends a followed stream with an error for its request when
-// the node producing it loses its membership lease.
-func (h *HTTPHandler) watchOwner(ctx context.Context, sid, stream string, info cluster.StreamInfo) {
-	t := time.NewTicker(h.opts.LeaseTTL / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		alive, err := h.be.Members.Alive(ctx, info.Owner)
-		if err != nil || alive {
-			continue
-		}
-		id, err := jsonrpc.ParseKey(info.Request)
-		if err != nil {
-			return
-		}
-		msg := jsonrpc.ErrorResponse(id, jsonrpc.NewError(jsonrpc.CodeNodeLost, "the node running this request stopped; retry it", map[string]any{"node": info.Owner}))
-		data, _ := jsonrpc.Encode(msg)
-		if _, err := h.be.Events.Append(ctx, sid, stream, data, true, h.lim); err != nil {
-			h.log.Debug().Err(err).Str("stream", stream).Msg("lost-node error not appended")
-		}
-		return
-	}
 }
 
 // serveDelete ends a session everywhere.
@@ -479,3 +412,86 @@ func (h *HTTPHandler) Drain(ctx context.Context) {
 
 // Draining reports whether Drain was called.
 func (h *HTTPHandler) Draining() bool { return h.draining.Load() }
+
+// upkeepJobs are the periodic chores of one open stream.
+type upkeepJobs struct {
+	conn    *liveConn
+	claim   string      // claim to renew; losing it ends the stream
+	session string      // session to keep alive while its GET stream is open
+	owner   *ownerWatch // producer to watch on a resumed POST stream
+}
+
+// ownerWatch ends a followed stream with an error for its request when
+// the node producing it loses its membership lease.
+type ownerWatch struct {
+	session, stream string
+	info            cluster.StreamInfo
+}
+
+// upkeep runs a stream's chores on one goroutine until ctx ends: comment
+// keep-alives, renewing its claim, sliding its session's idle timeout
+// (a listening client is not idle; the stream ends when the session is
+// gone), and watching the node that produces a resumed stream.
+func (h *HTTPHandler) upkeep(ctx context.Context, sw *sseWriter, j upkeepJobs) {
+	keep := time.NewTicker(h.opts.KeepAlive)
+	defer keep.Stop()
+	var renew, touch, watch <-chan time.Time
+	if j.claim != "" {
+		t := time.NewTicker(h.opts.LeaseTTL / 3)
+		defer t.Stop()
+		renew = t.C
+	}
+	if j.session != "" {
+		t := time.NewTicker(max(h.opts.SessionTTL/4, 50*time.Millisecond))
+		defer t.Stop()
+		touch = t.C
+	}
+	if j.owner != nil {
+		t := time.NewTicker(h.opts.LeaseTTL / 2)
+		defer t.Stop()
+		watch = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-keep.C:
+			if sw.comment("keep-alive") != nil {
+				return
+			}
+		case <-renew:
+			if ok, err := h.be.Claims.Renew(ctx, j.claim, j.conn.id, h.opts.LeaseTTL); err == nil && !ok {
+				j.conn.cancel(errTakenOver)
+				return
+			}
+		case <-touch:
+			if err := h.be.Sessions.Touch(ctx, j.session, h.opts.SessionTTL); errors.Is(err, cluster.ErrNotFound) {
+				j.conn.cancel(errSessionEnded)
+				return
+			}
+		case <-watch:
+			if h.ownerLost(ctx, j.owner) {
+				watch = nil
+			}
+		}
+	}
+}
+
+// ownerLost appends an error for the stream's request, ending it, when
+// its producing node is gone; it reports whether it did.
+func (h *HTTPHandler) ownerLost(ctx context.Context, w *ownerWatch) bool {
+	alive, err := h.be.Members.Alive(ctx, w.info.Owner)
+	if err != nil || alive {
+		return false
+	}
+	id, err := jsonrpc.ParseKey(w.info.Request)
+	if err != nil {
+		return true
+	}
+	msg := jsonrpc.ErrorResponse(id, jsonrpc.NewError(jsonrpc.CodeNodeLost, "the node running this request stopped; retry it", map[string]any{"node": w.info.Owner}))
+	data, _ := jsonrpc.Encode(msg)
+	if _, err := h.be.Events.Append(ctx, w.session, w.stream, data, true, h.lim); err != nil {
+		h.log.Debug().Err(err).Str("stream", w.stream).Msg("lost-node error not appended")
+	}
+	return true
+}

@@ -147,7 +147,7 @@ func (h *HTTPHandler) initialize(w http.ResponseWriter, r *http.Request, msg *js
 	st.SessionID = sid
 	requestLogger(r.Context(), msg.Method)
 	start := time.Now()
-	if err := h.be.Sessions.Create(r.Context(), sid, sessionFields(st, sse.NewStreamID()), h.opts.SessionTTL, h.opts.MaxSessions); err != nil {
+	if err := h.be.Sessions.Create(r.Context(), sid, sessionFields(st), h.opts.SessionTTL, h.opts.MaxSessions); err != nil {
 		if errors.Is(err, cluster.ErrUnavailable) {
 			h.metrics.BackendError()
 		}

@@ -2,9 +2,12 @@ package mcp
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -209,10 +212,29 @@ func (h *HTTPHandler) fanOut(method, uri string) {
 			h.log.Warn().Err(err).Str("method", method).Msg("listen fan-out failed")
 		}
 		data, _ := jsonrpc.Encode(plainNotification(method, uri))
+		// A bounded pool of appends: one round trip per session, a few
+		// in flight at once.
+		work := make(chan string)
+		var workers sync.WaitGroup
+		for range fanOutWorkers {
+			workers.Add(1)
+			go func() {
+				defer workers.Done()
+				for sid := range work {
+					if err := h.appendGet(ctx, sid, data); err != nil && !errors.Is(err, cluster.ErrNotFound) {
+						h.log.Warn().Err(err).Str("session", sid).Str("method", method).Msg("notification not delivered")
+					}
+				}
+			}()
+		}
+		defer workers.Wait()
+		defer close(work)
 		deliver := func(ids []string) {
 			for _, sid := range ids {
-				if err := h.appendGet(ctx, sid, data); err != nil && !errors.Is(err, cluster.ErrNotFound) {
-					h.log.Warn().Err(err).Str("session", sid).Str("method", method).Msg("notification not delivered")
+				select {
+				case work <- sid:
+				case <-ctx.Done():
+					return
 				}
 			}
 		}
@@ -241,14 +263,22 @@ func (h *HTTPHandler) fanOut(method, uri string) {
 	}()
 }
 
-// appendGet appends a message to a session's GET stream.
+// fanOutWorkers bounds the appends of one fan-out in flight at once.
+const fanOutWorkers = 16
+
+// appendGet appends a message to a session's GET stream. A session whose
+// GET stream was never opened (or that ended) answers ErrNotFound.
 func (h *HTTPHandler) appendGet(ctx context.Context, sid string, data []byte) error {
-	st, err := h.sessions.load(ctx, sid)
-	if err != nil {
-		return err
-	}
-	_, err = h.be.Events.Append(ctx, sid, st.getStream, data, false, h.lim)
+	_, err := h.be.Events.Append(ctx, sid, getStreamID(sid), data, false, h.lim)
 	return err
+}
+
+// getStreamID names a session's GET stream: derived from the session id
+// by a one-way hash, so any node can address it without a lookup and the
+// id reveals nothing of the session id.
+func getStreamID(sid string) string {
+	sum := sha256.Sum256([]byte("mcp-get-stream:" + sid))
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:10]))
 }
 
 // sessionCache loads sessions from the store on every request by default
@@ -282,13 +312,12 @@ const (
 	fInfo      = "info"
 	fLevel     = "lvl"
 	fPrincipal = "p"
-	fGet       = "g"
 	fCreated   = "c"
 )
 
-func sessionFields(st *legacyState, getStream string) map[string]string {
+func sessionFields(st *legacyState) map[string]string {
 	f := map[string]string{
-		fVersion: st.Version, fCaps: string(mustMarshal(st.Caps)), fGet: getStream,
+		fVersion: st.Version, fCaps: string(mustMarshal(st.Caps)),
 		fCreated: time.Now().UTC().Format(time.RFC3339), fPrincipal: st.Principal,
 	}
 	if st.ClientInfo != nil {
@@ -313,7 +342,7 @@ func (c *sessionCache) load(ctx context.Context, id string) (*cachedSession, err
 		}
 		return nil, err
 	}
-	e := &cachedSession{getStream: f[fGet], loaded: time.Now()}
+	e := &cachedSession{getStream: getStreamID(id), loaded: time.Now()}
 	e.st = legacyState{SessionID: id, Version: f[fVersion], LogLevel: LogLevel(f[fLevel]), Principal: f[fPrincipal], Initialized: true}
 	_ = json.Unmarshal([]byte(f[fCaps]), &e.st.Caps)
 	if f[fInfo] != "" {
