@@ -219,19 +219,32 @@ return 1
 // KEYS: meta, events, lru [, owner]. ARGV: session, stream, data, final
 // 0|1, max events, max streams, ttl ms, session key prefix, follow channel
 // prefix. Returns the seq, -1 when the stream is unknown, -2 when done.
+// The TTLs and the stream's place in the session's LRU are refreshed only
+// when an eighth of the TTL passed since the last refresh (and on the
+// final event), so a busy stream costs a handful of commands per event;
+// LRU order is exact to within that eighth.
 var appendScript = script(touchLRU + `
-local done = redis.call('HGET', KEYS[1], 'done')
+local m = redis.call('HMGET', KEYS[1], 'done', 'touched')
+local done = m[1]
 if not done then return -1 end
 if done == '1' then return -2 end
 local seq = redis.call('HINCRBY', KEYS[1], 'last', 1)
 redis.call('RPUSH', KEYS[2], ARGV[3])
-redis.call('LTRIM', KEYS[2], -tonumber(ARGV[5]), -1)
-if ARGV[4] == '1' then redis.call('HSET', KEYS[1], 'done', '1') end
+local maxev = tonumber(ARGV[5])
+if seq > maxev then redis.call('LTRIM', KEYS[2], -maxev, -1) end
 local ttl = tonumber(ARGV[7])
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PEXPIRE', KEYS[2], ttl)
-if KEYS[4] then redis.call('SET', KEYS[4], ARGV[1], 'PX', ttl) end
-touch_lru(KEYS[3], ARGV[2], ttl, tonumber(ARGV[6]), ARGV[8], ARGV[9])
+local now = now_ms()
+if ARGV[4] == '1' or now - tonumber(m[2] or '0') >= ttl / 8 then
+  if ARGV[4] == '1' then
+    redis.call('HSET', KEYS[1], 'done', '1', 'touched', now)
+  else
+    redis.call('HSET', KEYS[1], 'touched', now)
+  end
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  if KEYS[4] then redis.call('SET', KEYS[4], ARGV[1], 'PX', ttl) end
+  touch_lru(KEYS[3], ARGV[2], ttl, tonumber(ARGV[6]), ARGV[8], ARGV[9])
+end
 redis.call('PUBLISH', ARGV[9] .. ARGV[2], seq .. ':' .. ARGV[4] .. ':' .. ARGV[3])
 return seq
 `)
