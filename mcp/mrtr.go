@@ -14,7 +14,7 @@ import (
 // without an id, answered in the client's retry.
 type inputRequest struct {
 	Method string `json:"method"`
-	Params any    `json:"params,omitempty"`
+	Params any    `json:"params"` // always present: {} when there are none
 }
 
 // inputRequired ends a round of a stateless request: the handler asked

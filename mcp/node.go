@@ -166,13 +166,34 @@ func (h *HTTPHandler) onBus(b []byte) {
 	case "getdrop":
 		h.coord.FailTag(m.S, "get", jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "the stream the request was delivered on closed", nil))
 	case "takeover":
+		// Messages may arrive late (a stale take-over by a connection that
+		// has since been taken over itself): the claim decides, not the
+		// message, so a local GET connection ends only if it lost it.
 		l.mu.Lock()
+		var others []*liveConn
 		for c := range l.conns[m.S] {
 			if c.getFor == m.S && c.id != m.C {
-				c.cancel(errTakenOver)
+				others = append(others, c)
 			}
 		}
 		l.mu.Unlock()
+		if len(others) > 0 {
+			h.wg.Add(1)
+			go func() {
+				defer h.wg.Done()
+				ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
+				defer cancel()
+				holder, err := h.be.Claims.Holder(ctx, getKey(m.S))
+				if err != nil {
+					return
+				}
+				for _, c := range others {
+					if c.id != holder {
+						c.cancel(errTakenOver)
+					}
+				}
+			}()
+		}
 	case "ln":
 		l.mu.Lock()
 		var hit []*listenConn

@@ -354,6 +354,9 @@ func (r *Request) roundTrip(ctx context.Context, method string, params any) (jso
 	if r.pending == nil {
 		r.pending = map[string]inputRequest{}
 	}
+	if params == nil {
+		params = struct{}{}
+	}
 	r.pending[key] = inputRequest{Method: method, Params: params}
 	return nil, &inputRequired{}
 }
