@@ -9,8 +9,25 @@
 #   go vet          go vet ./...
 #   go test         go test -race -count=1 ./...
 #   fuzz            every Fuzz* target for FUZZTIME (default 5s) each
+#   deploy          deploy/deploytest (own module): docker-compose.yml checked
+#                   with compose-go; the Helm chart linted (helm lint --strict)
+#                   and rendered with several value sets, every object decoded
+#                   strictly against the Kubernetes, Gateway API and
+#                   ServiceMonitor types, bad values rejected; helm is built
+#                   once by scripts/helm.sh into a cache. Then
+#                   scripts/cluster.sh --check: redis-server + 3 nodes + nginx
+#                   (apt-get install if missing) and a smoke test through nginx
 #   conformance single      scripts/conformance.sh (one node, in-memory)
 #   conformance cluster3    scripts/conformance.sh --cluster 3 (Redis + proxy)
+#   go sdk clients  clients/gosdk (own module): the official Go SDK client
+#                   v1.8.0 on 2026-07-28 (discovered) and pinned to 2025-03-26,
+#                   2025-06-18 and 2025-11-25, against one node and a 3-node
+#                   random-routing cluster (internal/clustertest)
+#   ts sdk clients  clients/ts (own module): the TypeScript SDK client
+#                   (clients/ts/flows.mjs on node) against the same setups;
+#                   the npm tools come from scripts/npm-tools.sh
+#   inspector       clients/ts: the MCP Inspector CLI (Node 22 from the npm
+#                   tools), tools/list and tools/call on both protocol eras
 #
 # Ends with a summary block whose last line is "N passed, M failed", counting
 # stages; exits non-zero if any stage failed.
@@ -19,8 +36,13 @@
 #   FUZZTIME=5s              time per fuzz target (0 skips fuzzing)
 #   MCP_SKIP_CONFORMANCE=1   skip both conformance stages (quick local runs;
 #                            CI never sets it)
+#   MCP_SKIP_CLIENTS=1       skip the three client stages (quick local runs;
+#                            CI never sets it)
 #   GO_TEST_TIMEOUT=10m      go test -timeout
 #   MCP_TOOLS_CACHE          npm tools cache (see scripts/npm-tools.sh)
+#   MCP_TOOLS_BIN            helm cache (see scripts/helm.sh)
+#   MCP_SKIP_DEPLOY=1        skip the deploy stage (quick local runs; CI never
+#                            sets it)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -155,6 +177,21 @@ fuzz() {
   return "$failed"
 }
 
+# The deployment files: compose and chart checks in their own Go module (its
+# heavy dependencies stay out of the product's graph), then the local
+# nginx-fronted cluster's smoke test.
+deploy() {
+  local helm
+  helm="$(scripts/helm.sh)"
+  echo "deploy: helm $("$helm" version --short)"
+  (
+    cd deploy/deploytest
+    go vet ./...
+    HELM="$helm" go test -count=1 -timeout "$GO_TEST_TIMEOUT" ./...
+  )
+  scripts/cluster.sh --check
+}
+
 # conformance LABEL ARGS...: runs scripts/conformance.sh, keeping its output
 # for the summary.
 conformance() {
@@ -162,6 +199,27 @@ conformance() {
   local rc=0
   scripts/conformance.sh --race "$@" 2>&1 | tee "$WORK/conformance-$label.log" || rc=$?
   return "$rc"
+}
+
+# Real clients against one node and a 3-node cluster. clients/gosdk and
+# clients/ts are modules of their own, so the SDKs stay out of the
+# product's dependency graph.
+go_sdk_clients() {
+  cd clients/gosdk
+  go mod download
+  go vet ./...
+  go test -count=1 -timeout "$GO_TEST_TIMEOUT" ./...
+}
+
+# node_clients TEST: runs one test of clients/ts (-v: it prints each
+# client's checks) with the pinned npm tools, installed on first use.
+node_clients() {
+  local tools
+  tools="$(scripts/npm-tools.sh)"
+  cd clients/ts
+  go mod download
+  go vet ./...
+  MCP_NPM_TOOLS="$tools" go test -count=1 -v -timeout "$GO_TEST_TIMEOUT" -run "^$1\$" ./...
 }
 
 stage "prerequisites" prerequisites
@@ -174,12 +232,26 @@ if [[ "$FUZZTIME" == 0 || "$FUZZTIME" == 0s ]]; then
 else
   stage "fuzz ($FUZZTIME per target)" fuzz
 fi
+if [[ "${MCP_SKIP_DEPLOY:-}" == 1 ]]; then
+  skip "deploy" "MCP_SKIP_DEPLOY=1"
+else
+  stage "deploy" deploy
+fi
 if [[ "${MCP_SKIP_CONFORMANCE:-}" == 1 ]]; then
   skip "conformance single" "MCP_SKIP_CONFORMANCE=1"
   skip "conformance cluster3" "MCP_SKIP_CONFORMANCE=1"
 else
   stage "conformance single" conformance single
   stage "conformance cluster3" conformance cluster3 --cluster 3
+fi
+if [[ "${MCP_SKIP_CLIENTS:-}" == 1 ]]; then
+  skip "go sdk clients" "MCP_SKIP_CLIENTS=1"
+  skip "ts sdk clients" "MCP_SKIP_CLIENTS=1"
+  skip "inspector" "MCP_SKIP_CLIENTS=1"
+else
+  stage "go sdk clients" go_sdk_clients
+  stage "ts sdk clients" node_clients TestTypeScriptSDK
+  stage "inspector" node_clients TestInspectorCLI
 fi
 
 passed=0 failed=0
