@@ -511,6 +511,24 @@ func registerGoldenTools(s *mcp.Server) {
 			return "the user chose to " + res.Action, nil
 		})
 
+	// url_required needs a URL-mode elicitation completed first: -32042
+	// on 2025-11-25 (the client retries with connected=true), an
+	// input_required round on 2026-07-28 (the retry carries the answer);
+	// then it reports the completion.
+	mcp.AddTool(s, mcp.Tool{Name: "url_required", Description: "Needs the user to connect an account first."},
+		func(ctx context.Context, req *mcp.Request, in struct {
+			Connected bool `json:"connected,omitempty"`
+		}) (string, error) {
+			if in.Connected || len(req.InputResponses()) > 0 {
+				if err := req.ElicitationComplete(ctx, "el-2"); err != nil {
+					return "", err
+				}
+				return "connected", nil
+			}
+			return "", mcp.URLElicitationRequired(mcp.ElicitParams{Message: "Connect your account.",
+				URL: "https://example.com/connect", ElicitationID: "el-2"})
+		})
+
 	// interview asks two things in sequence: a form elicitation, then a
 	// sampling request.
 	mcp.AddTool(s, mcp.Tool{Name: "interview", Description: "Elicits a topic, then samples a sentence about it."},

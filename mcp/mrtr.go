@@ -131,6 +131,7 @@ func (s *Server) inputRequiredResult(req *Request) (map[string]any, error) {
 // input_required result.
 func (s *Server) runWithInputs(ctx context.Context, req *Request, fn func(context.Context) (any, error)) (any, error) {
 	res, err := fn(ctx)
+	err = req.urlElicitationError(err)
 	var ir *inputRequired
 	if req.modern && (errors.As(err, &ir) || len(req.pending) > 0) {
 		return s.inputRequiredResult(req)

@@ -107,7 +107,8 @@ func TextResult(text string) *CallToolResult {
 func passThrough(ctx context.Context, err error) bool {
 	var je *jsonrpc.Error
 	var ir *inputRequired
-	return errors.As(err, &je) || errors.As(err, &ir) || errors.Is(err, context.Canceled) && ctx.Err() != nil
+	var ue *URLElicitationRequiredError
+	return errors.As(err, &je) || errors.As(err, &ir) || errors.As(err, &ue) || errors.Is(err, context.Canceled) && ctx.Err() != nil
 }
 
 func isStructType(t reflect.Type) bool {
