@@ -249,18 +249,7 @@ func (s *Server) AddToolRaw(t Tool, h ToolHandler) {
 
 // RemoveTools removes tools by name and notifies clients if any existed.
 func (s *Server) RemoveTools(names ...string) {
-	s.mu.Lock()
-	n := 0
-	for _, name := range names {
-		if _, ok := s.tools[name]; ok {
-			delete(s.tools, name)
-			n++
-		}
-	}
-	s.mu.Unlock()
-	if n > 0 {
-		s.notifyListChanged("notifications/tools/list_changed")
-	}
+	removeEntries(s, s.tools, names, "notifications/tools/list_changed")
 }
 
 // AddResource registers a static resource.
@@ -279,18 +268,7 @@ func (s *Server) AddResource(r Resource, h ResourceHandler) {
 
 // RemoveResources removes static resources by URI.
 func (s *Server) RemoveResources(uris ...string) {
-	s.mu.Lock()
-	n := 0
-	for _, u := range uris {
-		if _, ok := s.resources[u]; ok {
-			delete(s.resources, u)
-			n++
-		}
-	}
-	s.mu.Unlock()
-	if n > 0 {
-		s.notifyListChanged("notifications/resources/list_changed")
-	}
+	removeEntries(s, s.resources, uris, "notifications/resources/list_changed")
 }
 
 // AddResourceTemplate registers a resource template (RFC 6570). A read of
@@ -325,18 +303,7 @@ func (s *Server) AddPrompt(p Prompt, h PromptHandler) {
 
 // RemovePrompts removes prompts by name.
 func (s *Server) RemovePrompts(names ...string) {
-	s.mu.Lock()
-	n := 0
-	for _, name := range names {
-		if _, ok := s.prompts[name]; ok {
-			delete(s.prompts, name)
-			n++
-		}
-	}
-	s.mu.Unlock()
-	if n > 0 {
-		s.notifyListChanged("notifications/prompts/list_changed")
-	}
+	removeEntries(s, s.prompts, names, "notifications/prompts/list_changed")
 }
 
 // SetCompletionHandler installs the handler of completion/complete and
@@ -383,4 +350,21 @@ func (s *Server) ToolNames() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return sortedKeys(s.tools)
+}
+
+// removeEntries deletes keys from one of the registries and sends the
+// list_changed notification when anything was there.
+func removeEntries[V any](s *Server, m map[string]V, keys []string, notification string) {
+	s.mu.Lock()
+	n := 0
+	for _, k := range keys {
+		if _, ok := m[k]; ok {
+			delete(m, k)
+			n++
+		}
+	}
+	s.mu.Unlock()
+	if n > 0 {
+		s.notifyListChanged(notification)
+	}
 }

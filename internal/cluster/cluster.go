@@ -134,6 +134,27 @@ type Limits struct {
 	TTL time.Duration
 }
 
+// Defaults of Limits, used for zero fields.
+const (
+	DefaultMaxEvents  = 1000
+	DefaultMaxStreams = 64
+	DefaultStreamTTL  = 30 * time.Minute
+)
+
+// WithDefaults fills zero (or negative) fields with the defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxEvents <= 0 {
+		l.MaxEvents = DefaultMaxEvents
+	}
+	if l.MaxStreams <= 0 {
+		l.MaxStreams = DefaultMaxStreams
+	}
+	if l.TTL <= 0 {
+		l.TTL = DefaultStreamTTL
+	}
+	return l
+}
+
 // EventLog is the shared, bounded history of every SSE stream. Appends
 // also notify followers (see Follow), so a stream produced on one node
 // can be followed live from another.

@@ -106,7 +106,7 @@ func (m *events) Open(ctx context.Context, id string, meta cluster.StreamMeta, l
 	if err := s.check(ctx, "Events.Open"); err != nil {
 		return err
 	}
-	lim = normalize(lim)
+	lim = lim.WithDefaults()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -127,7 +127,7 @@ func (m *events) Append(ctx context.Context, session, id string, data []byte, fi
 	if err := s.check(ctx, "Events.Append"); err != nil {
 		return 0, err
 	}
-	lim = normalize(lim)
+	lim = lim.WithDefaults()
 	// The history keeps its own copy, exactly sized so that a caller
 	// appending to a Data it got back cannot write into the history.
 	data = append(data[:0:0], data...)

@@ -10,8 +10,8 @@
 //   - Claim keys of the form "session:<id>:<rest>" (where <id> holds no
 //     ':') belong to session <id>: SessionStore.End releases them. Once
 //     tokens live in their own namespace and are never released by End.
-//   - Zero fields of cluster.Limits take the defaults DefaultMaxEvents,
-//     DefaultMaxStreams and DefaultStreamTTL.
+//   - Zero fields of cluster.Limits take the defaults cluster.DefaultMaxEvents,
+//     cluster.DefaultMaxStreams and cluster.DefaultStreamTTL.
 //   - Streams are grouped for MaxStreams by StreamMeta.Session, whether or
 //     not that session exists in the SessionStore; a session's expiry drops
 //     the session and its subscriptions, while its streams live on until
@@ -42,9 +42,6 @@ import (
 
 // Defaults for zero fields of Options and cluster.Limits.
 const (
-	DefaultMaxEvents        = 1000
-	DefaultMaxStreams       = 64
-	DefaultStreamTTL        = 30 * time.Minute
 	DefaultSweepInterval    = 10 * time.Second
 	DefaultMaxSubscriptions = 1024
 	DefaultMaxKeys          = 1 << 20
@@ -269,17 +266,3 @@ func (s *store) sweep() {
 
 // errDone is returned by Append after the final event.
 var errDone = errors.New("cluster: stream already ended")
-
-// normalize fills zero limits with the package defaults.
-func normalize(lim cluster.Limits) cluster.Limits {
-	if lim.MaxEvents <= 0 {
-		lim.MaxEvents = DefaultMaxEvents
-	}
-	if lim.MaxStreams <= 0 {
-		lim.MaxStreams = DefaultMaxStreams
-	}
-	if lim.TTL <= 0 {
-		lim.TTL = DefaultStreamTTL
-	}
-	return lim
-}

@@ -18,7 +18,7 @@ var _ cluster.EventLog = (*events)(nil)
 
 func (m *events) Open(ctx context.Context, x string, meta cluster.StreamMeta, lim cluster.Limits) error {
 	b := (*backend)(m)
-	lim = normalize(lim)
+	lim = lim.WithDefaults()
 	k := b.keys
 	sess := meta.Session
 	keys := []string{k.meta(sess, x), k.lru(sess)}
@@ -56,7 +56,7 @@ func (b *backend) missing(ctx context.Context, session, x string) error {
 
 func (m *events) Append(ctx context.Context, session, x string, data []byte, final bool, lim cluster.Limits) (uint64, error) {
 	b := (*backend)(m)
-	lim = normalize(lim)
+	lim = lim.WithDefaults()
 	k := b.keys
 	keys := []string{k.meta(session, x), k.events(session, x), k.lru(session)}
 	if b.single {

@@ -71,9 +71,6 @@ import (
 // Defaults for zero fields of Options and cluster.Limits.
 const (
 	DefaultPrefix           = "mcp"
-	DefaultMaxEvents        = 1000
-	DefaultMaxStreams       = 64
-	DefaultStreamTTL        = 30 * time.Minute
 	DefaultMaxSubscriptions = 1024
 	DefaultSubscribeTimeout = 5 * time.Second
 	DefaultPingInterval     = 15 * time.Second
@@ -253,20 +250,6 @@ func (k keys) claim(key string) (redisKey, index, member string) {
 		}
 	}
 	return k.prefix + ":c:" + key, "", ""
-}
-
-// normalize fills zero limits with the package defaults.
-func normalize(lim cluster.Limits) cluster.Limits {
-	if lim.MaxEvents <= 0 {
-		lim.MaxEvents = DefaultMaxEvents
-	}
-	if lim.MaxStreams <= 0 {
-		lim.MaxStreams = DefaultMaxStreams
-	}
-	if lim.TTL <= 0 {
-		lim.TTL = DefaultStreamTTL
-	}
-	return lim
 }
 
 // ms converts a TTL to whole milliseconds, at least 1.
