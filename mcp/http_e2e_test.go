@@ -122,32 +122,14 @@ func TestSamplingReplyOnSeparatePost(t *testing.T) {
 	}
 }
 
-func modernMeta() map[string]any {
-	return map[string]any{
-		mcp.MetaProtocolVersion:    mcp.Version20260728,
-		mcp.MetaClientCapabilities: map[string]any{"sampling": map[string]any{}},
-		mcp.MetaClientInfo:         map[string]any{"name": "t", "version": "1"},
-	}
-}
-
-func modernHeaders(method, name string) func(*http.Request) {
-	return func(r *http.Request) {
-		r.Header.Set("Mcp-Protocol-Version", mcp.Version20260728)
-		r.Header.Set("Mcp-Method", method)
-		if name != "" {
-			r.Header.Set("Mcp-Name", name)
-		}
-	}
-}
-
 func TestModernDiscoverAndMRTRSampling(t *testing.T) {
 	_, _, url := startNode(t, nil)
 	c := mcptest.New(t, url)
 	post := func(method, name string, params map[string]any) *mcptest.Response {
-		params["_meta"] = modernMeta()
+		params["_meta"] = mcptest.ModernMeta()
 		msg, _ := jsonrpc.Request(c.NextID(), method, params)
 		b, _ := jsonrpc.Encode(msg)
-		resp, err := c.PostRaw(context.Background(), url, b, modernHeaders(method, name), nil)
+		resp, err := c.PostRaw(context.Background(), url, b, mcptest.ModernHeaders(method, name), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,9 +173,9 @@ func TestModernDiscoverAndMRTRSampling(t *testing.T) {
 func TestModernHeaderMismatch(t *testing.T) {
 	_, _, url := startNode(t, nil)
 	c := mcptest.New(t, url)
-	msg, _ := jsonrpc.Request(c.NextID(), "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}, "_meta": modernMeta()})
+	msg, _ := jsonrpc.Request(c.NextID(), "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}, "_meta": mcptest.ModernMeta()})
 	b, _ := jsonrpc.Encode(msg)
-	resp, err := c.PostRaw(context.Background(), url, b, modernHeaders("tools/call", "add"), nil)
+	resp, err := c.PostRaw(context.Background(), url, b, mcptest.ModernHeaders("tools/call", "add"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

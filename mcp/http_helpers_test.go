@@ -2,7 +2,6 @@ package mcp_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -287,7 +286,7 @@ func modernParams(params map[string]any, extra map[string]any) map[string]any {
 	for k, v := range params {
 		out[k] = v
 	}
-	meta := modernMeta()
+	meta := mcptest.ModernMeta()
 	if m, ok := params["_meta"].(map[string]any); ok {
 		for k, v := range m {
 			meta[k] = v
@@ -311,7 +310,7 @@ func modernMod(method string, params map[string]any, mod func(*http.Request)) fu
 		name, _ = params["uri"].(string)
 	}
 	return func(r *http.Request) {
-		modernHeaders(method, name)(r)
+		mcptest.ModernHeaders(method, name)(r)
 		if mod != nil {
 			mod(r)
 		}
@@ -377,23 +376,6 @@ func resultText(t testing.TB, resp *mcptest.Response) string {
 		t.Fatalf("tool error: %s", res.Content[0].Text)
 	}
 	return res.Content[0].Text
-}
-
-// progressValues returns the progress values of the progress
-// notifications among msgs, in order.
-func progressValues(msgs []*jsonrpc.Message) []float64 {
-	var out []float64
-	for _, m := range msgs {
-		if m.Method != "notifications/progress" {
-			continue
-		}
-		var p struct {
-			Progress float64 `json:"progress"`
-		}
-		_ = json.Unmarshal(m.Params, &p)
-		out = append(out, p.Progress)
-	}
-	return out
 }
 
 // hasMethod reports whether one of msgs has the given method.

@@ -24,7 +24,7 @@ func TestLimits(t *testing.T) {
 			c := mcptest.New(t, n.url)
 			var mod func(*http.Request)
 			if v == mcp.Version20260728 {
-				mod = modernHeaders("tools/call", "echo")
+				mod = mcptest.ModernHeaders("tools/call", "echo")
 			} else {
 				c.Initialize(v, nil)
 			}

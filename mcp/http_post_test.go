@@ -242,7 +242,7 @@ func TestPostRequestJSONOrLazyStream(t *testing.T) {
 			if !resp.SSE || resp.Header.Get("Content-Type") != "text/event-stream" {
 				t.Fatalf("progress: got Content-Type %q, want text/event-stream", resp.Header.Get("Content-Type"))
 			}
-			if got := progressValues(resp.Messages); len(got) != 3 || got[0] != 1 || got[2] != 3 {
+			if got := mcptest.ProgressValues(resp.Messages); len(got) != 3 || got[0] != 1 || got[2] != 3 {
 				t.Fatalf("progress: got %v, want [1 2 3]", got)
 			}
 			last := resp.Messages[len(resp.Messages)-1]

@@ -37,7 +37,7 @@ func TestResumePostStreamAfterCutEveryRevision(t *testing.T) {
 			if !st.WaitFor(5*time.Second, countAtLeast("notifications/progress", 3)) {
 				t.Fatal("first phase not received")
 			}
-			first := progressValues(st.Messages())
+			first := mcptest.ProgressValues(st.Messages())
 			last := lastEventID(t, st)
 			st.Close() // the cut
 
@@ -53,7 +53,7 @@ func TestResumePostStreamAfterCutEveryRevision(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the resumed stream did not end after the final response")
 			}
-			got := append(first, progressValues(resumed.Messages())...)
+			got := append(first, mcptest.ProgressValues(resumed.Messages())...)
 			want := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 			if !slices.Equal(got, want) {
 				t.Fatalf("progress %v, want %v exactly once", got, want)
@@ -244,7 +244,7 @@ func TestPollingCloseSSEStream(t *testing.T) {
 				if !st.WaitFor(5*time.Second, finalResponse) {
 					t.Fatalf("%s: the POST stream ended without the response: %v", v, st.Err())
 				}
-				if got := progressValues(st.Messages()); !slices.Equal(got, []float64{1, 2}) {
+				if got := mcptest.ProgressValues(st.Messages()); !slices.Equal(got, []float64{1, 2}) {
 					t.Fatalf("progress %v, want [1 2]", got)
 				}
 				return
@@ -270,7 +270,7 @@ func TestPollingCloseSSEStream(t *testing.T) {
 				t.Fatal("the resumed stream did not end")
 			}
 			ms := resumed.Messages()
-			if got := progressValues(ms); !slices.Equal(got, []float64{2}) {
+			if got := mcptest.ProgressValues(ms); !slices.Equal(got, []float64{2}) {
 				t.Fatalf("resumed progress %v, want [2]", got)
 			}
 			if f := ms[len(ms)-1]; f.Kind() != jsonrpc.KindResponse || f.ID != id || !strings.Contains(string(f.Result), "polled") {

@@ -210,7 +210,7 @@ func TestModernMetaRequired(t *testing.T) {
 				params["_meta"] = meta
 			}
 			b, _ := encodeRequest(t, c, "tools/list", params)
-			resp, err := c.PostRaw(context.Background(), n.url, b, modernHeaders("tools/list", ""), nil)
+			resp, err := c.PostRaw(context.Background(), n.url, b, mcptest.ModernHeaders("tools/list", ""), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,7 +227,7 @@ func TestModernUnsupportedVersion(t *testing.T) {
 	for _, where := range []string{"_meta", "header"} {
 		for _, v := range []string{"2099-01-01", "1.0"} {
 			t.Run(where+"/"+v, func(t *testing.T) {
-				meta := modernMeta()
+				meta := mcptest.ModernMeta()
 				hv := mcp.Version20260728
 				if where == "_meta" {
 					meta[mcp.MetaProtocolVersion] = v
@@ -235,7 +235,7 @@ func TestModernUnsupportedVersion(t *testing.T) {
 					hv = v
 				}
 				b, _ := encodeRequest(t, c, "tools/list", map[string]any{"_meta": meta})
-				resp, err := c.PostRaw(context.Background(), n.url, b, chain(modernHeaders("tools/list", ""), header("Mcp-Protocol-Version", hv)), nil)
+				resp, err := c.PostRaw(context.Background(), n.url, b, chain(mcptest.ModernHeaders("tools/list", ""), header("Mcp-Protocol-Version", hv)), nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/clustertest"
+	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 )
 
 // Flow 9: SIGTERM on a node while it streams a call and holds a GET
@@ -66,7 +67,7 @@ func TestDrainResumesElsewhereWithNothingLost(t *testing.T) {
 	if got, _ := resultText(f); got != fmt.Sprintf("done after %d steps", steps) {
 		t.Fatalf("final response: %s", describe(all))
 	}
-	wantProgress(t, progressValues(all), steps)
+	wantProgress(t, mcptest.ProgressValues(all), steps)
 	wantContiguous(t, post.Events(), resumedPost.Events())
 
 	const updated = "notifications/resources/updated"

@@ -5,10 +5,11 @@ package clustertest_test
 
 import (
 	"context"
-	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 
 	"github.com/mcpcluster/mcpcluster/internal/clustertest"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"

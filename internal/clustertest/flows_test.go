@@ -95,7 +95,7 @@ func cutPostStreamResumedOnAnotherNode(t *testing.T, c *clustertest.Cluster) {
 	// Live, not only replayed: the resumed stream delivers progress while
 	// the call is still running.
 	mustWait(t, resumed, soon, "progress before the final response", func(ms []*jsonrpc.Message) bool {
-		return len(progressValues(ms)) > 0 && !hasResponse(ms)
+		return len(mcptest.ProgressValues(ms)) > 0 && !hasResponse(ms)
 	})
 	waitEnd(t, resumed, soon, "the resumed stream")
 
@@ -108,7 +108,7 @@ func cutPostStreamResumedOnAnotherNode(t *testing.T, c *clustertest.Cluster) {
 		t.Fatalf("final response: got %s", describe(after))
 	}
 	all := append(post.Messages(), after...)
-	wantProgress(t, progressValues(all), steps)
+	wantProgress(t, mcptest.ProgressValues(all), steps)
 	if n := count(all, "notifications/message"); n != 1 {
 		t.Fatalf("got %d log messages, want 1", n)
 	}
@@ -223,9 +223,9 @@ func cancelledOnAnotherNodeStopsHandler(t *testing.T, c *clustertest.Cluster) {
 	if s := notifyAt(t, cl, nodeURL(c, 1), "notifications/cancelled", map[string]any{"requestId": id, "reason": "the user gave up"}); s != http.StatusAccepted {
 		t.Fatalf("notifications/cancelled: got status %d, want 202", s)
 	}
-	atCancel := len(progressValues(st.Messages()))
+	atCancel := len(mcptest.ProgressValues(st.Messages()))
 	waitEnd(t, st, soon, "the cancelled call")
-	got := progressValues(st.Messages())
+	got := mcptest.ProgressValues(st.Messages())
 	if len(got) >= steps {
 		t.Fatalf("the cancelled handler ran to the end: %d progress notifications", len(got))
 	}
@@ -252,7 +252,7 @@ func deleteEndsSessionEverywhere(t *testing.T, c *clustertest.Cluster) {
 	}
 	waitEnd(t, get, soon, "the GET stream of the deleted session")
 	waitEnd(t, running, soon, "the running call of the deleted session")
-	if n := len(progressValues(running.Messages())); n >= steps {
+	if n := len(mcptest.ProgressValues(running.Messages())); n >= steps {
 		t.Fatalf("the call of the deleted session ran to the end")
 	}
 
@@ -285,11 +285,11 @@ func modernListenAndMRTRAcrossNodes(t *testing.T, c *clustertest.Cluster) {
 	cl := mcptest.New(t, c.URL())
 	listenID, body := jsonrpc.IntID(1000), []byte(nil)
 	{
-		params := map[string]any{"notifications": map[string]any{"toolsListChanged": true}, "_meta": modernMeta()}
+		params := map[string]any{"notifications": map[string]any{"toolsListChanged": true}, "_meta": mcptest.ModernMeta()}
 		msg, _ := jsonrpc.Request(listenID, "subscriptions/listen", params)
 		body, _ = jsonrpc.Encode(msg)
 	}
-	listen, err := cl.OpenPost(nodeURL(c, 0), body, modernHeaders("subscriptions/listen", ""))
+	listen, err := cl.OpenPost(nodeURL(c, 0), body, mcptest.ModernHeaders("subscriptions/listen", ""))
 	if err != nil {
 		t.Fatalf("subscriptions/listen: %v", err)
 	}

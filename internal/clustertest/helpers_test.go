@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -202,22 +201,6 @@ func final(msgs []*jsonrpc.Message) *jsonrpc.Message {
 
 func hasResponse(ms []*jsonrpc.Message) bool { return final(ms) != nil }
 
-// progressValues lists the progress of every notifications/progress.
-func progressValues(msgs []*jsonrpc.Message) []float64 {
-	var out []float64
-	for _, m := range msgs {
-		if m.Method != "notifications/progress" {
-			continue
-		}
-		var p struct {
-			Progress float64 `json:"progress"`
-		}
-		_ = json.Unmarshal(m.Params, &p)
-		out = append(out, p.Progress)
-	}
-	return out
-}
-
 // wantProgress checks that values are 1..n, each exactly once, in order.
 func wantProgress(t *testing.T, values []float64, n int) {
 	t.Helper()
@@ -316,30 +299,10 @@ func describe(msgs []*jsonrpc.Message) string {
 	return s
 }
 
-// modernMeta is the per-request _meta of a 2026-07-28 client.
-func modernMeta() map[string]any {
-	return map[string]any{
-		mcp.MetaProtocolVersion:    mcp.Version20260728,
-		mcp.MetaClientCapabilities: map[string]any{"sampling": map[string]any{}},
-		mcp.MetaClientInfo:         map[string]any{"name": "clustertest", "version": "1"},
-	}
-}
-
-// modernHeaders sets the request-metadata headers of a 2026-07-28 POST.
-func modernHeaders(method, name string) func(*http.Request) {
-	return func(r *http.Request) {
-		r.Header.Set("Mcp-Protocol-Version", mcp.Version20260728)
-		r.Header.Set("Mcp-Method", method)
-		if name != "" {
-			r.Header.Set("Mcp-Name", name)
-		}
-	}
-}
-
 // modernBody encodes a stateless request: params plus the _meta.
 func modernBody(t *testing.T, cl *mcptest.Client, method string, params map[string]any) []byte {
 	t.Helper()
-	params["_meta"] = modernMeta()
+	params["_meta"] = mcptest.ModernMeta()
 	_, b := request(t, cl, method, params)
 	return b
 }
@@ -349,7 +312,7 @@ func modernCall(t *testing.T, cl *mcptest.Client, url, method, name string, para
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := cl.PostRaw(ctx, url, modernBody(t, cl, method, params), modernHeaders(method, name), nil)
+	resp, err := cl.PostRaw(ctx, url, modernBody(t, cl, method, params), mcptest.ModernHeaders(method, name), nil)
 	if err != nil {
 		t.Fatalf("%s at %s: %v", method, url, err)
 	}

@@ -564,3 +564,42 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// ModernMeta is the _meta of a 2026-07-28 request from a client that
+// declares sampling.
+func ModernMeta() map[string]any {
+	return map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"sampling": map[string]any{}},
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "mcptest", "version": "1"},
+	}
+}
+
+// ModernHeaders sets the request-metadata headers of a 2026-07-28 POST
+// (name is Mcp-Name, omitted when empty).
+func ModernHeaders(method, name string) func(*http.Request) {
+	return func(r *http.Request) {
+		r.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		r.Header.Set("Mcp-Method", method)
+		if name != "" {
+			r.Header.Set("Mcp-Name", name)
+		}
+	}
+}
+
+// ProgressValues returns the progress values of the progress
+// notifications among msgs, in order.
+func ProgressValues(msgs []*jsonrpc.Message) []float64 {
+	var out []float64
+	for _, m := range msgs {
+		if m.Method != "notifications/progress" {
+			continue
+		}
+		var p struct {
+			Progress float64 `json:"progress"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		out = append(out, p.Progress)
+	}
+	return out
+}
