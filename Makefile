@@ -38,10 +38,12 @@ cluster-check:
 deploy-test:
 	cd deploy/deploytest && HELM="$$(../../scripts/helm.sh)" go test -count=1 ./...
 
-# Not part of the test command: installs the chart with
-# helm install --dry-run=server against a real kube-apiserver (built from Go
-# modules) on Debian's etcd, so the API server's own validation and
-# admission run on every rendered object. Slow the first time.
+# Not part of the test command: the chart against a real kube-apiserver
+# (built from the k8s.io/kubernetes Go module) on Debian's etcd-server, on
+# loopback: helm install --dry-run=server, then a real install, upgrade and
+# uninstall of every value set (API server validation and admission; no
+# controllers or kubelet, so nothing runs). The first run builds
+# kube-apiserver (several minutes).
 chart-apiserver:
 	scripts/chart-apiserver.sh
 

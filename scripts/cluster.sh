@@ -1,0 +1,407 @@
+#!/usr/bin/env bash
+# A local mcpcluster without containers: one redis-server, N nodes sharing it
+# (and one random state key), and nginx in front of them, round robin and set
+# up for SSE like deploy/nginx/compose.conf. Everything listens on 127.0.0.1
+# and runs from a scratch directory; Ctrl-C stops it all.
+#
+# Usage: scripts/cluster.sh [--check] [--nodes N] [--port PORT] [--keep]
+#
+#   --check      start the cluster, run a smoke test through nginx with curl
+#                (initialize, then tools/call echo several times so that the
+#                calls of one session land on every node, open an SSE
+#                stream, and find mcp_streams_open on the nodes' /metrics),
+#                print the result and stop everything. Exit status
+#                0 when the smoke test passed. MCP_CLUSTER_CHECK=1 does the
+#                same.
+#   --nodes N    number of nodes (default 3)
+#   --port PORT  nginx's port (default: 8080 when free, else a free port;
+#                --check always takes a free port)
+#   --keep       keep the scratch directory (logs, config) on exit
+#
+# redis-server, nginx and curl are installed from Debian packages when
+# missing (apt-get update first; their system services are not started).
+# The nodes are built once from ./cmd/server. Environment: NODE_DRAIN_TIMEOUT
+# (the nodes' --drain-timeout, default 5s), CLUSTER_START_TIMEOUT (seconds to
+# wait for each process, default 60).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+CHECK="${MCP_CLUSTER_CHECK:-0}"
+NODES=3
+PORT=""
+KEEP=0
+NODE_DRAIN_TIMEOUT="${NODE_DRAIN_TIMEOUT:-5s}"
+CLUSTER_START_TIMEOUT="${CLUSTER_START_TIMEOUT:-60}"
+
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --check) CHECK=1; shift ;;
+    --nodes) NODES="${2:?--nodes needs a number}"; shift 2 ;;
+    --nodes=*) NODES="${1#*=}"; shift ;;
+    --port) PORT="${2:?--port needs a number}"; shift 2 ;;
+    --port=*) PORT="${1#*=}"; shift ;;
+    --keep) KEEP=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "cluster: unknown argument: $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+[[ "$NODES" =~ ^[1-9][0-9]*$ ]] || { echo "cluster: --nodes needs a positive integer" >&2; exit 2; }
+[[ -z "$PORT" || "$PORT" =~ ^[1-9][0-9]*$ ]] || { echo "cluster: --port needs a port number" >&2; exit 2; }
+
+say() { printf 'cluster: %s\n' "$*"; }
+fail() { say "ERROR: $*"; exit 1; }
+
+# ------------------------------------------------------------ prerequisites ---
+as_root() {
+  if (( EUID == 0 )); then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"
+  else echo "need root to run: $*" >&2; return 1
+  fi
+}
+
+# apt_install PKG...: apt-get update, then install without starting the
+# packages' system services (a policy-rc.d that denies every start).
+apt_install() {
+  as_root apt-get update -qq >/dev/null
+  local guard=0 rc=0
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
+    as_root chmod +x /usr/sbin/policy-rc.d
+    guard=1
+  fi
+  local log
+  log="$(mktemp "${TMPDIR:-/tmp}/mcpcluster-apt.XXXXXX")"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >"$log" 2>&1 || rc=$?
+  if (( guard )); then as_root rm -f /usr/sbin/policy-rc.d; fi
+  if (( rc != 0 )); then cat "$log" >&2; fi
+  rm -f "$log"
+  return "$rc"
+}
+
+# find_bin NAME: NAME on PATH or in /usr/sbin, /usr/bin.
+find_bin() {
+  command -v "$1" 2>/dev/null && return 0
+  local d
+  for d in /usr/sbin /usr/bin; do
+    [[ -x "$d/$1" ]] && { echo "$d/$1"; return 0; }
+  done
+  return 1
+}
+
+missing=()
+find_bin redis-server >/dev/null || missing+=(redis-server)
+find_bin nginx >/dev/null || missing+=(nginx)
+find_bin curl >/dev/null || missing+=(curl)
+if (( ${#missing[@]} > 0 )); then
+  say "installing ${missing[*]} (Debian packages)"
+  apt_install "${missing[@]}" || fail "apt-get install ${missing[*]} failed"
+fi
+REDIS_BIN="$(find_bin redis-server)" || fail "redis-server not found"
+NGINX_BIN="$(find_bin nginx)" || fail "nginx not found"
+
+# ------------------------------------------------------------------ cleanup ---
+PIDS=()
+NAMES=()
+LOGS=()
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/mcpcluster.XXXXXX")"
+# nginx workers drop privileges when started as root: let them reach their
+# temp directories.
+chmod 755 "$TMP"
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  local i pid n
+  # nginx first (no new requests), then the nodes (they drain), then Redis.
+  for (( i=${#PIDS[@]}-1; i>=0; i-- )); do
+    pid="${PIDS[$i]}"
+    kill -0 "$pid" 2>/dev/null || continue
+    if [[ "${NAMES[$i]}" == nginx ]]; then kill -QUIT "$pid" 2>/dev/null || true
+    else kill -TERM "$pid" 2>/dev/null || true
+    fi
+    n=0
+    while kill -0 "$pid" 2>/dev/null && (( n < 150 )); do sleep 0.1; n=$(( n + 1 )); done
+    if kill -0 "$pid" 2>/dev/null; then
+      say "${NAMES[$i]} (pid $pid) did not stop; killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+  done
+  if (( ${#PIDS[@]} > 0 )); then say "stopped ${#PIDS[@]} process(es)"; fi
+  if (( KEEP )); then say "scratch directory kept: $TMP"; else rm -rf "$TMP"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# start NAME LOGFILE CMD...: starts CMD in the background, recording its PID.
+start() {
+  local name="$1" logf="$2"; shift 2
+  "$@" >"$logf" 2>&1 </dev/null &
+  PIDS+=("$!"); NAMES+=("$name"); LOGS+=("$logf")
+}
+
+dump_logs() {
+  local i
+  for i in "${!PIDS[@]}"; do
+    [[ -s "${LOGS[$i]}" ]] || continue
+    say "--- last 20 lines of ${NAMES[$i]} (${LOGS[$i]}) ---"
+    tail -n 20 "${LOGS[$i]}" | sed 's/^/    /'
+  done
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# free_port: a loopback port nothing listens on (not one handed out before).
+USED_PORTS=" "
+free_port() {
+  local p i
+  for (( i=0; i<200; i++ )); do
+    p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 30000 ))
+    [[ "$USED_PORTS" == *" $p "* ]] && continue
+    if ! port_open "$p"; then USED_PORTS+="$p "; echo "$p"; return 0; fi
+  done
+  return 1
+}
+
+# wait_up PID CMD...: retries CMD until it succeeds (0); 1 if PID exits
+# first, 2 after CLUSTER_START_TIMEOUT.
+wait_up() {
+  local pid="$1"; shift
+  local deadline=$(( SECONDS + CLUSTER_START_TIMEOUT ))
+  while (( SECONDS < deadline )); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.1
+  done
+  return 2
+}
+
+# forget_last: drops the last started process (it exited) from the lists.
+forget_last() {
+  wait "${PIDS[-1]}" 2>/dev/null || true
+  unset 'PIDS[-1]' 'NAMES[-1]' 'LOGS[-1]'
+}
+
+# start_on_free_port NAME LOGFILE PROBE CMD...: picks a free port, starts
+# CMD with {PORT} in its arguments replaced by it and waits until PROBE PORT
+# succeeds. Another process can take the port between the pick and the
+# bind, so a start that exits early is retried on another port. Sets PORT_OF.
+start_on_free_port() {
+  local name="$1" logf="$2" probe="$3"; shift 3
+  local try port rc args a
+  for (( try=1; try<=5; try++ )); do
+    port="$(free_port)" || fail "no free port for $name"
+    args=()
+    for a in "$@"; do args+=("${a//\{PORT\}/$port}"); done
+    start "$name" "$logf" "${args[@]}"
+    rc=0; wait_up "${PIDS[-1]}" "$probe" "$port" || rc=$?
+    case "$rc" in
+      0) PORT_OF="$port"; return 0 ;;
+      1) say "$name exited at start on port $port (try $try): $(tail -n 1 "$logf")"; forget_last ;;
+      *) dump_logs; fail "$name was not up within ${CLUSTER_START_TIMEOUT}s" ;;
+    esac
+  done
+  dump_logs
+  fail "$name did not start (5 tries)"
+}
+
+# -------------------------------------------------------------------- build ---
+mkdir -p "$TMP/bin" "$TMP/logs" "$TMP/redis" "$TMP/nginx/logs" "$TMP/nginx/tmp"
+chmod 755 "$TMP/nginx" "$TMP/nginx/tmp"
+say "building ./cmd/server"
+go build -o "$TMP/bin/server" ./cmd/server || fail "./cmd/server does not build"
+
+# -------------------------------------------------------------------- redis ---
+redis_ping() {
+  local reply
+  reply="$(timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1; printf 'PING\r\n' >&3; head -c 5 <&3")" || return 1
+  [[ "$reply" == "+PONG" ]]
+}
+start_on_free_port redis "$TMP/logs/redis.log" redis_ping "$REDIS_BIN" --port '{PORT}' --bind 127.0.0.1 \
+  --save "" --appendonly no --dir "$TMP/redis" --daemonize no
+REDIS_URL="redis://127.0.0.1:$PORT_OF/0"
+say "redis-server pid ${PIDS[-1]} on $REDIS_URL"
+
+# -------------------------------------------------------------------- nodes ---
+# One random state key for every node: a request sealed by one opens on all.
+# Each node takes a port from the kernel (127.0.0.1:0) and prints its URL.
+STATE_KEY="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export MCP_STATE_KEY="$STATE_KEY"
+for (( i=1; i<=NODES; i++ )); do
+  start "node$i" "$TMP/logs/node$i.log" "$TMP/bin/server" --addr 127.0.0.1:0 \
+    --redis-url "$REDIS_URL" --node-id "node$i" --drain-timeout "$NODE_DRAIN_TIMEOUT"
+done
+unset MCP_STATE_KEY
+node_addr() { sed -n 's|^mcpcluster node .* listening on http://\([0-9.:]*\)/.*|\1|p' "$1" | head -n 1; }
+node_ready() { local a; a="$(node_addr "$1")" && [[ -n "$a" ]] && curl -fsS --max-time 2 "http://$a/readyz"; }
+NODE_ADDRS=()
+for (( i=1; i<=NODES; i++ )); do
+  idx=$(( ${#PIDS[@]} - NODES + i - 1 ))
+  rc=0; wait_up "${PIDS[$idx]}" node_ready "${LOGS[$idx]}" || rc=$?
+  (( rc == 0 )) || { dump_logs; fail "node$i did not become ready"; }
+  NODE_ADDRS+=("$(node_addr "${LOGS[$idx]}")")
+  say "node$i pid ${PIDS[$idx]} on http://${NODE_ADDRS[-1]}/mcp (ready)"
+done
+
+# -------------------------------------------------------------------- nginx ---
+NGX="$TMP/nginx"
+# nginx_conf PORT: the config, listening on 127.0.0.1:PORT.
+nginx_conf() {
+  echo "# Generated by scripts/cluster.sh: round robin over the nodes, SSE-ready."
+  echo "worker_processes 1;"
+  echo "daemon off;"
+  echo "pid $NGX/nginx.pid;"
+  echo "error_log $NGX/logs/error.log warn;"
+  echo "events { worker_connections 1024; }"
+  echo "http {"
+  echo "    log_format upstream '\$remote_addr \"\$request\" \$status upstream=\$upstream_addr rt=\$request_time';"
+  echo "    access_log $NGX/logs/access.log upstream;"
+  echo "    client_body_temp_path $NGX/tmp/client_body;"
+  echo "    proxy_temp_path $NGX/tmp/proxy;"
+  echo "    fastcgi_temp_path $NGX/tmp/fastcgi;"
+  echo "    uwsgi_temp_path $NGX/tmp/uwsgi;"
+  echo "    scgi_temp_path $NGX/tmp/scgi;"
+  echo "    upstream mcp_nodes {"
+  local a
+  for a in "${NODE_ADDRS[@]}"; do
+    echo "        server $a max_fails=1 fail_timeout=5s;"
+  done
+  echo "        keepalive 64;"
+  echo "    }"
+  echo "    server {"
+  echo "        listen 127.0.0.1:$1;"
+  echo "        location = /nginx-health { return 200 \"ok\\n\"; }"
+  echo "        location / {"
+  echo "            proxy_pass http://mcp_nodes;"
+  echo "            # HTTP/1.1 with keep-alive to the nodes."
+  echo "            proxy_http_version 1.1;"
+  echo "            proxy_set_header Connection \"\";"
+  echo "            proxy_set_header Host \$host;"
+  echo "            proxy_set_header X-Request-Id \$request_id;"
+  echo "            # SSE: no buffering, no caching, long reads."
+  echo "            proxy_buffering off;"
+  echo "            proxy_cache off;"
+  echo "            proxy_read_timeout 1h;"
+  echo "            proxy_send_timeout 1h;"
+  echo "            proxy_next_upstream error timeout http_502 http_503;"
+  echo "            proxy_next_upstream_tries 3;"
+  echo "            client_max_body_size 4m;"
+  echo "        }"
+  echo "    }"
+  echo "}"
+}
+nginx_health() { curl -fsS --max-time 2 "http://127.0.0.1:$1/nginx-health"; }
+# run_nginx PORT: writes the config for PORT, checks it and runs nginx.
+run_nginx() {
+  nginx_conf "$1" >"$NGX/nginx.conf"
+  "$NGINX_BIN" -t -q -p "$NGX" -c "$NGX/nginx.conf" -e "$NGX/logs/error.log" || { cat "$NGX/logs/error.log"; return 1; }
+  exec "$NGINX_BIN" -p "$NGX" -c "$NGX/nginx.conf" -e "$NGX/logs/error.log"
+}
+if [[ -z "$PORT" ]] && (( ! CHECK )) && ! port_open 8080; then PORT=8080; fi
+if [[ -n "$PORT" ]] && (( ! CHECK )); then
+  port_open "$PORT" && fail "port $PORT is in use"
+  start nginx "$TMP/logs/nginx.log" run_nginx "$PORT"
+  rc=0; wait_up "${PIDS[-1]}" nginx_health "$PORT" || rc=$?
+  (( rc == 0 )) || { dump_logs; fail "nginx did not start on 127.0.0.1:$PORT"; }
+else
+  start_on_free_port nginx "$TMP/logs/nginx.log" nginx_health run_nginx '{PORT}'
+  PORT="$PORT_OF"
+fi
+URL="http://127.0.0.1:$PORT/mcp"
+say "nginx pid ${PIDS[-1]} on 127.0.0.1:$PORT -> ${NODE_ADDRS[*]}"
+
+# -------------------------------------------------------------------- check ---
+# post BODY [SESSION]: POSTs a JSON-RPC message to the cluster; prints the
+# response headers to $TMP/h and the body (SSE data lines unwrapped).
+post() {
+  local body="$1" sid="${2:-}" args=()
+  [[ -n "$sid" ]] && args+=(-H "Mcp-Session-Id: $sid" -H "Mcp-Protocol-Version: 2025-06-18")
+  curl -sS --max-time 10 -D "$TMP/h" -X POST "$URL" \
+    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    "${args[@]}" --data-binary "$body" | sed -n 's/^data: //p;/^{/p'
+}
+
+smoke() {
+  local out sid i n=$(( NODES * 2 )) status
+  out="$(post '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"cluster-check","version":"0"}}}')"
+  [[ "$out" == *'"protocolVersion":"2025-06-18"'* ]] || { say "initialize: unexpected answer: $out"; return 1; }
+  sid="$(tr -d '\r' <"$TMP/h" | sed -n 's/^[Mm][Cc][Pp]-[Ss]ession-[Ii][Dd]: //p')"
+  [[ -n "$sid" ]] || { say "initialize: no Mcp-Session-Id header"; return 1; }
+  say "check: initialize OK (session ${sid:0:12}...)"
+  post '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$sid" >/dev/null
+  status="$(head -n 1 "$TMP/h" | tr -d '\r')"
+  [[ "$status" == *" 202"* ]] || { say "notifications/initialized: $status"; return 1; }
+  for (( i=1; i<=n; i++ )); do
+    out="$(post "{\"jsonrpc\":\"2.0\",\"id\":$(( i + 1 )),\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"hello $i\"}}}" "$sid")"
+    [[ "$out" == *'"text":"hello '"$i"'"'* ]] || { say "tools/call echo #$i: unexpected answer: $out"; return 1; }
+  done
+  say "check: $n tools/call echo OK"
+  # Round robin: the session's requests reached every node.
+  local hit
+  hit="$(grep -oE 'upstream=[0-9.:]+' "$NGX/logs/access.log" | sort -u | wc -l)"
+  local spread="" a c
+  for i in "${!NODE_ADDRS[@]}"; do
+    a="${NODE_ADDRS[$i]}"
+    c="$(grep -c "upstream=$a\( \|,\|$\)" "$NGX/logs/access.log" || true)"
+    spread+="${spread:+, }node$(( i + 1 )) x$c"
+  done
+  say "check: requests reached $hit of $NODES node(s): $spread"
+  (( hit == NODES )) || { say "round robin did not reach every node"; return 1; }
+  # An SSE stream opens through nginx: headers arrive at once, the stream
+  # stays open (curl's timeout ends it).
+  local hdrs
+  hdrs="$(curl -sS --max-time 2 -D - -o /dev/null -H 'Accept: text/event-stream' \
+    -H "Mcp-Session-Id: $sid" -H 'Mcp-Protocol-Version: 2025-06-18' "$URL" 2>/dev/null || true)"
+  if ! grep -qi '^content-type: text/event-stream' <<<"$hdrs"; then
+    say "GET stream: no text/event-stream answer: $(head -n 1 <<<"$hdrs")"; return 1
+  fi
+  say "check: SSE GET stream opened through nginx"
+  # The nodes' Prometheus metrics have the open-streams gauge (the Helm
+  # chart's ServiceMonitor scrapes /metrics; its HPA can scale on it).
+  local a found=0
+  for a in "${NODE_ADDRS[@]}"; do
+    if curl -fsS --max-time 5 "http://$a/metrics" | grep -q '^mcp_streams_open{'; then found=$(( found + 1 )); fi
+  done
+  (( found > 0 )) || { say "no node reports mcp_streams_open on /metrics"; return 1; }
+  say "check: /metrics reports mcp_streams_open ($found of $NODES node(s) had a stream)"
+  curl -sS --max-time 5 -X DELETE "$URL" -H "Mcp-Session-Id: $sid" -H 'Mcp-Protocol-Version: 2025-06-18' -o /dev/null || true
+}
+
+if (( CHECK )); then
+  if smoke; then
+    say "check: PASS"
+    exit 0
+  fi
+  dump_logs
+  say "check: FAIL"
+  exit 1
+fi
+
+cat <<EOF
+
+  mcpcluster: $NODES node(s) + redis-server + nginx, all on 127.0.0.1
+  MCP endpoint:  $URL
+  nodes:         ${NODE_ADDRS[*]}
+  redis:         $REDIS_URL
+  logs:          $TMP/logs, $NGX/logs (removed on exit; --keep keeps them)
+
+  Press Ctrl-C to stop everything.
+
+EOF
+# Wait until Ctrl-C, or until a process dies.
+while :; do
+  for i in "${!PIDS[@]}"; do
+    if ! kill -0 "${PIDS[$i]}" 2>/dev/null; then
+      st=0; wait "${PIDS[$i]}" 2>/dev/null || st=$?
+      dump_logs
+      fail "${NAMES[$i]} (pid ${PIDS[$i]}) exited with status $st"
+    fi
+  done
+  sleep 1
+done
