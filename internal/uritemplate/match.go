@@ -1,6 +1,7 @@
 package uritemplate
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -15,8 +16,9 @@ import (
 // modifier; a template containing an exploded variable ("{/list*}")
 // matches nothing, and neither does one with more than MaxMatchVars
 // variable occurrences or a uri longer than MaxMatchLen. A variable with
-// a prefix modifier ("{var:3}") matches like a plain variable and yields
-// the prefix.
+// a prefix modifier ("{var:3}") matches at most that many characters (a
+// character being one allowed byte or one percent-encoded UTF-8
+// sequence) and yields the prefix.
 //
 // Where several assignments fit, Match prefers earlier variables; within
 // an expression a separator ends a value where it can ("{+x,y}" splits
@@ -140,40 +142,72 @@ const (
 	classAll        = classUnreserved + classNonASCII + classReserved
 )
 
-// valuePattern returns the pattern of one value character under op:
-// exactly what Expand writes when exact is set, the lenient superset
-// otherwise.
-func valuePattern(op *operator, exact bool) string {
+// valueClass returns the characters (besides triplets) a value may hold
+// under op: exactly what Expand writes when exact is set, the lenient
+// superset otherwise.
+func valueClass(op *operator, exact bool) string {
 	if exact {
-		class := classUnreserved
 		if op.reserved {
-			class += classReserved
+			return classUnreserved + classReserved
 		}
-		return `(?:[` + class + `]|%[0-9A-F]{2})`
+		return classUnreserved
 	}
-	class := classSegment
 	switch op.char {
 	case '+', '#':
-		class = classAll
+		return classAll
 	case ';':
-		class = classParam
+		return classParam
 	case '?', '&':
-		class = classQuery
+		return classQuery
 	}
-	return `(?:[` + class + `]|%[0-9A-Fa-f]{2})`
+	return classSegment
+}
+
+// valuePattern returns the pattern of one unit of a value under op: a
+// character of its class or a percent-encoded triplet.
+func valuePattern(op *operator, exact bool) string {
+	hex := `[0-9A-F]`
+	if !exact {
+		hex = `[0-9A-Fa-f]`
+	}
+	return `(?:[` + valueClass(op, exact) + `]|%` + hex + `{2})`
+}
+
+// charPattern is valuePattern for a variable with a prefix modifier,
+// whose length counts characters: a percent-encoded non-ASCII character
+// (a lead triplet and one to three continuation triplets) is one unit.
+func charPattern(op *operator, exact bool) string {
+	hex, lead, cont := `[0-9A-F]`, `[C-F]`, `[89AB]`
+	if !exact {
+		hex, lead, cont = `[0-9A-Fa-f]`, `[C-Fc-f]`, `[89ABab]`
+	}
+	return `(?:[` + valueClass(op, exact) + `]|%[0-7]` + hex + `|%` + lead + hex + `(?:%` + cont + hex + `){1,3})`
+}
+
+// maxRepeat is the largest repetition count Go's regexp accepts; a longer
+// prefix modifier matches like a plain variable.
+const maxRepeat = 1000
+
+// quantifiers returns the "zero or more" and "one or more" quantifiers of
+// a value: bounded by the prefix length for a prefix modifier.
+func quantifiers(prefix int) (star, plus string) {
+	if prefix > 0 && prefix <= maxRepeat {
+		return fmt.Sprintf("{0,%d}", prefix), fmt.Sprintf("{1,%d}", prefix)
+	}
+	return "*", "+"
 }
 
 // namedPattern returns the pattern of "name" or "name=value" under a
 // named operator.
-func namedPattern(op *operator, name, value, lazy string, exact bool) string {
+func namedPattern(op *operator, name, value, star, plus, lazy string, exact bool) string {
 	name = regexp.QuoteMeta(name)
 	switch {
 	case !exact:
-		return name + `(?:=` + value + `*` + lazy + `)?`
+		return name + `(?:=` + value + star + lazy + `)?`
 	case op.ifemp == "": // ";name" when empty, else ";name=value"
-		return name + `(?:=` + value + `+` + lazy + `)?`
+		return name + `(?:=` + value + plus + lazy + `)?`
 	default: // "name=" when empty
-		return name + `=` + value + `*` + lazy
+		return name + `=` + value + star + lazy
 	}
 }
 
@@ -208,9 +242,13 @@ func compileMatcher(parts []part, exact bool) *matcher {
 		if len(caps)+len(e.vars) > MaxMatchVars {
 			return nil
 		}
-		value := valuePattern(op, exact)
 		for i, v := range e.vars {
 			caps = append(caps, capture{name: v.name, op: op, expr: ei})
+			value := valuePattern(op, exact)
+			star, plus := quantifiers(v.prefix)
+			if star != "*" {
+				value = charPattern(op, exact)
+			}
 			// Values are lazy where a separator may follow, greedy at
 			// the end of the expression.
 			lazy := ""
@@ -222,14 +260,14 @@ func compileMatcher(parts []part, exact bool) *matcher {
 				if op.first != op.sep {
 					delim = `[` + delim + regexp.QuoteMeta(op.sep) + `]`
 				}
-				b.WriteString(`(?:` + delim + `(` + namedPattern(op, v.name, value, lazy, exact) + `))?`)
+				b.WriteString(`(?:` + delim + `(` + namedPattern(op, v.name, value, star, plus, lazy, exact) + `))?`)
 				continue
 			}
 			delim := op.sep
 			if i == 0 {
 				delim = op.first
 			}
-			b.WriteString(`(?:` + regexp.QuoteMeta(delim) + `(` + value + `*` + lazy + `)`)
+			b.WriteString(`(?:` + regexp.QuoteMeta(delim) + `(` + value + star + lazy + `)`)
 		}
 		if !op.named {
 			b.WriteString(strings.Repeat(`)?`, len(e.vars)))
