@@ -167,7 +167,7 @@ fuzz() {
     for name in $(grep -E '^Fuzz[A-Za-z0-9_]*$' <<<"$names" || true); do
       n=$(( n + 1 ))
       echo "fuzz: $pkg $name for $FUZZTIME"
-      if ! go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "$pkg"; then
+      if ! go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=0 "$pkg"; then
         echo "fuzz: $pkg $name FAILED; the failing input was saved under $dir/testdata/fuzz/$name (keep it as a regression case)"
         failed=1
       fi
