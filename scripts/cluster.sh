@@ -25,6 +25,9 @@
 # wait for each process, default 60).
 set -euo pipefail
 
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
@@ -56,31 +59,7 @@ say() { printf 'cluster: %s\n' "$*"; }
 fail() { say "ERROR: $*"; exit 1; }
 
 # ------------------------------------------------------------ prerequisites ---
-as_root() {
-  if (( EUID == 0 )); then "$@"
-  elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"
-  else echo "need root to run: $*" >&2; return 1
-  fi
-}
 
-# apt_install PKG...: apt-get update, then install without starting the
-# packages' system services (a policy-rc.d that denies every start).
-apt_install() {
-  as_root apt-get update -qq >/dev/null
-  local guard=0 rc=0
-  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-    printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
-    as_root chmod +x /usr/sbin/policy-rc.d
-    guard=1
-  fi
-  local log
-  log="$(mktemp "${TMPDIR:-/tmp}/mcpcluster-apt.XXXXXX")"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >"$log" 2>&1 || rc=$?
-  if (( guard )); then as_root rm -f /usr/sbin/policy-rc.d; fi
-  if (( rc != 0 )); then cat "$log" >&2; fi
-  rm -f "$log"
-  return "$rc"
-}
 
 # find_bin NAME: NAME on PATH or in /usr/sbin, /usr/bin.
 find_bin() {

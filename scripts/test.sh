@@ -45,6 +45,9 @@
 #                            sets it)
 set -euo pipefail
 
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
@@ -83,33 +86,7 @@ skip() {
   printf '\n==> %s: SKIP (%s)\n' "$1" "$2"
 }
 
-# as_root CMD...: runs CMD as root (directly, or through non-interactive sudo).
-as_root() {
-  if (( EUID == 0 )); then "$@"
-  elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"
-  else echo "need root to run: $*" >&2; return 1
-  fi
-}
 
-APT_UPDATED=0
-apt_install() {
-  if (( ! APT_UPDATED )); then
-    as_root apt-get update
-    APT_UPDATED=1
-  fi
-  # Keep invoke-rc.d from starting services (e.g. redis-server's own) during
-  # the install: the tests start their own redis-server on a free port.
-  local guard=0
-  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-    printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
-    as_root chmod +x /usr/sbin/policy-rc.d
-    guard=1
-  fi
-  local rc=0
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" || rc=$?
-  if (( guard )); then as_root rm -f /usr/sbin/policy-rc.d; fi
-  return "$rc"
-}
 
 prerequisites() {
   local missing=()

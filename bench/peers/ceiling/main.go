@@ -8,20 +8,14 @@
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
+
+	"github.com/mcpcluster/mcpcluster/bench/peers/serve"
 )
 
 type request struct {
@@ -96,20 +90,5 @@ func handle(w http.ResponseWriter, r *http.Request) {
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8092", "listen address; the endpoint is http://ADDR/mcp")
 	flag.Parse()
-	mux := http.NewServeMux()
-	mux.HandleFunc("/mcp", handle)
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fmt.Printf("ceiling listening on http://%s/mcp\n", ln.Addr())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() { <-ctx.Done(); _ = srv.Close() }()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	serve.Run("ceiling", *addr, http.HandlerFunc(handle))
 }

@@ -11,13 +11,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/mcpcluster/mcpcluster/bench/peers/serve"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -120,20 +118,5 @@ func main() {
 		opts.EventStore = mcp.NewMemoryEventStore(nil)
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, opts)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fmt.Printf("go-sdk peer listening on http://%s/mcp\n", ln.Addr())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() { <-ctx.Done(); _ = srv.Close() }()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	serve.Run("go-sdk peer", *addr, h)
 }

@@ -10,13 +10,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/mcpcluster/mcpcluster/bench/peers/serve"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -122,20 +119,5 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8091", "listen address; the endpoint is http://ADDR/mcp")
 	flag.Parse()
 	h := server.NewStreamableHTTPServer(newServer(), server.WithEventStore(server.NewInMemoryEventStore()))
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fmt.Printf("mcp-go peer listening on http://%s/mcp\n", ln.Addr())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() { <-ctx.Done(); _ = srv.Close() }()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	serve.Run("mcp-go peer", *addr, h)
 }

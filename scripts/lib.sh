@@ -1,0 +1,33 @@
+# Shell helpers shared by the project's scripts; source it, do not run it.
+
+# as_root CMD...: runs CMD as root (directly, or through non-interactive sudo).
+as_root() {
+  if (( EUID == 0 )); then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"
+  else echo "need root to run: $*" >&2; return 1
+  fi
+}
+
+# apt_install PKG...: installs Debian packages without starting their
+# system services (a policy-rc.d that denies every start): the scripts
+# start their own redis-server or nginx on free ports. apt-get update
+# runs once per shell. The install's output is shown only on failure.
+APT_UPDATED=0
+apt_install() {
+  if (( ! APT_UPDATED )); then
+    as_root apt-get update -qq >/dev/null
+    APT_UPDATED=1
+  fi
+  local guard=0 rc=0 log
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
+    as_root chmod +x /usr/sbin/policy-rc.d
+    guard=1
+  fi
+  log="$(mktemp "${TMPDIR:-/tmp}/mcpcluster-apt.XXXXXX")"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >"$log" 2>&1 || rc=$?
+  if (( guard )); then as_root rm -f /usr/sbin/policy-rc.d; fi
+  if (( rc != 0 )); then cat "$log" >&2; fi
+  rm -f "$log"
+  return "$rc"
+}
