@@ -18,7 +18,9 @@ import (
 // variable occurrences or a uri longer than MaxMatchLen. A variable with
 // a prefix modifier ("{var:3}") matches at most that many characters (a
 // character being one allowed byte or one percent-encoded UTF-8
-// sequence) and yields the prefix.
+// sequence) and yields the prefix. A prefix longer than 64 is checked
+// only after matching, so a template in which such a variable is directly
+// followed by another expression can miss a match.
 //
 // Where several assignments fit, Match prefers earlier variables; within
 // an expression a separator ends a value where it can ("{+x,y}" splits
@@ -109,6 +111,9 @@ func (m *matcher) match(uri string) (map[string]string, bool) {
 		}
 		lastExpr = c.expr
 		val := pctDecode(raw)
+		if c.prefix > 0 && utf8.RuneCountInString(val) > c.prefix {
+			return nil, false // longer than its prefix modifier allows
+		}
 		if prev, ok := vars[c.name]; ok && prev != val {
 			return nil, false // a repeated variable with two values
 		}
@@ -125,9 +130,10 @@ type matcher struct {
 }
 
 type capture struct {
-	name string
-	op   *operator
-	expr int // index of the expression in the template
+	name   string
+	op     *operator
+	expr   int // index of the expression in the template
+	prefix int // prefix modifier (0: none)
 }
 
 // Character classes (without "%", which is matched as a triplet) that a
@@ -175,18 +181,25 @@ func valuePattern(op *operator, exact bool) string {
 
 // charPattern is valuePattern for a variable with a prefix modifier,
 // whose length counts characters: a percent-encoded non-ASCII character
-// (a lead triplet and one to three continuation triplets) is one unit.
+// (a lead triplet and one to three continuation triplets) is one unit,
+// and so is any other triplet ("+" and "#" pass a value's triplets
+// through). An encoded value thus never has more units than the value
+// has characters: bounding the units never excludes a valid assignment,
+// and the decoded length is checked after matching.
 func charPattern(op *operator, exact bool) string {
 	hex, lead, cont := `[0-9A-F]`, `[C-F]`, `[89AB]`
 	if !exact {
 		hex, lead, cont = `[0-9A-Fa-f]`, `[C-Fc-f]`, `[89ABab]`
 	}
-	return `(?:[` + valueClass(op, exact) + `]|%[0-7]` + hex + `|%` + lead + hex + `(?:%` + cont + hex + `){1,3})`
+	return `(?:[` + valueClass(op, exact) + `]|%[0-7]` + hex + `|%` + lead + hex + `(?:%` + cont + hex + `){1,3}|%` + hex + `{2})`
 }
 
-// maxRepeat is the largest repetition count Go's regexp accepts; a longer
-// prefix modifier matches like a plain variable.
-const maxRepeat = 1000
+// maxRepeat is the largest prefix bounded in the pattern itself: a
+// bounded repetition grows the compiled program with its count, and Go's
+// regexp refuses programs past a size. A longer prefix matches like a
+// plain variable and is checked after matching (its value may not exceed
+// the prefix length).
+const maxRepeat = 64
 
 // quantifiers returns the "zero or more" and "one or more" quantifiers of
 // a value: bounded by the prefix length for a prefix modifier.
@@ -243,7 +256,7 @@ func compileMatcher(parts []part, exact bool) *matcher {
 			return nil
 		}
 		for i, v := range e.vars {
-			caps = append(caps, capture{name: v.name, op: op, expr: ei})
+			caps = append(caps, capture{name: v.name, op: op, expr: ei, prefix: v.prefix})
 			value := valuePattern(op, exact)
 			star, plus := quantifiers(v.prefix)
 			if star != "*" {

@@ -2,6 +2,7 @@ package uritemplate
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -195,6 +196,25 @@ func anyMap(m map[string]string) map[string]any {
 	return out
 }
 
+// longPrefixBeforeExpr reports whether a variable with a prefix longer
+// than the pattern bounds is directly followed by another expression, the
+// shape where Match may miss a match (see Match).
+func longPrefixBeforeExpr(t *Template) bool {
+	for i, p := range t.parts {
+		if p.expr == nil {
+			continue
+		}
+		long := false
+		for j, v := range p.expr.vars {
+			long = v.prefix > maxRepeat && (j < len(p.expr.vars)-1 || i+1 < len(t.parts) && t.parts[i+1].expr != nil)
+			if long {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // repeatsVar reports whether a variable occurs more than once in t.
 func repeatsVar(t *Template) bool {
 	n := 0
@@ -310,7 +330,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Expand(%q) with strings: %v", s, err)
 		}
-		if strings.Contains(s, "*") || repeatsVar(tmpl) {
+		if strings.Contains(s, "*") || repeatsVar(tmpl) || longPrefixBeforeExpr(tmpl) {
 			return
 		}
 		got, ok := tmpl.Match(uri)
@@ -324,7 +344,10 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := checkRoundTrip(tmpl, uri, again, false); err != "" {
+		// The generated values hold their variable's name, which may
+		// itself contain percent-triplets.
+		namesHavePct := slices.ContainsFunc(tmpl.Vars(), func(v string) bool { return strings.Contains(v, "%") })
+		if err := checkRoundTrip(tmpl, uri, again, namesHavePct); err != "" {
 			t.Fatalf("template %q: %q matched %q, which expands to %q: %s", s, uri, got, again, err)
 		}
 	})
