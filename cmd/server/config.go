@@ -33,6 +33,7 @@ type Config struct {
 	ResumeGrace    time.Duration
 	MaxWaiters     int
 	LeaseTTL       time.Duration
+	SessionCache   time.Duration
 	PageSize       int
 	AllowedOrigins string
 	DrainTimeout   time.Duration
@@ -108,6 +109,14 @@ func settings() []setting {
 		{"resume-grace", "MCP_RESUME_GRACE", "10s", "how long a request waits for a dropped stream to be resumed", durationSetter(func(c *Config) *time.Duration { return &c.ResumeGrace })},
 		{"max-waiters", "MCP_MAX_WAITERS", "10000", "pending server→client requests per node", intSetter(func(c *Config) *int { return &c.MaxWaiters })},
 		{"lease-ttl", "MCP_LEASE_TTL", "5s", "membership lease of a node; a dead node's streams end this long after it stops", durationSetter(func(c *Config) *time.Duration { return &c.LeaseTTL })},
+		{"session-cache-ttl", "MCP_SESSION_CACHE_TTL", "0s", "reuse a loaded session this long instead of reading Redis on every request (0 reads every time; a positive value lets a change made on another node be seen up to this late)", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return fmt.Errorf("not a non-negative duration: %q", v)
+			}
+			c.SessionCache = d
+			return nil
+		}},
 		{"page-size", "MCP_PAGE_SIZE", "100", "items per page of list results", intSetter(func(c *Config) *int { return &c.PageSize })},
 		{"allowed-origins", "MCP_ALLOWED_ORIGINS", "", "comma-separated Origin values accepted besides loopback ones on a loopback address (* for any)", stringSetter(func(c *Config) *string { return &c.AllowedOrigins })},
 		{"drain-timeout", "MCP_DRAIN_TIMEOUT", "20s", "grace period for in-flight requests on SIGTERM", durationSetter(func(c *Config) *time.Duration { return &c.DrainTimeout })},

@@ -159,6 +159,7 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		MaxWaiters:           cfg.MaxWaiters,
 		ResumeGrace:          cfg.ResumeGrace,
 		LeaseTTL:             cfg.LeaseTTL,
+		SessionCacheTTL:      cfg.SessionCache,
 		AllowedOrigins:       origins,
 		AllowLoopbackOrigins: isLoopback(cfg.Addr),
 		Logger:               &log, // the handler adds the node id
