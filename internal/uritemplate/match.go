@@ -19,8 +19,9 @@ import (
 // a prefix modifier ("{var:3}") matches at most that many characters (a
 // character being one allowed byte or one percent-encoded UTF-8
 // sequence) and yields the prefix. A prefix longer than 64 is checked
-// only after matching, so a template in which such a variable is directly
-// followed by another expression can miss a match.
+// only after matching: unless that variable ends the template, Match can
+// then miss a match (the variable may take text that belongs to what
+// follows, and the assignment is refused rather than searched further).
 //
 // Where several assignments fit, Match prefers earlier variables; within
 // an expression a separator ends a value where it can ("{+x,y}" splits

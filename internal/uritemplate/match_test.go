@@ -197,17 +197,15 @@ func anyMap(m map[string]string) map[string]any {
 }
 
 // longPrefixBeforeExpr reports whether a variable with a prefix longer
-// than the pattern bounds is directly followed by another expression, the
-// shape where Match may miss a match (see Match).
+// than the pattern bounds is followed by anything, the shape where Match
+// may miss a match (see Match).
 func longPrefixBeforeExpr(t *Template) bool {
 	for i, p := range t.parts {
 		if p.expr == nil {
 			continue
 		}
-		long := false
 		for j, v := range p.expr.vars {
-			long = v.prefix > maxRepeat && (j < len(p.expr.vars)-1 || i+1 < len(t.parts) && t.parts[i+1].expr != nil)
-			if long {
+			if v.prefix > maxRepeat && (j < len(p.expr.vars)-1 || i < len(t.parts)-1) {
 				return true
 			}
 		}
