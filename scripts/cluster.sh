@@ -118,12 +118,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# start NAME LOGFILE CMD...: starts CMD in the background, recording its PID.
-start() {
-  local name="$1" logf="$2"; shift 2
-  "$@" >"$logf" 2>&1 </dev/null &
-  PIDS+=("$!"); NAMES+=("$name"); LOGS+=("$logf")
-}
 
 dump_logs() {
   local i

@@ -34,6 +34,9 @@
 # process dies. Everything it starts is stopped on exit.
 set -euo pipefail
 
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
@@ -111,12 +114,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# Starts a background process: start NAME LOGFILE CMD...; records its PID.
-start() {
-  local name="$1" logf="$2"; shift 2
-  "$@" >"$logf" 2>&1 </dev/null &
-  PIDS+=("$!"); NAMES+=("$name"); LOGS+=("$logf")
-}
 
 # Prints the last lines of every log of a started process.
 dump_logs() {

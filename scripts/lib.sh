@@ -31,3 +31,12 @@ apt_install() {
   rm -f "$log"
   return "$rc"
 }
+
+# start NAME LOGFILE CMD...: starts CMD in the background with its output
+# in LOGFILE, and records it in the caller's PIDS, NAMES and LOGS arrays
+# (which the caller's cleanup stops and whose logs it prints).
+start() {
+  local name="$1" logf="$2"; shift 2
+  "$@" >"$logf" 2>&1 </dev/null &
+  PIDS+=("$!"); NAMES+=("$name"); LOGS+=("$logf")
+}

@@ -165,18 +165,10 @@ func (m *sessions) Touch(ctx context.Context, id string, ttl time.Duration) erro
 }
 
 func (m *sessions) Set(ctx context.Context, id string, fields map[string]string) error {
-	s := (*store)(m)
-	if err := s.check(ctx, "Sessions.Set"); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ss := s.liveLocked(id, s.now())
-	if ss == nil {
-		return notFound(id)
-	}
-	maps.Copy(ss.fields, fields)
-	return nil
+	return m.withLive(ctx, "Sessions.Set", id, func(s *store, ss *session) error {
+		maps.Copy(ss.fields, fields)
+		return nil
+	})
 }
 
 func (m *sessions) End(ctx context.Context, id string) (bool, error) {
@@ -206,54 +198,38 @@ func (m *sessions) End(ctx context.Context, id string) (bool, error) {
 }
 
 func (m *sessions) Subscribe(ctx context.Context, id, uri string) error {
-	s := (*store)(m)
-	if err := s.check(ctx, "Sessions.Subscribe"); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ss := s.liveLocked(id, s.now())
-	if ss == nil {
-		return notFound(id)
-	}
-	if _, ok := ss.subs[uri]; ok {
+	return m.withLive(ctx, "Sessions.Subscribe", id, func(s *store, ss *session) error {
+		if _, ok := ss.subs[uri]; ok {
+			return nil
+		}
+		if len(ss.subs) >= s.opts.MaxSubscriptions {
+			return fmt.Errorf("session %q has %d subscriptions: %w", id, len(ss.subs), cluster.ErrLimit)
+		}
+		if ss.subs == nil {
+			ss.subs = make(map[string]struct{})
+		}
+		ss.subs[uri] = struct{}{}
+		ids := s.byURI[uri]
+		if ids == nil {
+			ids = make(map[string]struct{})
+			s.byURI[uri] = ids
+		}
+		ids[id] = struct{}{}
 		return nil
-	}
-	if len(ss.subs) >= s.opts.MaxSubscriptions {
-		return fmt.Errorf("session %q has %d subscriptions: %w", id, len(ss.subs), cluster.ErrLimit)
-	}
-	if ss.subs == nil {
-		ss.subs = make(map[string]struct{})
-	}
-	ss.subs[uri] = struct{}{}
-	ids := s.byURI[uri]
-	if ids == nil {
-		ids = make(map[string]struct{})
-		s.byURI[uri] = ids
-	}
-	ids[id] = struct{}{}
-	return nil
+	})
 }
 
 func (m *sessions) Unsubscribe(ctx context.Context, id, uri string) error {
-	s := (*store)(m)
-	if err := s.check(ctx, "Sessions.Unsubscribe"); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ss := s.liveLocked(id, s.now())
-	if ss == nil {
-		return notFound(id)
-	}
-	delete(ss.subs, uri)
-	if ids := s.byURI[uri]; ids != nil {
-		delete(ids, id)
-		if len(ids) == 0 {
-			delete(s.byURI, uri)
+	return m.withLive(ctx, "Sessions.Unsubscribe", id, func(s *store, ss *session) error {
+		delete(ss.subs, uri)
+		if ids := s.byURI[uri]; ids != nil {
+			delete(ids, id)
+			if len(ids) == 0 {
+				delete(s.byURI, uri)
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func (m *sessions) Subscribers(ctx context.Context, uri string) ([]string, error) {
@@ -324,4 +300,20 @@ func (m *sessions) Count(ctx context.Context) (int, error) {
 	defer s.mu.Unlock()
 	s.pruneSessionsLocked(s.now())
 	return len(s.sessions), nil
+}
+
+// withLive runs fn on the live session id under the store's lock, after
+// the fault hook for op; ErrNotFound when the session is not live.
+func (m *sessions) withLive(ctx context.Context, op, id string, fn func(s *store, ss *session) error) error {
+	s := (*store)(m)
+	if err := s.check(ctx, op); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.liveLocked(id, s.now())
+	if ss == nil {
+		return notFound(id)
+	}
+	return fn(s, ss)
 }
