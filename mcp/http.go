@@ -146,6 +146,9 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	if h.opts.Logger != nil {
 		h.log = h.opts.Logger.With().Str("node", h.opts.NodeID).Logger()
 	}
+	if len(s.opts.StateKeys) == 0 && h.opts.Backend.Name() != "memory" {
+		h.log.Warn().Msg("no shared state key configured: requestState sealed on this node cannot be opened by other nodes; a cluster needs a shared key (ServerOptions.StateKeys)")
+	}
 	h.lim = cluster.Limits{MaxEvents: h.opts.MaxEvents, MaxStreams: h.opts.MaxStreams, TTL: h.opts.HistoryTTL}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.coord = coordinator.New(h.opts.NodeID, h.be.Bus, h.opts.MaxWaiters)

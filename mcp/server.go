@@ -36,7 +36,8 @@ type ServerOptions struct {
 	RequestTimeout time.Duration
 	// StateKeys seal MRTR requestState (AES-256, 32 bytes each; the first
 	// seals, all open). Every node of a cluster must share them. With none,
-	// a random key is generated and a warning is logged.
+	// a random key of this process is used, and NewHTTPHandler logs a
+	// warning when its backend is shared (not the in-memory one).
 	StateKeys [][]byte
 	// StateTTL is how long a sealed requestState stays valid (default 10m).
 	StateTTL time.Duration
@@ -160,8 +161,9 @@ func NewServer(impl Implementation, opts *ServerOptions) *Server {
 		}
 		s.sealer = sl
 	} else {
+		// A key of this process: NewHTTPHandler warns when nodes share
+		// a backend without a shared key.
 		s.sealer = seal.NewRandom()
-		s.log.Warn().Msg("no shared state key configured: requestState sealed on this node cannot be opened by other nodes; a cluster needs a shared key")
 	}
 	return s
 }

@@ -218,6 +218,10 @@ if (( CLUSTER > 0 )); then
   [[ "$reply" == "+PONG" ]] || { dump_logs; fail "redis-server on port $REDIS_PORT did not answer PING (got '${reply//$'\r'/}')"; }
   REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
   say "redis-server pid ${PIDS[-1]} on $REDIS_URL"
+  # Every node of a cluster shares one state key (a node with a Redis URL
+  # refuses to start without one); in the environment, not on the command line.
+  MCP_STATE_KEY="${MCP_STATE_KEY:-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')}"
+  export MCP_STATE_KEY
 else
   read -r -a ports <<<"$(free_ports 1)"
   (( ${#ports[@]} == 1 )) || fail "could not pick a free port"

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/seal"
 )
 
 // Config is every setting of the reference node. Each has a flag and an
@@ -21,6 +23,7 @@ type Config struct {
 	RedisURL       string
 	NodeID         string
 	StateKey       string
+	StateKeyFile   string
 	SessionTTL     time.Duration
 	MaxSessions    int
 	MaxBodyBytes   int64
@@ -39,12 +42,30 @@ type Config struct {
 	DrainTimeout   time.Duration
 	LogLevel       string
 	LogFormat      string
+
+	stateKeys [][]byte // parsed from StateKey or StateKeyFile by Validate
 }
 
-// setting describes one configuration value.
+// setting describes one configuration value. A setting whose default is
+// "true" or "false" is a boolean: its flag works bare (--stdio), as
+// --stdio=true or --stdio=false, and its variable takes any value
+// strconv.ParseBool accepts.
 type setting struct {
 	flag, env, def, help string
 	set                  func(c *Config, v string) error
+}
+
+func (s setting) boolean() bool { return s.def == "true" || s.def == "false" }
+
+func boolSetter(f func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("not a boolean (true or false): %q", v)
+		}
+		*f(c) = b
+		return nil
+	}
 }
 
 func durationSetter(f func(*Config) *time.Duration) func(*Config, string) error {
@@ -78,18 +99,12 @@ func settings() []setting {
 	return []setting{
 		{"addr", "MCP_ADDR", "127.0.0.1:8080", "HTTP listen address", stringSetter(func(c *Config) *string { return &c.Addr })},
 		{"path", "MCP_PATH", "/mcp", "path of the MCP endpoint", stringSetter(func(c *Config) *string { return &c.Path })},
-		{"stdio", "MCP_STDIO", "false", "serve over stdin/stdout instead of HTTP", func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("not a boolean: %q", v)
-			}
-			c.Stdio = b
-			return nil
-		}},
+		{"stdio", "MCP_STDIO", "false", "serve over stdin/stdout instead of HTTP", boolSetter(func(c *Config) *bool { return &c.Stdio })},
 		{"tools", "MCP_TOOLS", "demo", "tool pack to serve: demo or conformance", stringSetter(func(c *Config) *string { return &c.Tools })},
 		{"redis-url", "MCP_REDIS_URL", "", "Redis URL; joins the cluster (redis://, rediss://, unix://, redis-sentinel://h1,h2/master, redis-cluster://h1,h2); empty runs on the in-memory backend", stringSetter(func(c *Config) *string { return &c.RedisURL })},
 		{"node-id", "MCP_NODE_ID", "", "stable id of this node (default: random)", stringSetter(func(c *Config) *string { return &c.NodeID })},
-		{"state-key", "MCP_STATE_KEY", "", "shared key sealing MRTR requestState: 32 bytes as 64 hex chars or base64 (comma-separated for rotation, newest first); every node of a cluster needs the same", stringSetter(func(c *Config) *string { return &c.StateKey })},
+		{"state-key", "MCP_STATE_KEY", "", "shared key sealing MRTR requestState: 32 bytes as 64 hex chars or base64 (comma-separated for rotation, newest first); every node of a cluster needs the same, and a node with a Redis URL refuses to start without one. Prefer the environment variable or --state-key-file: a flag's value is visible to every user through ps", stringSetter(func(c *Config) *string { return &c.StateKey })},
+		{"state-key-file", "MCP_STATE_KEY_FILE", "", "file holding the state key in the form of --state-key (keys separated by commas or newlines, newest first), e.g. a mounted secret", stringSetter(func(c *Config) *string { return &c.StateKeyFile })},
 		{"session-ttl", "MCP_SESSION_TTL", "30m", "idle timeout of a session", durationSetter(func(c *Config) *time.Duration { return &c.SessionTTL })},
 		{"max-sessions", "MCP_MAX_SESSIONS", "10000", "cap on live sessions in the deployment", intSetter(func(c *Config) *int { return &c.MaxSessions })},
 		{"max-body-bytes", "MCP_MAX_BODY_BYTES", "4194304", "maximum POST body size", func(c *Config, v string) error {
@@ -119,7 +134,7 @@ func settings() []setting {
 		}},
 		{"page-size", "MCP_PAGE_SIZE", "100", "items per page of list results", intSetter(func(c *Config) *int { return &c.PageSize })},
 		{"allowed-origins", "MCP_ALLOWED_ORIGINS", "", "comma-separated Origin values accepted besides loopback ones on a loopback address (* for any)", stringSetter(func(c *Config) *string { return &c.AllowedOrigins })},
-		{"drain-timeout", "MCP_DRAIN_TIMEOUT", "20s", "grace period for in-flight requests on SIGTERM", durationSetter(func(c *Config) *time.Duration { return &c.DrainTimeout })},
+		{"drain-timeout", "MCP_DRAIN_TIMEOUT", "20s", "grace period for in-flight requests on SIGTERM, and over stdio at end of input", durationSetter(func(c *Config) *time.Duration { return &c.DrainTimeout })},
 		{"log-level", "MCP_LOG_LEVEL", "info", "log level: debug, info, warn, error", stringSetter(func(c *Config) *string { return &c.LogLevel })},
 		{"log-format", "MCP_LOG_FORMAT", "json", "log format: json or console", stringSetter(func(c *Config) *string { return &c.LogFormat })},
 	}
@@ -140,13 +155,14 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (*C
 				errs = append(errs, fmt.Errorf("%s: %w", s.env, err))
 			}
 		}
-		set := s.set
-		fs.Func(s.flag, fmt.Sprintf("%s (env %s, default %q)", s.help, s.env, s.def), func(v string) error { return set(c, v) })
+		set := func(v string) error { return s.set(c, v) }
+		if s.boolean() {
+			fs.BoolFunc(s.flag, s.help, set)
+		} else {
+			fs.Func(s.flag, s.help, set)
+		}
 	}
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: server [flags]\n\nRuns one mcpcluster node. Every flag can also be set through its environment variable.\n\n")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { usage(stderr) }
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -154,6 +170,27 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (*C
 		return nil, errors.Join(errs...)
 	}
 	return c, c.Validate()
+}
+
+// usage prints --help: the other modes, then every setting with its
+// variable and default; booleans show no value.
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Usage:
+  server [flags]              run one mcpcluster node
+  server --healthcheck URL    GET URL; exit 0 on a 2xx, else 1 (the container probe)
+  server --version            print the version and exit
+
+Every flag can also be set through its environment variable; a flag wins.
+A boolean flag works bare (--stdio) or with a value (--stdio=false).
+
+`)
+	for _, s := range settings() {
+		name, def := "--"+s.flag+" value", fmt.Sprintf("%q", s.def)
+		if s.boolean() {
+			name, def = "--"+s.flag, s.def
+		}
+		fmt.Fprintf(w, "  %s\n    \t%s\n    \t(env %s, default %s)\n", name, s.help, s.env, def)
+	}
 }
 
 // Validate checks the configuration; each error names the setting.
@@ -200,7 +237,54 @@ func (c *Config) Validate() error {
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		bad("log-format", "must be json or console, not %q", c.LogFormat)
 	}
+	c.stateKeys = nil
+	switch keys, name, err := c.readStateKeys(); {
+	case err != nil:
+		bad(name, "%v", err)
+	case keys == nil && c.RedisURL != "" && !c.Stdio:
+		bad("state-key", "a node with a Redis URL needs the key every node of the cluster shares; "+
+			"set MCP_STATE_KEY or --state-key-file (32 random bytes, e.g. head -c32 /dev/urandom | od -An -tx1 | tr -d ' \\n')")
+	default:
+		c.stateKeys = keys
+	}
 	return errors.Join(errs...)
+}
+
+// readStateKeys parses the state keys from --state-key or from the file
+// --state-key-file names; on error it also names the setting at fault.
+// Errors never echo a key.
+func (c *Config) readStateKeys() (keys [][]byte, name string, err error) {
+	text, name := c.StateKey, "state-key"
+	switch {
+	case c.StateKeyFile != "" && c.StateKey != "":
+		return nil, name, errors.New("set either --state-key or --state-key-file, not both")
+	case c.StateKeyFile != "":
+		name = "state-key-file"
+		b, err := os.ReadFile(c.StateKeyFile)
+		if err != nil {
+			return nil, name, err
+		}
+		if text = strings.TrimSpace(string(b)); text == "" {
+			return nil, name, fmt.Errorf("%s is empty", c.StateKeyFile)
+		}
+	}
+	if text == "" {
+		return nil, name, nil
+	}
+	for i, k := range strings.FieldsFunc(text, func(r rune) bool { return r == ',' || r == '\n' }) {
+		if k = strings.TrimSpace(k); k == "" {
+			continue
+		}
+		b, err := seal.ParseKey(k)
+		if err != nil {
+			return nil, name, fmt.Errorf("key %d: %w", i+1, err)
+		}
+		keys = append(keys, b)
+	}
+	if keys == nil {
+		return nil, name, errors.New("no key given")
+	}
+	return keys, name, nil
 }
 
 // env returns os.Getenv; a seam for tests.

@@ -25,7 +25,6 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
-	"github.com/mcpcluster/mcpcluster/internal/seal"
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 	"github.com/mcpcluster/mcpcluster/internal/toolpack/conformance"
 	"github.com/mcpcluster/mcpcluster/internal/toolpack/demo"
@@ -42,8 +41,12 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 2 && args[0] == "--healthcheck" {
-		return healthcheck(ctx, args[1], stderr)
+	if mode, arg, ok := modeArgs(args); ok {
+		if mode == "version" {
+			fmt.Fprintln(stdout, versionString())
+			return 0
+		}
+		return healthcheck(ctx, arg, stderr)
 	}
 	cfg, err := loadConfig(args, env, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -60,23 +63,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	baseLog := newLogger(cfg, stderr)
 	log := baseLog.With().Str("node", cfg.NodeID).Logger()
-	var keys [][]byte
-	if cfg.StateKey != "" {
-		for _, k := range strings.Split(cfg.StateKey, ",") {
-			b, err := seal.ParseKey(strings.TrimSpace(k))
-			if err != nil {
-				fmt.Fprintf(stderr, "server: invalid configuration:\n--state-key: %v\n", err)
-				return 2
-			}
-			keys = append(keys, b)
-		}
-	}
-	srv := mcp.NewServer(mcp.Implementation{Name: "mcpcluster", Title: "mcpcluster reference node", Version: version},
+	srv := mcp.NewServer(mcp.Implementation{Name: "mcpcluster", Title: "mcpcluster reference node", Version: buildVersion()},
 		&mcp.ServerOptions{
 			Instructions:   "A reference mcpcluster node serving the " + cfg.Tools + " tool pack.",
 			PageSize:       cfg.PageSize,
 			RequestTimeout: cfg.RequestTimeout,
-			StateKeys:      keys,
+			StateKeys:      cfg.stateKeys,
 			Logger:         &baseLog,
 		})
 	switch cfg.Tools {
@@ -145,7 +137,7 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 			origins = append(origins, o)
 		}
 	}
-	h, err := srv.NewHTTPHandler(&mcp.HTTPOptions{
+	h, err := newHTTPHandler(srv, &mcp.HTTPOptions{
 		Backend:              backend,
 		NodeID:               cfg.NodeID,
 		SessionTTL:           cfg.SessionTTL,
@@ -164,11 +156,11 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		AllowLoopbackOrigins: isLoopback(cfg.Addr),
 		Logger:               &log, // the handler adds the node id
 	})
-	log = log.With().Str("node", h.NodeID()).Logger()
 	if err != nil {
-		log.Error().Err(err).Msg("cannot start the MCP endpoint")
+		log.Error().Err(err).Str("node", cfg.NodeID).Msg("cannot start the MCP endpoint")
 		return 1
 	}
+	log = log.With().Str("node", h.NodeID()).Logger()
 	*handlerOut = h
 
 	r := chi.NewRouter()
@@ -222,6 +214,9 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 	log.Info().Msg("stopped")
 	return 0
 }
+
+// newHTTPHandler is srv.NewHTTPHandler; a seam for tests.
+var newHTTPHandler = (*mcp.Server).NewHTTPHandler
 
 func openBackend(ctx context.Context, cfg *Config) (*mcp.Backend, error) {
 	if cfg.RedisURL == "" {
