@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/stdio"
@@ -17,18 +18,32 @@ import (
 type StdioOptions struct {
 	// MaxLineBytes bounds one inbound line (default 4 MiB).
 	MaxLineBytes int
+	// DrainTimeout bounds how long requests still running at end of
+	// input may take to finish and answer (default 20s); then they are
+	// cancelled.
+	DrainTimeout time.Duration
 }
+
+// DefaultStdioDrainTimeout is StdioOptions.DrainTimeout when zero.
+const DefaultStdioDrainTimeout = 20 * time.Second
 
 // ServeStdio serves the server over a newline-delimited JSON-RPC byte
 // stream (stdin/stdout of a process, or any full-duplex pair) until end
 // of input, a read error or ctx ends. Requests run concurrently; replies
 // to the server's own requests are matched by id; writes never
-// interleave. At end of input every pending server→client request fails
-// at once and running handlers are cancelled.
+// interleave. Messages take effect in the order they are read:
+// initialize is answered before the next line is read, a notification
+// (initialized, cancelled) acts at once, and a request sees the session
+// as it was when the request was read.
+//
+// At end of input every pending server→client request fails at once,
+// listen streams end, and requests still running get
+// StdioOptions.DrainTimeout to finish and write their answers; then
+// they are cancelled. When ctx ends, they are cancelled at once.
 func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, opts *StdioOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := &stdioConn{srv: s, ctx: ctx, inflight: map[jsonrpc.ID]*inflightReq{}, subs: map[string]bool{}, listens: map[jsonrpc.ID]*listenFilter{}}
+	c := &stdioConn{srv: s, ctx: ctx, inputEnd: make(chan struct{}), inflight: map[jsonrpc.ID]*inflightReq{}, subs: map[string]bool{}, listens: map[jsonrpc.ID]*listenFilter{}}
 	o := stdio.Options{
 		Logger:    s.log,
 		OnInbound: c.inbound,
@@ -36,26 +51,55 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, opts 
 		OnInvalid: func(err *jsonrpc.DecodeError) {
 			_ = c.ch.Send(jsonrpc.ErrorResponse(err.ID, err.Err))
 		},
+		SendAfterEOF: true,
 	}
+	drain := DefaultStdioDrainTimeout
 	if opts != nil {
 		o.MaxLineBytes = opts.MaxLineBytes
+		if opts.DrainTimeout > 0 {
+			drain = opts.DrainTimeout
+		}
 	}
 	c.ch = stdio.New(r, w, o)
+	defer c.ch.Close()
 	s.attach(c)
 	defer s.detach(c)
 	err := c.ch.Run(ctx)
+	close(c.inputEnd)
+	if err == nil && ctx.Err() == nil {
+		c.drain(ctx, drain)
+	}
 	cancel()
 	c.wg.Wait()
 	return err
 }
 
+// drain waits until the requests still running have answered, ctx ends
+// or the timeout passes.
+func (c *stdioConn) drain(ctx context.Context, timeout time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	case <-t.C:
+		c.srv.log.Warn().Dur("drain_timeout", timeout).Msg("stdio: requests still running at end of input are cancelled")
+	}
+}
+
 // stdioConn is one stdio peer: at most one legacy session (the process)
 // plus any number of stateless requests.
 type stdioConn struct {
-	srv *Server
-	ch  *stdio.Channel
-	ctx context.Context
-	wg  sync.WaitGroup
+	srv      *Server
+	ch       *stdio.Channel
+	ctx      context.Context
+	inputEnd chan struct{} // closed at the end of the input
+	wg       sync.WaitGroup
 
 	nextID atomic.Uint64 // server→client requests are "srv-1", "srv-2", ...
 
@@ -73,6 +117,10 @@ type inflightReq struct {
 	cancel context.CancelFunc
 }
 
+// inbound is called by the read loop for each request and notification,
+// in input order. What orders the protocol (the session's handshake and
+// state) is settled here, before the next line is read; the handler runs
+// on a goroutine of its own.
 func (c *stdioConn) inbound(msg *jsonrpc.Message) {
 	if msg.Kind() == jsonrpc.KindNotification {
 		c.notification(msg)
@@ -83,19 +131,36 @@ func (c *stdioConn) inbound(msg *jsonrpc.Message) {
 		_ = c.ch.Send(jsonrpc.ErrorResponse(msg.ID, err))
 		return
 	}
+	if msg.Method == "initialize" {
+		// Cheap and handler-free: answered before anything read later.
+		c.reply(ctx, c.initialize(msg))
+		end()
+		return
+	}
+	req, resp := c.prepare(msg)
+	if resp != nil {
+		c.reply(ctx, resp)
+		end()
+		return
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer end()
-		resp := c.handle(ctx, msg)
-		// Cancellation happens under c.mu: once notifications/cancelled
-		// has been read, no response for the request is written.
-		c.mu.Lock()
-		if resp != nil && ctx.Err() == nil {
-			_ = c.ch.Send(resp)
-		}
-		c.mu.Unlock()
+		c.reply(ctx, c.execute(ctx, req))
 	}()
+}
+
+// reply writes a request's response, unless it has none or the request
+// was cancelled. Cancellation happens under c.mu: once
+// notifications/cancelled has been read, no response for the request is
+// written.
+func (c *stdioConn) reply(ctx context.Context, resp *jsonrpc.Message) {
+	c.mu.Lock()
+	if resp != nil && ctx.Err() == nil {
+		_ = c.ch.Send(resp)
+	}
+	c.mu.Unlock()
 }
 
 // begin registers a request as in flight, so that notifications/cancelled
@@ -146,20 +211,23 @@ func (c *stdioConn) notification(msg *jsonrpc.Message) {
 	}
 }
 
-// handle serves one request and returns the response to write (nil for
-// none, as for a cancelled listen).
-func (c *stdioConn) handle(ctx context.Context, msg *jsonrpc.Message) *jsonrpc.Message {
-	s := c.srv
-	if msg.Method == "initialize" {
-		res, st, err := s.initialize(msg.Params)
-		if err != nil {
-			return jsonrpc.ErrorResponse(msg.ID, err)
-		}
-		c.mu.Lock()
-		c.sess = st
-		c.mu.Unlock()
-		return &jsonrpc.Message{ID: msg.ID, Result: res}
+// initialize starts the process session and returns the response.
+func (c *stdioConn) initialize(msg *jsonrpc.Message) *jsonrpc.Message {
+	res, st, err := c.srv.initialize(msg.Params)
+	if err != nil {
+		return jsonrpc.ErrorResponse(msg.ID, err)
 	}
+	c.mu.Lock()
+	c.sess = st
+	c.mu.Unlock()
+	return &jsonrpc.Message{ID: msg.ID, Result: res}
+}
+
+// prepare reads what a request needs of the session, as it is when the
+// request is read, and returns the request to execute, or the error
+// response to write instead.
+func (c *stdioConn) prepare(msg *jsonrpc.Message) (*Request, *jsonrpc.Message) {
+	s := c.srv
 	var req *Request
 	var err error
 	if IsModernMessage(msg.Params) || modernOnly[msg.Method] {
@@ -173,7 +241,7 @@ func (c *stdioConn) handle(ctx context.Context, msg *jsonrpc.Message) *jsonrpc.M
 		}
 		c.mu.Unlock()
 		if st == nil && msg.Method != "ping" {
-			return jsonrpc.ErrorResponse(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "session not initialized: send initialize first"))
+			return nil, jsonrpc.ErrorResponse(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "session not initialized: send initialize first"))
 		}
 		if st == nil {
 			snap.Version = LatestLegacyVersion
@@ -181,21 +249,27 @@ func (c *stdioConn) handle(ctx context.Context, msg *jsonrpc.Message) *jsonrpc.M
 		req, err = s.newLegacyRequest(msg, &snap)
 	}
 	if err != nil {
-		return jsonrpc.ErrorResponse(msg.ID, err)
+		return nil, jsonrpc.ErrorResponse(msg.ID, err)
 	}
 	req.out = &stdioOut{c: c, modern: req.modern}
+	return req, nil
+}
+
+// execute runs a prepared request and returns the response to write (nil
+// for none, as for a cancelled listen).
+func (c *stdioConn) execute(ctx context.Context, req *Request) *jsonrpc.Message {
 	if req.Method == "subscriptions/listen" {
 		return c.listen(ctx, req)
 	}
-	res, err := s.call(ctx, req, c)
+	res, err := c.srv.call(ctx, req, c)
 	if err != nil {
-		return jsonrpc.ErrorResponse(msg.ID, err)
+		return jsonrpc.ErrorResponse(req.id, err)
 	}
-	return &jsonrpc.Message{ID: msg.ID, Result: res}
+	return &jsonrpc.Message{ID: req.id, Result: res}
 }
 
 // listen holds a subscriptions/listen open until it is cancelled or the
-// connection ends.
+// input ends.
 func (c *stdioConn) listen(ctx context.Context, req *Request) *jsonrpc.Message {
 	f, err := c.srv.parseListen(req.Params)
 	if err != nil {
@@ -210,7 +284,10 @@ func (c *stdioConn) listen(ctx context.Context, req *Request) *jsonrpc.Message {
 	_ = c.ch.Send(listenAck(req.id, f))
 	c.listens[req.id] = fp
 	c.mu.Unlock()
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-c.inputEnd:
+	}
 	c.mu.Lock()
 	if c.listens[req.id] == fp {
 		delete(c.listens, req.id)
@@ -237,18 +314,36 @@ func (c *stdioConn) batch(raw []byte) {
 		_ = c.ch.Send(jsonrpc.ErrorResponse(jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "batches are only accepted on protocol version 2025-03-26")))
 		return
 	}
-	// Requests are registered before the next line is read, like single
-	// ones, so that a cancellation on a later line finds them.
+	// Members take effect in order before the next line is read, like
+	// single messages: notifications act, responses are delivered, and
+	// requests are registered (so that a cancellation on a later line
+	// finds them) and prepared; only their handlers run later.
 	type member struct {
-		ctx context.Context
-		end func()
-		err error
+		ctx  context.Context
+		end  func()
+		req  *Request
+		resp *jsonrpc.Message // instead of running a handler
 	}
-	members := map[*jsonrpc.Message]member{}
+	members := map[*jsonrpc.Message]*member{}
 	for i, m := range msgs {
-		if errs[i] == nil && m.Kind() == jsonrpc.KindRequest && m.Method != "initialize" {
-			var mb member
-			mb.ctx, mb.end, mb.err = c.begin(m.ID)
+		if errs[i] != nil {
+			continue
+		}
+		switch {
+		case m.Kind() == jsonrpc.KindNotification:
+			c.notification(m)
+		case m.Kind() == jsonrpc.KindResponse:
+			c.ch.Deliver(m)
+		case m.Method == "initialize":
+			members[m] = &member{resp: jsonrpc.ErrorResponse(m.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "initialize must not be part of a batch"))}
+		default:
+			mb := &member{}
+			var err error
+			if mb.ctx, mb.end, err = c.begin(m.ID); err != nil {
+				mb.resp = jsonrpc.ErrorResponse(m.ID, err)
+			} else {
+				mb.req, mb.resp = c.prepare(m)
+			}
 			members[m] = mb
 		}
 	}
@@ -256,26 +351,21 @@ func (c *stdioConn) batch(raw []byte) {
 	go func() {
 		defer c.wg.Done()
 		out := serveBatch(c.ctx, msgs, errs, func(_ context.Context, m *jsonrpc.Message) *jsonrpc.Message {
-			if m.Kind() == jsonrpc.KindNotification {
-				c.notification(m)
-				return nil
-			}
-			if m.Kind() == jsonrpc.KindResponse {
-				c.ch.Deliver(m)
-				return nil
-			}
-			if m.Method == "initialize" {
-				return jsonrpc.ErrorResponse(m.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "initialize must not be part of a batch"))
-			}
 			mb := members[m]
-			if mb.err != nil {
-				return jsonrpc.ErrorResponse(m.ID, mb.err)
+			if mb == nil { // a notification or a response
+				return nil
 			}
-			defer mb.end()
-			if resp := c.handle(mb.ctx, m); mb.ctx.Err() == nil {
-				return resp
+			if mb.end != nil {
+				defer mb.end()
 			}
-			return nil // cancelled: no response
+			resp := mb.resp
+			if mb.req != nil {
+				resp = c.execute(mb.ctx, mb.req)
+			}
+			if mb.ctx != nil && mb.ctx.Err() != nil {
+				return nil // cancelled: no response
+			}
+			return resp
 		})
 		if len(out) > 0 {
 			if b, err := jsonrpc.EncodeBatch(out); err == nil {

@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			})
 	}
 	if cfg.Stdio {
-		if err := srv.ServeStdio(ctx, stdin, stdout, nil); err != nil && !errors.Is(err, context.Canceled) {
+		if err := srv.ServeStdio(ctx, stdin, stdout, &mcp.StdioOptions{DrainTimeout: cfg.DrainTimeout}); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error().Err(err).Msg("stdio ended")
 			return 1
 		}

@@ -31,7 +31,9 @@
 //     r or w: the owner of the streams closes them (for example the pipes of
 //     a child process), and that is the only way to unblock a Read or Write
 //     already in progress.
-//   - Once Run has returned, the channel is closed.
+//   - Once Run has returned, the channel is closed; except at end of input
+//     with Options.SendAfterEOF, where only the inbound side has ended: calls
+//     fail, sends work until Close.
 //
 // Errors: a Call that cannot complete because the channel closed returns an
 // error matching jsonrpc.ErrConnectionClosed under errors.Is (and
@@ -116,6 +118,15 @@ type Options struct {
 	// table with these: whichever call comes second while the first is
 	// pending fails with ErrDuplicateID. A distinct prefix avoids that.
 	IDPrefix string
+
+	// SendAfterEOF keeps the outbound side open at end of input: every
+	// pending Call fails at once and later ones fail fast, as no reply can
+	// come any more, but Send and SendRaw keep working until Close, so that
+	// a server can write the answers of requests still running. Run
+	// returns nil at end of input either way; with SendAfterEOF its caller
+	// calls Close once it is done writing. A read error, ctx or Close
+	// close the channel as usual.
+	SendAfterEOF bool
 }
 
 // Channel is a full-duplex JSON-RPC channel over a pair of byte streams.
@@ -133,6 +144,8 @@ type Channel struct {
 	started   atomic.Bool
 	closeOnce sync.Once
 	done      chan struct{}
+	inputOnce sync.Once
+	inputEnd  chan struct{} // closed when no reply can be read any more
 
 	wmu  sync.Mutex // serializes writes to w; guards werr
 	werr error      // sticky: after a failed write the framing on w is unknown
@@ -141,6 +154,7 @@ type Channel struct {
 	pending  map[jsonrpc.ID]chan *jsonrpc.Message
 	nextID   uint64
 	closeErr error // set once, before done is closed
+	inputErr error // set once, before inputEnd is closed: the error of calls
 }
 
 // New returns a channel that reads messages from r and writes them to w.
@@ -150,12 +164,13 @@ func New(r io.Reader, w io.Writer, opts Options) *Channel {
 		opts.MaxLineBytes = DefaultMaxLineBytes
 	}
 	return &Channel{
-		lr:      newLineReader(r, opts.MaxLineBytes),
-		w:       w,
-		opts:    opts,
-		log:     opts.Logger.With().Str("component", "stdio").Logger(),
-		done:    make(chan struct{}),
-		pending: make(map[jsonrpc.ID]chan *jsonrpc.Message),
+		lr:       newLineReader(r, opts.MaxLineBytes),
+		w:        w,
+		opts:     opts,
+		log:      opts.Logger.With().Str("component", "stdio").Logger(),
+		done:     make(chan struct{}),
+		inputEnd: make(chan struct{}),
+		pending:  make(map[jsonrpc.ID]chan *jsonrpc.Message),
 	}
 }
 
@@ -183,15 +198,27 @@ func (c *Channel) Close() error {
 // of input, read error, context) and is kept in the error pending and later
 // calls get.
 func (c *Channel) shutdown(cause error) {
+	c.endInput(cause)
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closeErr = &closedError{cause: cause}
-		// The waiters select on done; dropping their entries is all the
-		// failing there is to do.
-		clear(c.pending)
 		c.mu.Unlock()
 		close(c.done)
 		c.log.Debug().AnErr("cause", cause).Msg("channel closed")
+	})
+}
+
+// endInput fails every pending call and every later one: no reply can be
+// read any more. It runs once, at end of input or when the channel closes.
+func (c *Channel) endInput(cause error) {
+	c.inputOnce.Do(func() {
+		c.mu.Lock()
+		c.inputErr = &closedError{cause: cause}
+		// The waiters select on inputEnd; dropping their entries is all
+		// the failing there is to do.
+		clear(c.pending)
+		c.mu.Unlock()
+		close(c.inputEnd)
 	})
 }
 
@@ -328,8 +355,8 @@ func (c *Channel) call(ctx context.Context, id jsonrpc.ID, method string, params
 
 	reply := make(chan *jsonrpc.Message, 1) // Deliver never blocks
 	c.mu.Lock()
-	if c.closeErr != nil {
-		err := c.closeErr
+	if c.inputErr != nil {
+		err := c.inputErr
 		c.mu.Unlock()
 		return nil, err
 	}
@@ -351,14 +378,16 @@ func (c *Channel) call(ctx context.Context, id jsonrpc.ID, method string, params
 	case <-ctx.Done():
 		c.forget(id, reply)
 		return nil, c.ctxError(method, id, ctx)
-	case <-c.done:
-		// A reply delivered just before the close still counts.
+	case <-c.inputEnd:
+		// A reply delivered just before the end still counts.
 		select {
 		case msg := <-reply:
 			return replyResult(msg)
 		default:
 		}
-		return nil, c.closed()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return nil, c.inputErr
 	}
 }
 

@@ -320,6 +320,45 @@ func TestEOFFailsPendingPromptly(t *testing.T) {
 	})
 }
 
+// With SendAfterEOF the end of input fails calls as before but leaves
+// sends working until Close: a server writes its last answers.
+func TestSendAfterEOF(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, p := newPair(t, Options{SendAfterEOF: true})
+		run := runChannel(t.Context(), c)
+		res := goCall(t.Context(), c, "m", nil)
+		p.recv()
+		synctest.Wait()
+		p.closeInput()
+		if err := <-run; err != nil {
+			t.Fatalf("Run at EOF: got %v, want nil", err)
+		}
+		if r := <-res; !errors.Is(r.err, jsonrpc.ErrConnectionClosed) {
+			t.Fatalf("pending call at EOF: got %v, want ErrConnectionClosed", r.err)
+		}
+		if _, err := c.Call(t.Context(), "m", nil); !errors.Is(err, jsonrpc.ErrConnectionClosed) {
+			t.Fatalf("Call after EOF: got %v, want ErrConnectionClosed", err)
+		}
+		select {
+		case <-c.Done():
+			t.Fatal("Done closed at EOF with SendAfterEOF")
+		default:
+		}
+		sent := goSend(c, mustNotification(t, "last"))
+		if got := p.recv(); got.Method != "last" {
+			t.Fatalf("peer got %+v, want the notification sent after EOF", got)
+		}
+		if err := <-sent; err != nil {
+			t.Fatalf("Send after EOF: %v", err)
+		}
+		c.Close()
+		<-c.Done()
+		if err := c.Send(mustNotification(t, "x")); !errors.Is(err, jsonrpc.ErrConnectionClosed) {
+			t.Fatalf("Send after Close: got %v, want ErrConnectionClosed", err)
+		}
+	})
+}
+
 func TestCloseIdempotentAndUnblocksCallers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, p := newPair(t, Options{})

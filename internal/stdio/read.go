@@ -14,8 +14,9 @@ import (
 
 // Run is the read loop. It blocks until the input ends (it returns nil),
 // reading fails (it returns the error), ctx is done (it returns ctx.Err())
-// or Close is called (it returns nil); in every case the channel is closed
-// when Run returns, so pending calls fail at once. Run must be called at
+// or Close is called (it returns nil); in every case pending calls fail at
+// once when Run returns, and the channel is closed, unless the input ended
+// and Options.SendAfterEOF keeps sends open until Close. Run must be called at
 // most once; a second call returns an error.
 //
 // Lines are handled in input order, on the caller's goroutine: blank lines
@@ -33,6 +34,10 @@ func (c *Channel) Run(ctx context.Context) error {
 	lines := make(chan readResult)
 	go c.readLines(lines)
 	err, cause := c.loop(ctx, lines)
+	if c.opts.SendAfterEOF && errors.Is(cause, io.EOF) {
+		c.endInput(cause)
+		return err
+	}
 	c.shutdown(cause)
 	return err
 }
