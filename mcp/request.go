@@ -95,7 +95,8 @@ type Request struct {
 	logLevel      LogLevel // threshold; "" sends nothing
 	progressToken json.RawMessage
 	out           outbound
-	logger        *zerolog.Logger
+	logger        *zerolog.Logger // set by the transport, or by Logger
+	loggerOnce    sync.Once
 
 	mu       sync.Mutex
 	lastProg float64
@@ -111,11 +112,14 @@ func (r *Request) RequestID() string { return r.id.String() }
 
 // Logger returns a logger for this request: on HTTP it carries the node,
 // the request id (X-Request-Id), the session and the method.
+// It is safe for concurrent use.
 func (r *Request) Logger() *zerolog.Logger {
-	if r.logger == nil {
-		l := r.srv.log.With().Str("method", r.Method).Logger()
-		r.logger = &l
-	}
+	r.loggerOnce.Do(func() {
+		if r.logger == nil {
+			l := r.srv.log.With().Str("method", r.Method).Logger()
+			r.logger = &l
+		}
+	})
 	return r.logger
 }
 

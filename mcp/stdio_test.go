@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/mcpcluster/mcpcluster/mcp"
 )
@@ -252,5 +255,32 @@ func TestStdioEndOfInputDrainIsBounded(t *testing.T) {
 	case <-cancelled:
 	default:
 		t.Error("the handler still running after the drain timeout was not cancelled")
+	}
+}
+
+// Request.Logger is called from the goroutines of one handler at once.
+func TestRequestLoggerConcurrentUse(t *testing.T) {
+	srv := mcp.NewServer(mcp.Implementation{Name: "t", Version: "1"}, nil)
+	mcp.AddTool(srv, mcp.Tool{Name: "fanout"}, func(_ context.Context, req *mcp.Request, _ struct{}) (string, error) {
+		var wg sync.WaitGroup
+		loggers := make([]*zerolog.Logger, 8)
+		for i := range loggers {
+			wg.Go(func() { loggers[i] = req.Logger() })
+		}
+		wg.Wait()
+		for _, l := range loggers[1:] {
+			if l != loggers[0] {
+				return "", errors.New("Logger returned different loggers")
+			}
+		}
+		return "ok", nil
+	})
+	var out strings.Builder
+	in := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fanout","arguments":{},` + stdioModernMeta + `}}` + "\n"
+	if err := srv.ServeStdio(context.Background(), strings.NewReader(in), &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"text":"ok"`) {
+		t.Fatalf("got %s", out.String())
 	}
 }
