@@ -173,6 +173,26 @@ func TestStdioFlagAnswersAPipedRequest(t *testing.T) {
 	}
 }
 
+// printf '%s\n' initialize initialized tools/list | server --stdio, run
+// back to back: every run answers both requests, in order.
+func TestStdioHandshakePipedBackToBack(t *testing.T) {
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+	}, "\n") + "\n"
+	for i := range 300 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var out, errOut bytes.Buffer
+		code := run(ctx, []string{"--stdio"}, strings.NewReader(in), &out, &errOut)
+		cancel()
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], `{"jsonrpc":"2.0","id":1,"result"`) || !strings.HasPrefix(lines[1], `{"jsonrpc":"2.0","id":2,"result":{"tools"`) {
+			t.Fatalf("run %d: exit %d, output:\n%s\nstderr:\n%s", i, code, out.String(), errOut.String())
+		}
+	}
+}
+
 func TestRedisURLNeedsAStateKey(t *testing.T) {
 	const url = "redis://127.0.0.1:6379"
 	_, err := loadConfig([]string{"--redis-url", url}, noEnv, &bytes.Buffer{})
