@@ -193,7 +193,8 @@ A boolean flag works bare (--stdio) or with a value (--stdio=false).
 	}
 }
 
-// Validate checks the configuration; each error names the setting.
+// Validate checks the configuration, each error naming the setting, and
+// reads the state keys.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
