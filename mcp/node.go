@@ -129,7 +129,8 @@ func (h *HTTPHandler) start() error {
 
 func (h *HTTPHandler) publish(ctx context.Context, m busMsg) error {
 	h.metrics.BusSent()
-	return h.be.Bus.Publish(ctx, topicAll, mustMarshal(m))
+	_, err := h.be.Bus.Publish(ctx, topicAll, mustMarshal(m))
+	return err
 }
 
 // onBus handles broadcast messages from any node (this one included).

@@ -185,11 +185,22 @@ type EventLog interface {
 	Follow(ctx context.Context, stream string, fn func(Event)) (cancel func(), err error)
 }
 
+// ReceiversUnknown is what Bus.Publish reports when the backend cannot
+// count the subscribers that received a message.
+const ReceiversUnknown = -1
+
 // Bus carries small messages between nodes. Delivery is at most once and
 // only to subscribers connected at the time of Publish.
 type Bus interface {
-	// Publish sends msg to every current subscriber of topic on any node.
-	Publish(ctx context.Context, topic string, msg []byte) error
+	// Publish sends msg to every current subscriber of topic on any node
+	// and reports how many received it. 0 means nobody did (no
+	// subscriber, or the subscriber's connection is down): a message
+	// someone waits for was lost, and the caller must say so. A backend
+	// that multiplexes a process's subscriptions over one connection
+	// (Redis) counts that process once. ReceiversUnknown means the backend
+	// cannot tell (Redis Cluster, whose PUBLISH counts only the
+	// subscribers of the shard it reached).
+	Publish(ctx context.Context, topic string, msg []byte) (int, error)
 	// Subscribe calls fn for each message published to topic until
 	// cancel is called. Subscribe returns once the subscription is
 	// active, so a Publish that starts after it returns is seen. fn runs

@@ -28,6 +28,12 @@ import (
 // ErrTooMany is returned by Register when the waiter table is full.
 var ErrTooMany = errors.New("coordinator: too many pending requests")
 
+// ErrUndelivered is returned by Resolve when no node received a reply
+// it forwarded: the owner's bus connection is down, or the owner is gone.
+// The reply is lost unless the client sends it again, so the caller must
+// tell the client instead of accepting it.
+var ErrUndelivered = errors.New("coordinator: the node waiting for this reply did not receive it")
+
 // idPrefix marks ids minted here: "c.<node>.<n>".
 const idPrefix = "c."
 
@@ -189,7 +195,8 @@ func (c *Coordinator) settle(k key, res json.RawMessage, e *jsonrpc.Error) bool 
 // A reply to an id this node minted is settled here; one minted by
 // another node is forwarded to it. Replies to ids nobody minted, or to
 // requests of another session, are dropped. It reports whether the reply
-// was settled locally or forwarded.
+// was settled locally or forwarded; ErrUndelivered when it was forwarded
+// but the owner's node did not receive it.
 func (c *Coordinator) Resolve(ctx context.Context, session string, msg *jsonrpc.Message) (bool, error) {
 	owner, ok := Owner(msg.ID)
 	if !ok {
@@ -202,8 +209,12 @@ func (c *Coordinator) Resolve(ctx context.Context, session string, msg *jsonrpc.
 	if err != nil {
 		return false, err
 	}
-	if err := c.bus.Publish(ctx, Topic(owner), b); err != nil {
+	n, err := c.bus.Publish(ctx, Topic(owner), b)
+	if err != nil {
 		return false, err
+	}
+	if n == 0 {
+		return false, ErrUndelivered
 	}
 	return true, nil
 }

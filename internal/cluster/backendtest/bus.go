@@ -1,10 +1,21 @@
 package backendtest
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
 )
+
+// publish publishes and returns the receiver count.
+func publish(t *testing.T, b *cluster.Backend, ctx context.Context, topic string, msg []byte) int {
+	t.Helper()
+	n, err := b.Bus.Publish(ctx, topic, msg)
+	must(t, "Publish", err)
+	return n
+}
 
 func (s *suite) testBus(t *testing.T) {
 	t.Run("Delivery", func(t *testing.T) {
@@ -24,9 +35,9 @@ func (s *suite) testBus(t *testing.T) {
 		defer stopO()
 
 		for i := range 20 {
-			must(t, "Publish", b.Bus.Publish(ctx, topic, fmt.Appendf(nil, "m%d", i)))
+			publish(t, b, ctx, topic, fmt.Appendf(nil, "m%d", i))
 		}
-		must(t, "Publish", b.Bus.Publish(ctx, topic, []byte{})) // empty payload
+		publish(t, b, ctx, topic, []byte{}) // empty payload
 		for _, ch := range []chan string{a, c} {
 			for i := range 21 {
 				want := fmt.Sprintf("m%d", i)
@@ -49,7 +60,7 @@ func (s *suite) testBus(t *testing.T) {
 
 		stopA()
 		stopA() // idempotent
-		must(t, "Publish", b.Bus.Publish(ctx, topic, []byte("after")))
+		publish(t, b, ctx, topic, []byte("after"))
 		select {
 		case got := <-c:
 			if got != "after" {
@@ -62,7 +73,57 @@ func (s *suite) testBus(t *testing.T) {
 		if len(a) != 0 {
 			t.Fatalf("canceled subscriber got %q", <-a)
 		}
-		must(t, "Publish without subscribers", b.Bus.Publish(ctx, uniq("nobody"), []byte("x")))
+		publish(t, b, ctx, uniq("nobody"), []byte("x"))
+	})
+
+	// Publish counts the subscribers that received a message, so a
+	// message nobody got is never taken for delivered.
+	t.Run("Receivers", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		topic := uniq("topic")
+		n := publish(t, b, ctx, topic, []byte("nobody"))
+		if n == cluster.ReceiversUnknown {
+			// A backend that cannot count says so every time.
+			stop, err := b.Bus.Subscribe(ctx, topic, func([]byte) {})
+			must(t, "Subscribe", err)
+			defer stop()
+			if n := publish(t, b, ctx, topic, []byte("x")); n != cluster.ReceiversUnknown {
+				t.Fatalf("Publish: got %d receivers from a backend that could not count before", n)
+			}
+			return
+		}
+		if n != 0 {
+			t.Fatalf("Publish without subscribers: got %d receivers, want 0", n)
+		}
+		got := make(chan []byte, 10)
+		stop1, err := b.Bus.Subscribe(ctx, topic, func(m []byte) { got <- m })
+		must(t, "Subscribe", err)
+		if n := publish(t, b, ctx, topic, []byte("one")); n != 1 {
+			t.Fatalf("Publish to one subscriber: got %d receivers, want 1", n)
+		}
+		select {
+		case m := <-got:
+			if string(m) != "one" {
+				t.Fatalf("first message: got %q, want one", m)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a counted message was not delivered")
+		}
+		stop2, err := b.Bus.Subscribe(ctx, topic, func([]byte) {})
+		must(t, "Subscribe", err)
+		if n := publish(t, b, ctx, topic, []byte("two")); n < 1 || n > 2 {
+			t.Fatalf("Publish to two subscriptions of one process: got %d receivers, want 1 or 2", n)
+		}
+		if n := publish(t, b, ctx, uniq("other"), []byte("x")); n != 0 {
+			t.Fatalf("Publish to another topic: got %d receivers, want 0", n)
+		}
+		stop1()
+		stop2()
+		waitFor(t, 5*time.Second, "a canceled subscription to stop counting", func() bool {
+			return publish(t, b, ctx, topic, []byte("gone")) == 0
+		})
 	})
 
 	t.Run("SubscribeReturnsWhenActive", func(t *testing.T) {
@@ -74,7 +135,7 @@ func (s *suite) testBus(t *testing.T) {
 			got := make(chan []byte, 1)
 			stop, err := b.Bus.Subscribe(ctx, topic, func(m []byte) { got <- m })
 			must(t, "Subscribe", err)
-			must(t, "Publish", b.Bus.Publish(ctx, topic, []byte("hello")))
+			publish(t, b, ctx, topic, []byte("hello"))
 			select {
 			case m := <-got:
 				if string(m) != "hello" {
@@ -96,7 +157,7 @@ func (s *suite) testBus(t *testing.T) {
 			got := make(chan []byte, 1)
 			stop, err := b.Bus.Subscribe(ctx, topic, func(m []byte) { got <- m })
 			must(t, "Subscribe", err)
-			must(t, "Publish", b.Bus.Publish(ctx, topic, []byte("x")))
+			publish(t, b, ctx, topic, []byte("x"))
 			select {
 			case <-got:
 			case <-time.After(5 * time.Second):
@@ -124,7 +185,7 @@ func (s *suite) testBus(t *testing.T) {
 		})
 		must(t, "Subscribe", err)
 		defer stop()
-		must(t, "Publish", b.Bus.Publish(ctx, topic, []byte("go")))
+		publish(t, b, ctx, topic, []byte("go"))
 		select {
 		case <-done:
 		case <-time.After(5 * time.Second):

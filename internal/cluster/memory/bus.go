@@ -21,22 +21,25 @@ type bus struct {
 
 var _ cluster.Bus = (*bus)(nil)
 
-func (b *bus) Publish(ctx context.Context, topic string, msg []byte) error {
+func (b *bus) Publish(ctx context.Context, topic string, msg []byte) (int, error) {
 	if err := b.store.check(ctx, "Bus.Publish"); err != nil {
-		return err
+		return 0, err
 	}
 	msg = append(msg[:0:0], msg...) // shared read-only by every subscriber
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	n := 0
 	for q := range b.topics[topic] {
 		if b.store.dropped("Bus.deliver") {
 			continue
 		}
 		if !q.push(msg) {
 			b.store.log.Debug().Str("topic", topic).Msg("bus subscriber queue full: message dropped")
+			continue
 		}
+		n++
 	}
-	return nil
+	return n, nil
 }
 
 // Subscribe registers fn before returning, so a Publish that starts after

@@ -20,13 +20,21 @@ type bus backend
 
 var _ cluster.Bus = (*bus)(nil)
 
-// Publish is one round trip.
-func (m *bus) Publish(ctx context.Context, topic string, msg []byte) error {
+// Publish is one round trip. PUBLISH answers how many connections
+// received the message; a node has one pub/sub connection, so that is
+// the number of nodes. On Redis Cluster (or a Ring) PUBLISH goes to any
+// shard and counts only that shard's subscribers, so the count is
+// unknown there.
+func (m *bus) Publish(ctx context.Context, topic string, msg []byte) (int, error) {
 	b := (*backend)(m)
-	if err := b.client.Publish(ctx, b.keys.busChannel(topic), msg).Err(); err != nil {
-		return b.fail(ctx, "publish", err)
+	n, err := b.client.Publish(ctx, b.keys.busChannel(topic), msg).Result()
+	if err != nil {
+		return 0, b.fail(ctx, "publish", err)
 	}
-	return nil
+	if !b.single {
+		return cluster.ReceiversUnknown, nil
+	}
+	return int(n), nil
 }
 
 // Subscribe returns once the subscription is active; ctx bounds only

@@ -70,7 +70,10 @@ func TestOutage(t *testing.T) {
 			_, _, err := b.Events.Read(ctx, "s", "x", 0)
 			return err
 		},
-		"Publish":   func() error { return b.Bus.Publish(ctx, "news", []byte("lost")) },
+		"Publish": func() error {
+			_, err := b.Bus.Publish(ctx, "news", []byte("lost"))
+			return err
+		},
 		"Heartbeat": func() error { return b.Members.Heartbeat(ctx, "n", time.Second) },
 		"Claim": func() error {
 			_, err := b.Claims.Claim(ctx, "k", "o", time.Second)
@@ -118,8 +121,8 @@ func TestOutage(t *testing.T) {
 	// The old subscription is live again: a Publish from another node
 	// reaches it.
 	other := backend(t, client(t, srv, ""), redis.Options{Prefix: prefix})
-	if err := other.Bus.Publish(ctx, "news", []byte("back")); err != nil {
-		t.Fatal(err)
+	if n, err := other.Bus.Publish(ctx, "news", []byte("back")); err != nil || n != 1 {
+		t.Fatalf("Publish after the reconnect: got %d receivers, %v, want 1", n, err)
 	}
 	select {
 	case m := <-got:

@@ -202,7 +202,7 @@ func TestRoundTrips(t *testing.T) {
 			{"Subscribe", 1, 2, func(i int) error { return b.Sessions.Subscribe(ctx, fmt.Sprint("s", i), "file:///r") }},
 			{"Subscribers", 1, 2, func(i int) error { _, err := b.Sessions.Subscribers(ctx, "file:///r"); return err }},
 			{"Count", 1, 1, func(i int) error { _, err := b.Sessions.Count(ctx); return err }},
-			{"Publish", 1, 1, func(i int) error { return b.Bus.Publish(ctx, "t", []byte("m")) }},
+			{"Publish", 1, 1, func(i int) error { _, err := b.Bus.Publish(ctx, "t", []byte("m")); return err }},
 			{"Claim", 1, 1, func(i int) error {
 				_, err := b.Claims.Claim(ctx, fmt.Sprintf("session:s%d:get", i), "c", time.Minute)
 				return err
