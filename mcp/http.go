@@ -31,7 +31,10 @@ type HTTPOptions struct {
 	// (a complete single-node server).
 	Backend *Backend
 	// NodeID names this node in logs and in routed request ids (default:
-	// a fresh random id).
+	// a fresh random id). A restarted process may reuse it: each start
+	// also draws a random incarnation, and what the node owns (its
+	// membership lease, its streams, its request ids) names both, so
+	// nothing waits on a previous process that had the same id.
 	NodeID string
 	// SessionTTL is the idle timeout of a session (default 30m).
 	SessionTTL time.Duration
@@ -114,6 +117,13 @@ type HTTPHandler struct {
 	log   zerolog.Logger
 	coord *coordinator.Coordinator
 	lim   cluster.Limits
+	// instance names this process in the cluster: the node id and an
+	// unguessable incarnation drawn at start ("<node>.<incarnation>").
+	// It is the name of the membership lease, the owner of the streams
+	// this process produces and the reply topic of its waiters, so a
+	// process restarted with the same node id never inherits (nor keeps
+	// alive) what the previous one owned.
+	instance string
 
 	ctx      context.Context // lives until Close
 	cancel   context.CancelFunc
@@ -142,16 +152,18 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 		h.ownBackend = true
 	}
 	h.be = h.opts.Backend.b
+	incarnation := randomToken(12)
 	h.log = zerolog.Nop()
 	if h.opts.Logger != nil {
-		h.log = h.opts.Logger.With().Str("node", h.opts.NodeID).Logger()
+		h.log = h.opts.Logger.With().Str("node", h.opts.NodeID).Str("incarnation", incarnation).Logger()
 	}
 	if len(s.opts.StateKeys) == 0 && h.opts.Backend.Name() != "memory" {
 		h.log.Warn().Msg("no shared state key configured: requestState sealed on this node cannot be opened by other nodes; a cluster needs a shared key (ServerOptions.StateKeys)")
 	}
 	h.lim = cluster.Limits{MaxEvents: h.opts.MaxEvents, MaxStreams: h.opts.MaxStreams, TTL: h.opts.HistoryTTL}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	h.coord = coordinator.New(h.opts.NodeID, h.be.Bus, h.opts.MaxWaiters)
+	h.coord = coordinator.New(h.opts.NodeID, incarnation, h.be.Bus, h.opts.MaxWaiters)
+	h.instance = h.coord.Instance()
 	h.sessions = newSessionCache(h)
 	h.local = newLocalState()
 	h.metrics = telemetry.NewMetrics(h.opts.NodeID)
@@ -191,7 +203,7 @@ func (h *HTTPHandler) Close() {
 		}
 		h.coord.FailAll(jsonrpc.ErrDraining)
 		h.wg.Wait()
-		_ = h.be.Members.Leave(context.Background(), h.opts.NodeID)
+		_ = h.be.Members.Leave(context.Background(), h.instance)
 		if h.ownBackend {
 			_ = h.opts.Backend.Close()
 		}

@@ -208,7 +208,7 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *c
 	defer sw.close()
 	sw.start(nil)
 	jobs := upkeepJobs{conn: conn, claim: key}
-	if !info.Done && info.Owner != "" && info.Owner != h.opts.NodeID {
+	if !info.Done && info.Owner != "" && info.Owner != h.instance {
 		jobs.owner = &ownerWatch{session: sid, stream: eid.Stream, info: info}
 	}
 	go h.upkeep(ctx, sw, jobs)
@@ -478,7 +478,9 @@ func (h *HTTPHandler) upkeep(ctx context.Context, sw *sseWriter, j upkeepJobs) {
 }
 
 // ownerLost appends an error for the stream's request, ending it, when
-// its producing node is gone; it reports whether it did.
+// its producing node is gone; it reports whether it did. The owner is a
+// process (node id and incarnation), so a node restarted with the same
+// id does not keep the streams of its previous process open.
 func (h *HTTPHandler) ownerLost(ctx context.Context, w *ownerWatch) bool {
 	alive, err := h.be.Members.Alive(ctx, w.info.Owner)
 	if err != nil || alive {
@@ -488,7 +490,7 @@ func (h *HTTPHandler) ownerLost(ctx context.Context, w *ownerWatch) bool {
 	if err != nil {
 		return true
 	}
-	msg := jsonrpc.ErrorResponse(id, jsonrpc.NewError(jsonrpc.CodeNodeLost, "the node running this request stopped; retry it", map[string]any{"node": w.info.Owner}))
+	msg := jsonrpc.ErrorResponse(id, jsonrpc.NewError(jsonrpc.CodeNodeLost, "the node running this request stopped; retry it", map[string]any{"node": nodeOf(w.info.Owner)}))
 	data, _ := jsonrpc.Encode(msg)
 	if _, err := h.be.Events.Append(ctx, w.session, w.stream, data, true, h.lim); err != nil {
 		h.log.Debug().Err(err).Str("stream", w.stream).Msg("lost-node error not appended")

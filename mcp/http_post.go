@@ -94,8 +94,8 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 	}
 	switch msg.Kind() {
 	case jsonrpc.KindResponse:
-		if _, err := h.coord.Resolve(r.Context(), sid, msg); err != nil {
-			writeError(w, statusOf(err, false), jsonrpc.ID{}, rpcError(err))
+		if status, err := h.resolveReply(r.Context(), sid, msg); err != nil {
+			h.writeReplyError(w, status, err)
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -290,6 +290,9 @@ func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []b
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	hasRequest := false
+	var replyMu sync.Mutex
+	var replyStatus int // the first undelivered reply's answer
+	var replyErr error
 	for i, m := range msgs {
 		if errs[i] == nil && m.Kind() == jsonrpc.KindRequest {
 			hasRequest = true
@@ -298,7 +301,13 @@ func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []b
 	out := serveBatch(ctx, msgs, errs, func(ctx context.Context, m *jsonrpc.Message) *jsonrpc.Message {
 		switch m.Kind() {
 		case jsonrpc.KindResponse:
-			_, _ = h.coord.Resolve(ctx, sid, m)
+			if status, err := h.resolveReply(ctx, sid, m); err != nil {
+				replyMu.Lock()
+				if replyErr == nil {
+					replyStatus, replyErr = status, err
+				}
+				replyMu.Unlock()
+			}
 			return nil
 		case jsonrpc.KindNotification:
 			h.legacyNotification(ctx, sid, m)
@@ -324,8 +333,17 @@ func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []b
 		return &jsonrpc.Message{ID: m.ID, Result: res}
 	})
 	if !hasRequest && len(out) == 0 {
+		if replyErr != nil {
+			// Sending the batch again is safe: a reply delivered twice
+			// finds no waiter the second time.
+			h.writeReplyError(w, replyStatus, replyErr)
+			return
+		}
 		w.WriteHeader(http.StatusAccepted)
 		return
+	}
+	if replyErr != nil {
+		h.log.Warn().Err(replyErr).Msg("a reply in a batch with requests was not delivered")
 	}
 	b, _ := jsonrpc.EncodeBatch(out)
 	w.Header().Set("Content-Type", "application/json")
@@ -408,7 +426,7 @@ func (p *postOut) upgrade(ctx context.Context) error {
 	sw := newSSEWriter(p.w)
 	if p.legacy {
 		p.stream = sse.NewStreamID()
-		meta := cluster.StreamMeta{Session: p.session, Owner: p.h.opts.NodeID, Request: p.req.id.Key()}
+		meta := cluster.StreamMeta{Session: p.session, Owner: p.h.instance, Request: p.req.id.Key()}
 		if err := p.h.be.Events.Open(ctx, p.stream, meta, p.h.lim); err != nil {
 			return rpcError(err)
 		}

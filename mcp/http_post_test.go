@@ -181,7 +181,7 @@ func TestPostNotificationsAndResponsesAccepted(t *testing.T) {
 			if resp.Status != http.StatusAccepted || len(resp.Body) != 0 {
 				t.Fatalf("notification: got %d %q, want 202 without body", resp.Status, resp.Body)
 			}
-			reply := []byte(`{"jsonrpc":"2.0","id":"c.nobody.1","result":{}}`)
+			reply := []byte(`{"jsonrpc":"2.0","id":"client-chosen-1","result":{}}`)
 			resp, err = c.PostRaw(context.Background(), n.url, reply, mod, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -195,6 +195,27 @@ func TestPostNotificationsAndResponsesAccepted(t *testing.T) {
 				t.Fatalf("response: got %d %q, want 202 without body", resp.Status, resp.Body)
 			}
 		})
+	}
+}
+
+// A reply to a request minted by a process that no longer runs (here:
+// one that never held a lease) cannot reach anyone: the client is told
+// so with 410 and a node-lost error instead of a 202 that drops it.
+func TestReplyToGoneNodeAnswersNodeLost(t *testing.T) {
+	n := newNode(t, nil)
+	c := mcptest.New(t, n.url)
+	c.Initialize(mcp.Version20251125, nil)
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":"c.nobody.x1.1","result":{}}`,
+		// The node id of a live node with another incarnation: a previous
+		// process of the same node.
+		`{"jsonrpc":"2.0","id":"c.` + n.h.NodeID() + `.previous.1","result":{}}`,
+	} {
+		resp, err := c.PostRaw(context.Background(), n.url, []byte(body), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRPCError(t, resp, http.StatusGone, jsonrpc.CodeNodeLost)
 	}
 }
 

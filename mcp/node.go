@@ -91,6 +91,14 @@ var errTakenOver = errors.New("mcp: stream taken over by a newer connection")
 // errDrain ends streams of a draining node.
 var errDrain = errors.New("mcp: node draining")
 
+// nodeOf returns the node id of an instance name ("<node>.<incarnation>").
+func nodeOf(instance string) string {
+	if i := strings.LastIndexByte(instance, '.'); i > 0 {
+		return instance[:i]
+	}
+	return instance
+}
+
 // start subscribes to the bus and starts the membership heartbeat.
 func (h *HTTPHandler) start() error {
 	ctx := h.ctx
@@ -105,7 +113,7 @@ func (h *HTTPHandler) start() error {
 	}
 	h.stops = append(h.stops, stop)
 	h.be.Bus.OnReconnect(func() { h.sessions.flush() })
-	if err := h.be.Members.Heartbeat(ctx, h.opts.NodeID, h.opts.LeaseTTL); err != nil {
+	if err := h.be.Members.Heartbeat(ctx, h.instance, h.opts.LeaseTTL); err != nil {
 		h.log.Warn().Err(err).Msg("membership heartbeat failed")
 	}
 	h.wg.Add(1)
@@ -118,7 +126,7 @@ func (h *HTTPHandler) start() error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := h.be.Members.Heartbeat(ctx, h.opts.NodeID, h.opts.LeaseTTL); err != nil && ctx.Err() == nil {
+				if err := h.be.Members.Heartbeat(ctx, h.instance, h.opts.LeaseTTL); err != nil && ctx.Err() == nil {
 					h.log.Warn().Err(err).Msg("membership heartbeat failed")
 				}
 			}

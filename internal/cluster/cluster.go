@@ -94,8 +94,9 @@ type SessionStore interface {
 type StreamMeta struct {
 	// Session owns the stream; only that session may read it.
 	Session string
-	// Owner is the node id producing the stream's events ("" for a stream
-	// any node appends to, such as a session's GET stream).
+	// Owner names the process producing the stream's events, as it holds
+	// its membership lease (node id and incarnation); "" for a stream any
+	// node appends to, such as a session's GET stream.
 	Owner string
 	// Request is the JSON-RPC id key (jsonrpc.ID.Key) of the request whose
 	// response ends the stream ("" for a GET stream).
@@ -212,7 +213,10 @@ type Bus interface {
 	OnReconnect(fn func())
 }
 
-// Membership tracks live nodes through leases.
+// Membership tracks live nodes through leases. A lease names one
+// process, not a node id that a restarted process may reuse: callers
+// pass the node id with an incarnation drawn at start, so a restarted
+// node's heartbeats never keep its previous process alive.
 type Membership interface {
 	// Heartbeat registers or renews node's lease for ttl.
 	Heartbeat(ctx context.Context, node string, ttl time.Duration) error

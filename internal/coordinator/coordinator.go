@@ -34,12 +34,13 @@ var ErrTooMany = errors.New("coordinator: too many pending requests")
 // tell the client instead of accepting it.
 var ErrUndelivered = errors.New("coordinator: the node waiting for this reply did not receive it")
 
-// idPrefix marks ids minted here: "c.<node>.<n>".
+// idPrefix marks ids minted here: "c.<node>.<incarnation>.<n>".
 const idPrefix = "c."
 
 // Coordinator holds this node's waiters.
 type Coordinator struct {
-	node    string
+	node    string // instance: "<node id>.<incarnation>"
+	display string // node id, for telemetry
 	bus     cluster.Bus
 	max     int
 	counter atomic.Uint64
@@ -75,14 +76,25 @@ type reply struct {
 	Trace map[string]string `json:"t,omitempty"`
 }
 
-// New returns a coordinator for node, routing foreign replies over bus
-// (nil for a single process). max bounds the number of pending waiters.
-func New(node string, bus cluster.Bus, max int) *Coordinator {
+// New returns a coordinator for one process of node: incarnation (drawn
+// at start) tells it from earlier processes with the same node id. Its
+// ids and reply topic name both, so a reply to a request of a previous
+// process is never routed to, nor settles a waiter of, this one. Foreign
+// replies are routed over bus (nil for a single process); max bounds the
+// number of pending waiters.
+func New(node, incarnation string, bus cluster.Bus, max int) *Coordinator {
 	if max <= 0 {
 		max = 10000
 	}
-	return &Coordinator{node: node, bus: bus, max: max, waiters: map[key]*Waiter{}}
+	name := node
+	if incarnation != "" {
+		name += "." + incarnation
+	}
+	return &Coordinator{node: name, display: node, bus: bus, max: max, waiters: map[key]*Waiter{}}
 }
+
+// Instance names this coordinator's process: "<node>.<incarnation>".
+func (c *Coordinator) Instance() string { return c.node }
 
 // Topic is the bus topic on which node receives routed replies.
 func Topic(node string) string { return "reply:" + node }
@@ -99,7 +111,7 @@ func (c *Coordinator) Start(ctx context.Context) (cancel func(), err error) {
 		}
 		_, span := telemetry.Tracer().Start(telemetry.Extract(context.Background(), r.Trace), "mcp reply routed",
 			trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(attribute.String("mcp.node.id", c.node), attribute.String("jsonrpc.request.id", r.ID)))
+			trace.WithAttributes(attribute.String("mcp.node.id", c.display), attribute.String("jsonrpc.request.id", r.ID)))
 		settled := c.settle(key{r.Session, r.ID}, r.Result, r.Error)
 		span.SetAttributes(attribute.Bool("mcp.reply.settled", settled))
 		span.End()
@@ -111,7 +123,8 @@ func (c *Coordinator) NewID() jsonrpc.ID {
 	return jsonrpc.StringID(idPrefix + c.node + "." + strconv.FormatUint(c.counter.Add(1), 10))
 }
 
-// Owner returns the node encoded in an id minted by NewID.
+// Owner returns the process ("<node>.<incarnation>", the name of its
+// membership lease) encoded in an id minted by NewID.
 func Owner(id jsonrpc.ID) (string, bool) {
 	if !id.IsString() || !strings.HasPrefix(id.Str(), idPrefix) {
 		return "", false
