@@ -39,6 +39,10 @@ type Options struct {
 	Tools string
 	// Args are extra flags for every node.
 	Args []string
+	// NodeArgs, when set, returns extra flags for node i (0-based),
+	// after Args (a repeated flag takes the last value): e.g. a Redis URL
+	// with a user of its own, whose ACL a test can change.
+	NodeArgs func(c *Cluster, i int) []string
 	// RedisOptions configure the redis-server (e.g. Persist, so that
 	// Cluster.Redis.Restart keeps the data acknowledged before).
 	RedisOptions redistest.Options
@@ -130,6 +134,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 			n.args = append(n.args, "--redis-url", c.Redis.URL())
 		}
 		n.args = append(n.args, opts.Args...)
+		if opts.NodeArgs != nil {
+			n.args = append(n.args, opts.NodeArgs(c, i)...)
+		}
 		c.Nodes = append(c.Nodes, n)
 		if err := n.start(bin); err != nil {
 			t.Fatalf("clustertest: starting %s: %v", n.ID, err)

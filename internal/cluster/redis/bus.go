@@ -285,6 +285,18 @@ func (h *hub) run() {
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, 250*time.Millisecond)
+			var refused goredis.Error
+			if errors.As(err, &refused) {
+				// The server refused a command on a connection that still
+				// works (a SUBSCRIBE sent on reconnecting, refused by a
+				// server still loading after a failover or by an ACL):
+				// go-redis would keep the connection without those
+				// subscriptions, and the next PONG would pass for a
+				// recovery. Start over on a fresh connection that
+				// subscribes every channel again.
+				h.replace()
+				continue
+			}
 			_ = ps.Ping(h.ctx, healthPayload) // re-dials and re-subscribes
 			continue
 		}
