@@ -256,8 +256,9 @@ type listenConn struct {
 	sw     *sseWriter
 	end    context.CancelFunc // ends the stream with the listen result
 
-	mu   sync.Mutex // orders the acknowledgement, notifications and the result
-	over bool       // the result was sent: nothing may follow it
+	mu     sync.Mutex // orders the acknowledgement, notifications and the result
+	over   bool       // the result was sent: nothing may follow it
+	abrupt bool       // end without the result: the client should listen again
 }
 
 func (c *listenConn) send(msg *jsonrpc.Message) {
@@ -316,7 +317,7 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 	go c.sw.keepAlive(ctx, h.opts.KeepAlive)
 	<-ctx.Done()
 	c.mu.Lock()
-	if r.Context().Err() == nil {
+	if r.Context().Err() == nil && !c.abrupt {
 		c.sendLocked(h.srv.listenResult(req.id)) // graceful end
 	}
 	c.over = true
@@ -357,6 +358,10 @@ func (h *HTTPHandler) RequestOnSession(ctx context.Context, session, method stri
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.srv.opts.requestTimeout())
 	defer cancel()
+	// The node holding the stream announces its end (getdrop), but that
+	// message is lost if the node dies or the bus drops it: the claim,
+	// which the holder renews every LeaseTTL/3, tells it too.
+	go h.watchClaim(ctx, getKey(session), h.opts.LeaseTTL/2, waiter, errGetDropped)
 	return waiter.Wait(ctx)
 }
 

@@ -173,9 +173,7 @@ func (h *HTTPHandler) legacyNotification(ctx context.Context, sid string, msg *j
 	if json.Unmarshal(msg.Params, &p) != nil || !p.RequestID.IsValid() {
 		return
 	}
-	if err := h.publish(ctx, busMsg{T: "cancel", S: sid, I: p.RequestID.Key()}); err != nil {
-		h.log.Warn().Err(err).Msg("cancellation not broadcast")
-	}
+	h.cancelRequest(ctx, sid, p.RequestID.Key())
 }
 
 // legacyRequest runs a request on a session. The handler's context is
@@ -546,8 +544,16 @@ func (p *postOut) watchConnection(ctx context.Context, waiter interface{ Fail(er
 		return
 	case <-p.conn.Done():
 	}
-	key := followKey(p.session, p.stream)
-	t := time.NewTimer(p.h.opts.ResumeGrace)
+	p.h.watchClaim(ctx, followKey(p.session, p.stream), p.h.opts.ResumeGrace, waiter,
+		jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "the client's connection closed and the stream was not resumed", nil))
+}
+
+// watchClaim fails waiter with err once no connection holds the claim
+// key, looking every interval until ctx ends. The connection holding a
+// stream renews its claim, so the claim lapses when that connection's
+// node dies, and no message has to announce it.
+func (h *HTTPHandler) watchClaim(ctx context.Context, key string, interval time.Duration, waiter interface{ Fail(error) }, err error) {
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -555,12 +561,12 @@ func (p *postOut) watchConnection(ctx context.Context, waiter interface{ Fail(er
 			return
 		case <-t.C:
 		}
-		holder, err := p.h.be.Claims.Holder(ctx, key)
-		if err == nil && holder == "" {
-			waiter.Fail(jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "the client's connection closed and the stream was not resumed", nil))
+		holder, herr := h.be.Claims.Holder(ctx, key)
+		if herr == nil && holder == "" {
+			waiter.Fail(err)
 			return
 		}
-		t.Reset(p.h.opts.ResumeGrace)
+		t.Reset(interval)
 	}
 }
 

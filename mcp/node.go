@@ -88,6 +88,9 @@ var errSessionEnded = errors.New("mcp: session ended")
 // errTakenOver ends a GET stream another connection took over.
 var errTakenOver = errors.New("mcp: stream taken over by a newer connection")
 
+// errGetDropped fails a request sent on a GET stream that closed.
+var errGetDropped = jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "the stream the request was delivered on closed", nil)
+
 // errDrain ends streams of a draining node.
 var errDrain = errors.New("mcp: node draining")
 
@@ -112,7 +115,7 @@ func (h *HTTPHandler) start() error {
 		return err
 	}
 	h.stops = append(h.stops, stop)
-	h.be.Bus.OnReconnect(func() { h.sessions.flush() })
+	h.be.Bus.OnReconnect(h.resync)
 	if err := h.be.Members.Heartbeat(ctx, h.instance, h.opts.LeaseTTL); err != nil {
 		h.log.Warn().Err(err).Msg("membership heartbeat failed")
 	}
@@ -151,18 +154,7 @@ func (h *HTTPHandler) onBus(b []byte) {
 	l := h.local
 	switch m.T {
 	case "end":
-		h.sessions.invalidate(m.S)
-		h.coord.FailSession(m.S, jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "session ended", nil))
-		l.mu.Lock()
-		for k, cancel := range l.inflight {
-			if k[0] == m.S {
-				cancel()
-			}
-		}
-		for c := range l.conns[m.S] {
-			c.cancel(errSessionEnded)
-		}
-		l.mu.Unlock()
+		h.endLocal(m.S)
 	case "cancel":
 		l.mu.Lock()
 		cancel := l.inflight[[2]string{m.S, m.I}]
@@ -173,7 +165,7 @@ func (h *HTTPHandler) onBus(b []byte) {
 	case "inv":
 		h.sessions.invalidate(m.S)
 	case "getdrop":
-		h.coord.FailTag(m.S, "get", jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "the stream the request was delivered on closed", nil))
+		h.coord.FailTag(m.S, "get", errGetDropped)
 	case "takeover":
 		// Messages may arrive late (a stale take-over by a connection that
 		// has since been taken over itself): the claim decides, not the
@@ -215,6 +207,24 @@ func (h *HTTPHandler) onBus(b []byte) {
 		for _, c := range hit {
 			c.send(listenNotification(c.id, m.M, m.U))
 		}
+	}
+}
+
+// endLocal ends what this node holds of an ended session: its cached
+// state, its waiters, its running requests and its open streams.
+func (h *HTTPHandler) endLocal(sid string) {
+	h.sessions.invalidate(sid)
+	h.coord.FailSession(sid, jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "session ended", nil))
+	l := h.local
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, cancel := range l.inflight {
+		if k[0] == sid {
+			cancel()
+		}
+	}
+	for c := range l.conns[sid] {
+		c.cancel(errSessionEnded)
 	}
 }
 

@@ -14,13 +14,14 @@ import (
 
 	"github.com/mcpcluster/mcpcluster/internal/clustertest"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 )
 
 // busUser is the Redis user of node 2 (index 1) in startBusCutCluster:
-// taking its channel permissions away drops that node's pub/sub
-// connection and refuses its re-subscription, while its other commands
-// (and the other nodes) go on.
+// taking its bus channels away drops that node's pub/sub connection and
+// refuses its re-subscription, while its other commands (appends
+// included) and the other nodes go on.
 const busUser = "node2"
 
 func startBusCutCluster(t *testing.T) *clustertest.Cluster {
@@ -41,9 +42,11 @@ func startBusCutCluster(t *testing.T) *clustertest.Cluster {
 // reports it in its readiness.
 func cutBus(t *testing.T, c *clustertest.Cluster, cut bool) {
 	t.Helper()
+	// Cut, the node may still publish to stream-follow channels (its
+	// appends do) but not use the bus.
 	rule := "allchannels"
 	if cut {
-		rule = "resetchannels"
+		rule = "resetchannels &mcp:f:*"
 	}
 	if line, err := c.Redis.Do("ACL SETUSER " + busUser + " " + rule); err != nil || line != "+OK" {
 		t.Fatalf("ACL SETUSER %s %s: %q, %v", busUser, rule, line, err)
@@ -109,5 +112,61 @@ func TestReplyToNodeCutFromBusIsRefusedThenDelivered(t *testing.T) {
 	f := final(post.Messages())
 	if got, ok := resultText(f); !ok || f.ID != id || !strings.HasPrefix(got, "re:q") {
 		t.Fatalf("the call ended with %s, want the sampled answer", describe(post.Messages()))
+	}
+}
+
+// Messages published while a node's bus is cut are lost to it; when its
+// bus is back it catches up from the store: a call cancelled meanwhile
+// stops, a call of a session deleted meanwhile stops and its stream
+// closes, and its listen streams close without their result (the
+// client's cue to listen again, since notifications may have been
+// missed).
+func TestNodeCutFromBusCatchesUpWhenBack(t *testing.T) {
+	t.Parallel()
+	c := startBusCutCluster(t)
+	node, other := c.Nodes[1], c.Nodes[2]
+	const steps = 150 // 15s if never stopped
+	cl := session(t, c, nil)
+	id, cancelled := openCall(t, cl, node.URL, "tools/call", progressCall(steps, 100, "cancelled"))
+	deleted := session(t, c, nil)
+	_, ofDeleted := openCall(t, deleted, node.URL, "tools/call", progressCall(steps, 100, "deleted"))
+	mc := mcptest.New(t, node.URL)
+	params := map[string]any{"notifications": map[string]any{"toolsListChanged": true}, "_meta": mcptest.ModernMeta()}
+	lmsg, _ := jsonrpc.Request(jsonrpc.IntID(7), "subscriptions/listen", params)
+	lbody, _ := jsonrpc.Encode(lmsg)
+	listen, err := mc.OpenPost(node.URL, lbody, mcptest.ModernHeaders("subscriptions/listen", ""))
+	if err != nil {
+		t.Fatalf("subscriptions/listen: %v", err)
+	}
+	t.Cleanup(listen.Close)
+	mustWait(t, listen, soon, "the listen acknowledgement", has("notifications/subscriptions/acknowledged", 1))
+	mustWait(t, cancelled, soon, "the first call's progress", has("notifications/progress", 1))
+	mustWait(t, ofDeleted, soon, "the second call's progress", has("notifications/progress", 1))
+
+	cutBus(t, c, true)
+	if s := notifyAt(t, cl, other.URL, "notifications/cancelled", map[string]any{"requestId": id, "reason": "gave up"}); s != http.StatusAccepted {
+		t.Fatalf("notifications/cancelled: got %d, want 202", s)
+	}
+	if s := deleted.Delete(other.URL); s != http.StatusNoContent {
+		t.Fatalf("DELETE: got %d, want 204", s)
+	}
+	// The node did not hear of either: both calls go on.
+	n := len(mcptest.ProgressValues(cancelled.Messages()))
+	mustWait(t, cancelled, soon, "progress of the cancelled call while the bus is cut", func(ms []*jsonrpc.Message) bool {
+		return len(mcptest.ProgressValues(ms)) >= n+3
+	})
+
+	cutBus(t, c, false)
+	waitEnd(t, cancelled, soon, "the call cancelled while the bus was cut")
+	if got := mcptest.ProgressValues(cancelled.Messages()); len(got) >= steps || succeeded(final(cancelled.Messages())) {
+		t.Fatalf("the call cancelled while the bus was cut ran to the end: %s", describe(cancelled.Messages()))
+	}
+	waitEnd(t, ofDeleted, soon, "the call of the session deleted while the bus was cut")
+	if got := mcptest.ProgressValues(ofDeleted.Messages()); len(got) >= steps || succeeded(final(ofDeleted.Messages())) {
+		t.Fatalf("the call of the deleted session ran to the end: %s", describe(ofDeleted.Messages()))
+	}
+	waitEnd(t, listen, soon, "the listen stream open while the bus was cut")
+	if f := final(listen.Messages()); f != nil {
+		t.Fatalf("the listen stream ended with its result %s, want an abrupt end (listen again)", describe([]*jsonrpc.Message{f}))
 	}
 }

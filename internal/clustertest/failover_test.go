@@ -155,3 +155,38 @@ func TestServerRequestOnGetStreamFromAnyNode(t *testing.T) {
 		t.Fatal("ping_client did not return after the reply")
 	}
 }
+
+// A server→client request sent on a session's GET stream fails soon
+// after the node holding that stream is killed (its claim lapses), not
+// when the request times out: the node never sends the message that
+// announces the stream's end.
+func TestServerRequestOnGetStreamOfKilledNodeFails(t *testing.T) {
+	t.Parallel()
+	const timeout = 30 * time.Second
+	c := clustertest.Start(t, clustertest.Options{Nodes: 3, Random: true, Args: []string{"--lease-ttl", leaseTTL.String(), "--request-timeout", timeout.String()}})
+	holder := c.Nodes[2]
+	cl := session(t, c, nil)
+	get := openGet(t, cl, holder.URL, "")
+	done := make(chan *mcptest.Response, 1)
+	go func() {
+		done <- callAt(t, pinned(t, cl, nodeURL(c, 0)), nodeURL(c, 0), "tools/call", tool("ping_client", nil))
+	}()
+	mustWait(t, get, soon, "a ping on the GET stream", has("ping", 1))
+
+	holder.Kill()
+	killed := time.Now()
+	select {
+	case r := <-done:
+		took := time.Since(killed)
+		if succeeded(r.Final()) {
+			t.Fatalf("ping_client succeeded without a reply: %s", describe(r.Messages))
+		}
+		bound := leaseTTL + leaseTTL/2 + time.Second
+		t.Logf("ping_client failed %v after the GET stream's node was killed (bound %v): %s", took.Round(time.Millisecond), bound, describe(r.Messages))
+		if took > bound {
+			t.Errorf("ping_client failed %v after the kill, want within %v", took, bound)
+		}
+	case <-time.After(timeout + 10*time.Second):
+		t.Fatal("ping_client did not return")
+	}
+}
