@@ -284,3 +284,68 @@ func TestSessionIDsNeedNoCare(t *testing.T) {
 		}
 	}
 }
+
+// The server refuses the re-subscription of a node whose pub/sub
+// connection it dropped (an ACL here; a server still loading after a
+// failover does the same): the bus stays not ready, publishing to it
+// counts no receiver, and once the server accepts the subscription again
+// the bus re-subscribes every channel by itself, reports ready only then,
+// and receives. Publish counts one receiver per node.
+func TestBusRecoversFromRefusedSubscription(t *testing.T) {
+	srv := redistest.StartWith(t, redistest.Options{Args: []string{"--user", "cut", "on", ">pw", "~*", "&*", "+@all"}})
+	opts, err := redis.ParseURL("redis://cut:pw@" + srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cutClient := goredis.NewUniversalClient(opts)
+	t.Cleanup(func() { _ = cutClient.Close() })
+	prefix := fmt.Sprintf("refused%d", prefixes.Add(1))
+	cut := backend(t, cutClient, redis.Options{Prefix: prefix, PingInterval: 200 * time.Millisecond})
+	other := backend(t, client(t, srv, ""), redis.Options{Prefix: prefix})
+	ctx := t.Context()
+	got := make(chan string, 10)
+	stop, err := cut.Bus.Subscribe(ctx, "news", func(m []byte) { got <- string(m) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	stopOther, err := other.Bus.Subscribe(ctx, "news", func([]byte) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := other.Bus.Publish(ctx, "news", []byte("both")); err != nil || n != 2 {
+		t.Fatalf("Publish to two nodes: got %d receivers, %v, want 2", n, err)
+	}
+	stopOther()
+	<-got
+
+	acl := func(rule string) {
+		t.Helper()
+		if line, err := srv.Do("ACL SETUSER cut " + rule); err != nil || line != "+OK" {
+			t.Fatalf("ACL SETUSER cut %s: %q, %v", rule, line, err)
+		}
+	}
+	acl("resetchannels")
+	waitFor(t, 5*time.Second, "the bus to report the lost connection", func() bool { return !cut.Ready() })
+	time.Sleep(500 * time.Millisecond) // a few refused re-subscriptions and health pings
+	if cut.Ready() {
+		t.Fatalf("the bus reports ready while its subscriptions are refused")
+	}
+	if n, err := other.Bus.Publish(ctx, "news", []byte("lost")); err != nil || n != 0 {
+		t.Fatalf("Publish to the cut node: got %d receivers, %v, want 0", n, err)
+	}
+
+	acl("allchannels")
+	waitFor(t, 5*time.Second, "the bus to report ready again", cut.Ready)
+	if n, err := other.Bus.Publish(ctx, "news", []byte("back")); err != nil || n != 1 {
+		t.Fatalf("Publish once ready again: got %d receivers, %v, want 1", n, err)
+	}
+	select {
+	case m := <-got:
+		if m != "back" {
+			t.Fatalf("got %q, want back", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the re-subscribed bus did not receive")
+	}
+}
