@@ -102,7 +102,7 @@ func settings() []setting {
 		{"stdio", "MCP_STDIO", "false", "serve over stdin/stdout instead of HTTP", boolSetter(func(c *Config) *bool { return &c.Stdio })},
 		{"tools", "MCP_TOOLS", "demo", "tool pack to serve: demo or conformance", stringSetter(func(c *Config) *string { return &c.Tools })},
 		{"redis-url", "MCP_REDIS_URL", "", "Redis URL; joins the cluster (redis://, rediss://, unix://, redis-sentinel://h1,h2/master, redis-cluster://h1,h2); empty runs on the in-memory backend", stringSetter(func(c *Config) *string { return &c.RedisURL })},
-		{"node-id", "MCP_NODE_ID", "", "stable id of this node (default: random)", stringSetter(func(c *Config) *string { return &c.NodeID })},
+		{"node-id", "MCP_NODE_ID", "", "id of this node in logs, metrics and request ids (default: random); a restarted process may reuse it, since each start also draws an incarnation", stringSetter(func(c *Config) *string { return &c.NodeID })},
 		{"state-key", "MCP_STATE_KEY", "", "shared key sealing MRTR requestState: 32 bytes as 64 hex chars or base64 (comma-separated for rotation, newest first); every node of a cluster needs the same, and a node with a Redis URL refuses to start without one. Prefer the environment variable or --state-key-file: a flag's value is visible to every user through ps", stringSetter(func(c *Config) *string { return &c.StateKey })},
 		{"state-key-file", "MCP_STATE_KEY_FILE", "", "file holding the state key in the form of --state-key (keys separated by commas or newlines, newest first), e.g. a mounted secret", stringSetter(func(c *Config) *string { return &c.StateKeyFile })},
 		{"session-ttl", "MCP_SESSION_TTL", "30m", "idle timeout of a session", durationSetter(func(c *Config) *time.Duration { return &c.SessionTTL })},
