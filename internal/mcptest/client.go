@@ -213,16 +213,33 @@ func (c *Client) Notify(method string, params any) int {
 	return resp.Status
 }
 
-// Reply posts a reply to a server→client request (to the next node).
+// Reply posts a reply to a server→client request (to the next node). Like
+// a well-behaved client, it sends the reply again after a 503 (the node
+// waiting for it is briefly unreachable), waiting as Retry-After says (at
+// most a second), until ctx ends.
 func (c *Client) Reply(ctx context.Context, msg *jsonrpc.Message) {
 	b, _ := jsonrpc.Encode(msg)
-	resp, err := c.PostRaw(ctx, c.URL(), b, nil, nil)
-	if err != nil {
-		c.T.Errorf("reply: %v", err)
+	for {
+		resp, err := c.PostRaw(ctx, c.URL(), b, nil, nil)
+		if err != nil {
+			c.T.Errorf("reply: %v", err)
+			return
+		}
+		if resp.Status == http.StatusServiceUnavailable && ctx.Err() == nil {
+			wait := time.Second
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+				wait = min(time.Duration(s)*time.Second, wait)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+			continue
+		}
+		if resp.Status != http.StatusAccepted {
+			c.T.Errorf("reply: got status %d, want 202 (body %q)", resp.Status, resp.Body)
+		}
 		return
-	}
-	if resp.Status != http.StatusAccepted {
-		c.T.Errorf("reply: got status %d, want 202 (body %q)", resp.Status, resp.Body)
 	}
 }
 
