@@ -19,9 +19,8 @@ import (
 //     client sends it again (reply.go);
 //   - "end" (a session was deleted): a node whose bus comes back checks
 //     every session it runs requests or holds streams of (resync);
-//   - "cancel": the cancellation is also recorded under the session,
-//     and a node whose bus comes back checks its running requests
-//     (resync);
+//   - "cancel": the cancellation is also recorded (for HistoryTTL), and
+//     a node whose bus comes back checks its running requests (resync);
 //   - "getdrop" (the GET stream a request was sent on closed): the
 //     waiter also watches the stream's claim, which the holder renews
 //     (RequestOnSession);
@@ -38,9 +37,11 @@ import (
 // maxCancelKey bounds the request id kept with a recorded cancellation.
 const maxCancelKey = 256
 
-// cancelKey names the record of a cancelled request of a session (a
-// claim of the session: ending the session drops it).
-func cancelKey(sid, id string) string { return "session:" + sid + ":cancelled:" + id }
+// cancelKey names the record of a cancelled request of a session. It is
+// not a claim of the session (those are indexed under it until it ends):
+// it only expires, after HistoryTTL, so a long session's cancellations
+// leave nothing behind.
+func cancelKey(sid, id string) string { return "cancelled:" + sid + ":" + id }
 
 // cancelRequest cancels request id of session sid wherever it runs: the
 // broadcast reaches the nodes whose bus is up, and the record the others
