@@ -548,28 +548,6 @@ func (p *postOut) watchConnection(ctx context.Context, waiter interface{ Fail(er
 		jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "the client's connection closed and the stream was not resumed", nil))
 }
 
-// watchClaim fails waiter with err once no connection holds the claim
-// key, looking every interval until ctx ends. The connection holding a
-// stream renews its claim, so the claim lapses when that connection's
-// node dies, and no message has to announce it.
-func (h *HTTPHandler) watchClaim(ctx context.Context, key string, interval time.Duration, waiter interface{ Fail(error) }, err error) {
-	t := time.NewTimer(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		holder, herr := h.be.Claims.Holder(ctx, key)
-		if herr == nil && holder == "" {
-			waiter.Fail(err)
-			return
-		}
-		t.Reset(interval)
-	}
-}
-
 // finish sends the final response: the terminating SSE event, or a JSON
 // body (406 when the response needed a stream the client refused).
 func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
