@@ -231,6 +231,7 @@ func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *js
 		writeError(w, http.StatusBadRequest, msg.ID, err)
 		return
 	}
+	req.once = h.be.Claims.Once
 	if err := h.srv.checkHeaders(r.Header, req, version); err != nil {
 		writeError(w, http.StatusBadRequest, msg.ID, err)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
@@ -60,7 +61,14 @@ func (s *Server) openRound(req *Request) error {
 	}
 	var p mrtrParams
 	if err := json.Unmarshal(req.Params, &p); err != nil {
-		return nil // params shape errors are reported by the method itself
+		// A requestState that is not a string is refused here: read as
+		// absent it would start a fresh round. Other shape errors are
+		// reported by the method itself.
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field == "requestState" {
+			return invalidParam("requestState", "must be a string")
+		}
+		return nil
 	}
 	inputs := map[string]json.RawMessage{}
 	req.retry = p.RequestState != nil || len(p.InputResponses) > 0 && string(p.InputResponses) != "null"
@@ -69,7 +77,7 @@ func (s *Server) openRound(req *Request) error {
 		if err != nil {
 			return err
 		}
-		payload, _, err := s.sealer.Open(*p.RequestState, b, time.Now())
+		payload, id, err := s.sealer.Open(*p.RequestState, b, time.Now())
 		if err != nil {
 			msg := "invalid requestState"
 			switch {
@@ -88,6 +96,7 @@ func (s *Server) openRound(req *Request) error {
 			inputs[k] = v
 		}
 		req.state = st.State
+		req.stateID = id
 	}
 	if len(p.InputResponses) > 0 && string(p.InputResponses) != "null" {
 		var responses map[string]json.RawMessage
@@ -98,11 +107,83 @@ func (s *Server) openRound(req *Request) error {
 			if len(v) == 0 || v[0] != '{' {
 				return jsonrpc.NewError(jsonrpc.CodeInvalidParams, "inputResponses."+k+" must be an object", map[string]any{"field": "inputResponses." + k})
 			}
-			inputs[k] = v
+			// An answer sealed in an earlier round wins: a retry may add
+			// answers, never change one the handler already acted on.
+			if _, sealed := inputs[k]; !sealed {
+				inputs[k] = v
+			}
 		}
 	}
 	req.inputs = inputs
 	return nil
+}
+
+// ErrStateReused is returned by Request.ConsumeState when the request's
+// requestState was already consumed by an earlier retry, on any node.
+var ErrStateReused = jsonrpc.NewError(jsonrpc.CodeInvalidParams,
+	"requestState was already used; retry the request from the start", map[string]any{"field": "requestState"})
+
+// ConsumeState makes the requestState this retry carries single-use: the
+// first call for a given requestState succeeds, on whichever node, and
+// every later one (a replayed retry) gets ErrStateReused, which a handler
+// returns as is (the client gets -32602). Handlers call it before acting
+// on answers where acting twice would do harm (a payment, a message
+// sent). Through HTTP the record is kept in the shared store until the
+// state expires; over stdio, in the process. On a first round (no
+// requestState) and on handshake-era requests it does nothing.
+func (r *Request) ConsumeState(ctx context.Context) error {
+	if r.stateID == "" {
+		return nil
+	}
+	once := r.once
+	if once == nil {
+		once = r.srv.localOnce.once
+	}
+	first, err := once(ctx, "mrtr:"+r.stateID, r.srv.opts.stateTTL())
+	if err != nil {
+		return rpcError(err)
+	}
+	if !first {
+		return ErrStateReused
+	}
+	return nil
+}
+
+// onceTable is the process-local record of consumed states (stdio, where
+// no shared store exists). It holds at most maxOnce entries; expired ones
+// are dropped first, and when it is full of live entries the oldest go.
+type onceTable struct {
+	mu   sync.Mutex
+	seen map[string]time.Time // key → expiry
+}
+
+const maxOnce = 10000
+
+func (o *onceTable) once(_ context.Context, key string, ttl time.Duration) (bool, error) {
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if exp, ok := o.seen[key]; ok && now.Before(exp) {
+		return false, nil
+	}
+	if o.seen == nil {
+		o.seen = map[string]time.Time{}
+	}
+	if len(o.seen) >= maxOnce {
+		oldest, oldestExp := "", time.Time{}
+		for k, exp := range o.seen {
+			if !now.Before(exp) {
+				delete(o.seen, k)
+			} else if oldest == "" || exp.Before(oldestExp) {
+				oldest, oldestExp = k, exp
+			}
+		}
+		if len(o.seen) >= maxOnce {
+			delete(o.seen, oldest)
+		}
+	}
+	o.seen[key] = now.Add(ttl)
+	return true, nil
 }
 
 // inputRequiredResult builds the input_required result of a round that

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -105,6 +106,10 @@ type Request struct {
 	asked    int                        // MRTR input requests made in this round
 	pending  map[string]inputRequest    // MRTR input requests of this round
 	state    []byte                     // handler state carried across rounds
+	stateID  string                     // id of the requestState this retry carried
+	// once records single-use tokens in the shared store (nil: the
+	// server's process-local table).
+	once func(ctx context.Context, key string, ttl time.Duration) (bool, error)
 }
 
 // RequestID returns the JSON-RPC id rendered as a string (for logs).

@@ -127,6 +127,8 @@ type Server struct {
 
 	hubsMu sync.Mutex
 	hubs   []hub
+
+	localOnce onceTable // consumed requestStates without a shared store
 }
 
 // hub is a transport's way to deliver unsolicited notifications: a
