@@ -57,6 +57,12 @@ type HTTPOptions struct {
 	// MaxWaiters bounds pending server→client requests on this node
 	// (default 10000).
 	MaxWaiters int
+	// MaxWaitersPerSession is one session's share of MaxWaiters: the
+	// server→client requests one session may have pending on this node at
+	// once (default 100, never more than half of MaxWaiters). Past it the
+	// handler's request fails at once, so one session with many
+	// unanswered requests cannot starve the others.
+	MaxWaitersPerSession int
 	// ResumeGrace is how long a server→client request delivered on a
 	// stream whose connection dropped waits for the client to resume the
 	// stream before it fails (default 10s).
@@ -101,6 +107,7 @@ func (o *HTTPOptions) defaults() {
 	defInt(&o.MaxEvents, 1000)
 	defInt(&o.MaxStreams, 100)
 	defInt(&o.MaxWaiters, 10000)
+	defInt(&o.MaxWaitersPerSession, 100)
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 4 << 20
 	}
@@ -163,6 +170,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.lim = cluster.Limits{MaxEvents: h.opts.MaxEvents, MaxStreams: h.opts.MaxStreams, TTL: h.opts.HistoryTTL}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.coord = coordinator.New(h.opts.NodeID, incarnation, h.be.Bus, h.opts.MaxWaiters)
+	h.coord.SetSessionShare(h.opts.MaxWaitersPerSession)
 	h.instance = h.coord.Instance()
 	h.sessions = newSessionCache(h)
 	h.local = newLocalState()

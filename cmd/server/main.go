@@ -149,6 +149,7 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		MaxStreams:           cfg.MaxStreams,
 		HistoryTTL:           cfg.HistoryTTL,
 		MaxWaiters:           cfg.MaxWaiters,
+		MaxWaitersPerSession: cfg.SessionWaiters,
 		ResumeGrace:          cfg.ResumeGrace,
 		LeaseTTL:             cfg.LeaseTTL,
 		SessionCacheTTL:      cfg.SessionCache,

@@ -9,13 +9,13 @@ package coordinator
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"go.opentelemetry.io/otel/attribute"
@@ -28,25 +28,30 @@ import (
 // ErrTooMany is returned by Register when the waiter table is full.
 var ErrTooMany = errors.New("coordinator: too many pending requests")
 
+// ErrSessionShare is returned by Register when the session already holds
+// its share of the waiter table.
+var ErrSessionShare = errors.New("coordinator: too many pending requests for this session")
+
 // ErrUndelivered is returned by Resolve when no node received a reply
 // it forwarded: the owner's bus connection is down, or the owner is gone.
 // The reply is lost unless the client sends it again, so the caller must
 // tell the client instead of accepting it.
 var ErrUndelivered = errors.New("coordinator: the node waiting for this reply did not receive it")
 
-// idPrefix marks ids minted here: "c.<node>.<incarnation>.<n>".
+// idPrefix marks ids minted here: "c.<node>.<incarnation>.<random>".
 const idPrefix = "c."
 
 // Coordinator holds this node's waiters.
 type Coordinator struct {
-	node    string // instance: "<node id>.<incarnation>"
-	display string // node id, for telemetry
-	bus     cluster.Bus
-	max     int
-	counter atomic.Uint64
+	node       string // instance: "<node id>.<incarnation>"
+	display    string // node id, for telemetry
+	bus        cluster.Bus
+	max        int
+	perSession int
 
-	mu      sync.Mutex
-	waiters map[key]*Waiter
+	mu        sync.Mutex
+	waiters   map[key]*Waiter
+	bySession map[string]int // pending waiters per session
 }
 
 type key struct{ session, id string }
@@ -80,17 +85,27 @@ type reply struct {
 // at start) tells it from earlier processes with the same node id. Its
 // ids and reply topic name both, so a reply to a request of a previous
 // process is never routed to, nor settles a waiter of, this one. Foreign
-// replies are routed over bus (nil for a single process); max bounds the
-// number of pending waiters.
-func New(node, incarnation string, bus cluster.Bus, max int) *Coordinator {
-	if max <= 0 {
-		max = 10000
+// replies are routed over bus (nil for a single process); limit bounds
+// the number of pending waiters, of which one session may hold half (see
+// SetSessionShare).
+func New(node, incarnation string, bus cluster.Bus, limit int) *Coordinator {
+	if limit <= 0 {
+		limit = 10000
 	}
 	name := node
 	if incarnation != "" {
 		name += "." + incarnation
 	}
-	return &Coordinator{node: name, display: node, bus: bus, max: max, waiters: map[key]*Waiter{}}
+	return &Coordinator{node: name, display: node, bus: bus, max: limit, perSession: max(1, limit/2),
+		waiters: map[key]*Waiter{}, bySession: map[string]int{}}
+}
+
+// SetSessionShare bounds the waiters one session may hold at once, so one
+// session with many unanswered requests cannot use up the table for the
+// others: n, but never more than half the table (and at least one). Call
+// it before Register is used.
+func (c *Coordinator) SetSessionShare(n int) {
+	c.perSession = max(1, min(n, c.max/2))
 }
 
 // Instance names this coordinator's process: "<node>.<incarnation>".
@@ -118,9 +133,12 @@ func (c *Coordinator) Start(ctx context.Context) (cancel func(), err error) {
 	})
 }
 
-// NewID mints an outbound request id that names this node.
+// NewID mints an outbound request id that names this process, followed
+// by 96 random bits: ids cannot be guessed from earlier ones.
 func (c *Coordinator) NewID() jsonrpc.ID {
-	return jsonrpc.StringID(idPrefix + c.node + "." + strconv.FormatUint(c.counter.Add(1), 10))
+	var b [12]byte
+	rand.Read(b[:]) // never fails; see crypto/rand.Read
+	return jsonrpc.StringID(idPrefix + c.node + "." + base64.RawURLEncoding.EncodeToString(b[:]))
 }
 
 // Owner returns the process ("<node>.<incarnation>", the name of its
@@ -147,11 +165,30 @@ func (c *Coordinator) Register(session string, id jsonrpc.ID, tag string) (*Wait
 	if len(c.waiters) >= c.max {
 		return nil, ErrTooMany
 	}
+	if c.bySession[session] >= c.perSession {
+		return nil, ErrSessionShare
+	}
 	if _, dup := c.waiters[k]; dup {
 		return nil, fmt.Errorf("coordinator: id %s already pending", id)
 	}
 	c.waiters[k] = w
+	c.bySession[session]++
 	return w, nil
+}
+
+// take removes and returns the waiter of k (nil when none).
+func (c *Coordinator) take(k key) *Waiter {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.waiters[k]
+	if w == nil {
+		return nil
+	}
+	delete(c.waiters, k)
+	if c.bySession[k.session]--; c.bySession[k.session] <= 0 {
+		delete(c.bySession, k.session)
+	}
+	return w
 }
 
 // Wait blocks until the reply arrives, the waiter is failed, or ctx ends
@@ -176,20 +213,13 @@ func (w *Waiter) Cancel() {
 func (w *Waiter) Fail(err error) { w.c.fail(w.k, err) }
 
 func (c *Coordinator) fail(k key, err error) {
-	c.mu.Lock()
-	w := c.waiters[k]
-	delete(c.waiters, k)
-	c.mu.Unlock()
-	if w != nil {
+	if w := c.take(k); w != nil {
 		w.once.Do(func() { w.err = err; close(w.done) })
 	}
 }
 
 func (c *Coordinator) settle(k key, res json.RawMessage, e *jsonrpc.Error) bool {
-	c.mu.Lock()
-	w := c.waiters[k]
-	delete(c.waiters, k)
-	c.mu.Unlock()
+	w := c.take(k)
 	if w == nil {
 		return false
 	}
