@@ -9,19 +9,19 @@
 // tag of a session id (the id with '%', '{' and '}' percent-encoded):
 //
 //	P:{S}:s            hash    the session's fields (+ a reserved "\x00" field), PEXPIRE = idle TTL
-//	P:{S}:subs         set     resource uris the session subscribed to, same TTL
+//	P:{S}:subs         set     resource uris the session subscribed to, TTL ≥ the session's
 //	P:{S}:lru          zset    stream id → last use (µs), for MaxStreams eviction
 //	P:{S}:m:<stream>   hash    stream meta: owner, request, last (seq), done
 //	P:{S}:e:<stream>   list    the newest MaxEvents payloads; the last one has seq = last
 //	P:{S}:c:<rest>     string  claim "session:<S>:<rest>" (holder), PX = claim TTL
 //	P:{S}:claims       set     <rest> of the session's claims, so End can drop them
-//	P:sessions         zset    live session id → expiry (ms, Redis clock)
-//	P:sub:<uri>        set     session ids subscribed to uri (dead ids pruned lazily)
-//	P:subidx           set     uris having a P:sub: set (for the janitor)
+//	P:sessions         zset    live session id → expiry (ms, Redis clock); TTL ≥ the newest expiry
+//	P:sub:<uri>        set     session ids subscribed to uri (dead ids pruned lazily); TTL ≥ its sessions'
+//	P:subidx           set     uris having a P:sub: set (for the janitor); TTL as P:sub:<uri>
 //	P:x:<stream>       string  owning session of a stream (tells ErrForbidden from ErrNotFound)
 //	P:c:<key>          string  any other claim, PX = claim TTL
 //	P:o:<key>          string  once token, PX
-//	P:nodes            zset    node → lease expiry (ms)
+//	P:nodes            zset    node → lease expiry (ms); TTL ≥ the newest lease
 //	P:janitor          string  lock electing the node that runs the periodic janitor
 //
 // Pub/sub channels: P:bus:<topic> for the Bus and P:f:<stream> for
@@ -34,6 +34,11 @@
 // (standalone or Sentinel) the same scripts update them too, in one round
 // trip; on Cluster (or a Ring) they are updated by separate commands
 // right after.
+//
+// Every key expires: the global indexes get a TTL at least as long as
+// the longest-lived entry they hold (sliding a session refreshes the
+// subscription sets of its uris every eighth of its idle TTL), so a
+// deployment whose nodes all stopped leaves nothing behind.
 //
 // Claim keys of the form "session:<id>:<rest>" (<id> without ':') belong
 // to session <id>: they live in its slot and SessionStore.End releases

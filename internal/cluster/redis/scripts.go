@@ -25,6 +25,12 @@ end
 local function extend(key, ttl)
   if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
 end
+-- hold is how long the subscription sets live past a refresh: a session's
+-- idle TTL plus an eighth, so refreshing them every eighth of the TTL
+-- keeps them alive as long as any subscribed session.
+local function hold(ttl)
+  return ttl + math.floor(ttl / 8)
+end
 `
 
 // touchLRU is the per-session stream LRU: it marks stream used now,
@@ -63,6 +69,7 @@ if KEYS[2] then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
   if max > 0 and redis.call('ZCARD', KEYS[2]) >= max then return -2 end
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+  extend(KEYS[2], ttl)
 end
 redis.call('HSET', KEYS[1], '\0', '1')
 for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
@@ -80,22 +87,48 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return -1 end
 local max = tonumber(ARGV[3])
 if max > 0 and redis.call('ZCARD', KEYS[1]) >= max then return -2 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+extend(KEYS[1], tonumber(ARGV[2]))
 return 1
 `)
 
-// KEYS: fields, subs [, live]. ARGV: id, ttl ms (0: no slide), 1 to return
-// the fields. Returns nil when not live, else {now ms [, fields]}.
+// KEYS: fields, subs [, live, uri registry]. ARGV: id, ttl ms (0: no
+// slide), 1 to return the fields, subscriber set prefix. Returns nil when
+// not live, else {now ms, fields or false, uris}. Sliding also refreshes,
+// once an eighth of the TTL has passed since the last time, the TTL of
+// the subscriber sets of the session's uris (here on a single server;
+// else uris lists them for the caller).
 var loadScript = script(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local ttl = tonumber(ARGV[2])
 local now = now_ms()
+local uris = {}
 if ttl > 0 then
   redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  if KEYS[3] then redis.call('ZADD', KEYS[3], now + ttl, ARGV[1]) end
+  if KEYS[3] then
+    redis.call('ZADD', KEYS[3], now + ttl, ARGV[1])
+    extend(KEYS[3], ttl)
+  end
+  if redis.call('PTTL', KEYS[2]) < ttl and redis.call('EXISTS', KEYS[2]) == 1 then
+    local h = hold(ttl)
+    redis.call('PEXPIRE', KEYS[2], h)
+    uris = redis.call('SMEMBERS', KEYS[2])
+    if KEYS[4] then
+      for _, u in ipairs(uris) do extend(ARGV[4] .. u, h) end
+      extend(KEYS[4], h)
+      uris = {}
+    end
+  end
 end
-if ARGV[3] == '1' then return {now, redis.call('HGETALL', KEYS[1])} end
-return {now}
+local fields = false
+if ARGV[3] == '1' then fields = redis.call('HGETALL', KEYS[1]) end
+return {now, fields, uris}
+`)
+
+// KEYS: a key. ARGV: ttl ms. Sets the key's TTL to at least ttl (Cluster
+// mode, for keys of another slot).
+var extendScript = script(`
+extend(KEYS[1], tonumber(ARGV[1]))
+return 1
 `)
 
 // KEYS: fields. ARGV: field, value, ... Returns 0 when not live.
@@ -130,20 +163,23 @@ return {live, uris, streams}
 `)
 
 // KEYS: fields, subs [, subscribers of uri, uri registry]. ARGV: uri, max,
-// id. Returns 1, -1 when not live, -2 past the bound.
+// id. Returns the TTL (ms) the subscription sets got, -1 when not live,
+// -2 past the bound.
 var subscribeScript = script(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then
   if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return -2 end
   redis.call('SADD', KEYS[2], ARGV[1])
-  local pttl = redis.call('PTTL', KEYS[1])
-  if pttl > 0 then redis.call('PEXPIRE', KEYS[2], pttl) end
 end
+local h = hold(math.max(redis.call('PTTL', KEYS[1]), 1))
+extend(KEYS[2], h)
 if KEYS[3] then
   redis.call('SADD', KEYS[3], ARGV[3])
   redis.call('SADD', KEYS[4], ARGV[1])
+  extend(KEYS[3], h)
+  extend(KEYS[4], h)
 end
-return 1
+return h
 `)
 
 // KEYS: fields, subs [, subscribers of uri]. ARGV: uri, id. Returns 1, or
@@ -272,6 +308,7 @@ var heartbeatScript = script(`
 local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+extend(KEYS[1], tonumber(ARGV[2]))
 return 1
 `)
 

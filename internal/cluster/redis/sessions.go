@@ -68,7 +68,7 @@ func (b *backend) load(ctx context.Context, id string, ttl time.Duration, fields
 	k := b.keys
 	keys := []string{k.fields(id), k.subs(id)}
 	if b.single {
-		keys = append(keys, k.live())
+		keys = append(keys, k.live(), k.subIndex())
 	}
 	var ttlMS int64
 	if ttl > 0 {
@@ -78,7 +78,7 @@ func (b *backend) load(ctx context.Context, id string, ttl time.Duration, fields
 	if fields {
 		want = "1"
 	}
-	res, err := loadScript.Run(ctx, b.client, keys, id, ttlMS, want).Slice()
+	res, err := loadScript.Run(ctx, b.client, keys, id, ttlMS, want, k.subPrefix()).Slice()
 	if errors.Is(err, goredis.Nil) {
 		return nil, notFound(id)
 	}
@@ -87,7 +87,25 @@ func (b *backend) load(ctx context.Context, id string, ttl time.Duration, fields
 	}
 	if !b.single && ttlMS > 0 {
 		now, _ := res[0].(int64)
-		if err := b.client.ZAddXX(ctx, k.live(), goredis.Z{Score: float64(now + ttlMS), Member: id}).Err(); err != nil {
+		var uris []any
+		if len(res) > 2 {
+			uris, _ = res[2].([]any)
+		}
+		_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			p.ZAddXX(ctx, k.live(), goredis.Z{Score: float64(now + ttlMS), Member: id})
+			extendScript.Eval(ctx, p, []string{k.live()}, ttlMS)
+			if len(uris) > 0 {
+				h := ttlMS + ttlMS/8 // as hold() in the scripts
+				for _, u := range uris {
+					if s, ok := u.(string); ok {
+						extendScript.Eval(ctx, p, []string{k.subscribers(s)}, h)
+					}
+				}
+				extendScript.Eval(ctx, p, []string{k.subIndex()}, h)
+			}
+			return nil
+		})
+		if err != nil {
 			return nil, b.fail(ctx, "slide session", err)
 		}
 	}
@@ -193,6 +211,8 @@ func (m *sessions) Subscribe(ctx context.Context, id, uri string) error {
 		_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			p.SAdd(ctx, k.subscribers(uri), id)
 			p.SAdd(ctx, k.subIndex(), uri)
+			extendScript.Eval(ctx, p, []string{k.subscribers(uri)}, r)
+			extendScript.Eval(ctx, p, []string{k.subIndex()}, r)
 			return nil
 		})
 		if err != nil {

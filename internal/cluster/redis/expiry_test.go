@@ -1,0 +1,69 @@
+package redis_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/cluster/redis"
+	"github.com/mcpcluster/mcpcluster/internal/redistest"
+)
+
+// Every key the backend writes expires, the global indexes included
+// (live sessions, subscriber sets, the uri registry, node leases), and
+// the subscriber sets outlive no subscribed session by more than an
+// eighth of its TTL while sliding keeps them alive with the session.
+func TestEveryKeyExpires(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		opts redistest.Options
+	}{{"single", redistest.Options{}}, {"cluster", redistest.Options{Cluster: true}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			srv := redistest.StartWith(t, mode.opts)
+			c := client(t, srv, "")
+			b := backend(t, c, redis.Options{Prefix: "exp", JanitorInterval: -1})
+			ctx := t.Context()
+			const ttl = 800 * time.Millisecond
+			if err := b.Members.Heartbeat(ctx, "n1", time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Sessions.Create(ctx, "s1", map[string]string{"v": "1"}, ttl, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Sessions.Subscribe(ctx, "s1", "file:///a"); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Events.Open(ctx, "x1", cluster.StreamMeta{Session: "s1"}, cluster.Limits{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Claims.Once(ctx, "tok", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			// A one-node deployment: KEYS sees every key.
+			keys, err := c.Keys(ctx, "exp:*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(keys) < 6 {
+				t.Fatalf("got keys %v, want at least six", keys)
+			}
+			for _, k := range keys {
+				if pttl := c.PTTL(ctx, k).Val(); pttl <= 0 {
+					t.Errorf("key %q has no TTL (PTTL %v)", k, pttl)
+				}
+			}
+			// Sliding the session past its first TTL keeps its
+			// subscription delivered: the subscriber set slides along.
+			for range 8 {
+				time.Sleep(ttl / 4)
+				if err := b.Sessions.Touch(ctx, "s1", ttl); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ids, err := b.Sessions.Subscribers(ctx, "file:///a")
+			if err != nil || len(ids) != 1 {
+				t.Fatalf("after sliding: subscribers %v, %v; want [s1]", ids, err)
+			}
+		})
+	}
+}
