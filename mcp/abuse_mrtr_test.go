@@ -13,15 +13,15 @@ import (
 	"github.com/mcpcluster/mcpcluster/mcp"
 )
 
-// redisNodes starts n nodes on one test-started redis-server, sharing a
-// state key; setup registers more on each node's server.
-func redisNodes(t *testing.T, n int, o nodeOptions) []*node {
+// redisNodes starts n nodes on one test-started redis-server (returned
+// too), sharing a state key; ro tunes each node's Redis backend.
+func redisNodes(t *testing.T, n int, o nodeOptions, ro *mcp.RedisOptions) ([]*node, *redistest.Server) {
 	t.Helper()
 	rs := redistest.Start(t)
 	o.Server.StateKeys = [][]byte{bytes.Repeat([]byte{3}, 32)}
 	var nodes []*node
 	for range n {
-		be, err := mcp.NewRedisBackend(context.Background(), rs.URL(), nil)
+		be, err := mcp.NewRedisBackend(context.Background(), rs.URL(), ro)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,7 +30,7 @@ func redisNodes(t *testing.T, n int, o nodeOptions) []*node {
 		oo.HTTP.Backend = be
 		nodes = append(nodes, newNode(t, &oo))
 	}
-	return nodes
+	return nodes, rs
 }
 
 // mrtrRound is a 2026-07-28 tools/call result that may ask for input.
@@ -61,7 +61,7 @@ func callModern(t *testing.T, c *mcptest.Client, url, tool string, extra map[str
 // round.
 func TestAbuseMRTRReplay(t *testing.T) {
 	var paid atomic.Int32
-	nodes := redisNodes(t, 2, nodeOptions{Setup: func(s *mcp.Server) {
+	nodes, _ := redisNodes(t, 2, nodeOptions{Setup: func(s *mcp.Server) {
 		ask := func(ctx context.Context, req *mcp.Request, q string) (string, error) {
 			content, _ := json.Marshal(mcp.TextContent(q))
 			res, err := req.Sample(ctx, &mcp.CreateMessageParams{Messages: []mcp.SamplingMessage{{Role: "user", Content: content}}, MaxTokens: 10})
@@ -91,7 +91,7 @@ func TestAbuseMRTRReplay(t *testing.T) {
 			paid.Add(1)
 			return "paid", nil
 		})
-	}})
+	}}, nil)
 	a, b := nodes[0], nodes[1]
 	c := mcptest.New(t, a.url)
 

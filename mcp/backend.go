@@ -22,7 +22,21 @@ type Backend struct {
 
 // NewMemoryBackend returns an in-memory backend for a single node.
 func NewMemoryBackend() *Backend {
-	return &Backend{b: memory.New(memory.Options{})}
+	return NewMemoryBackendWith(MemoryOptions{})
+}
+
+// MemoryOptions tune NewMemoryBackendWith. The zero value means the
+// defaults.
+type MemoryOptions struct {
+	// MaxSubscriptions bounds the resource subscriptions of one session
+	// (default 1024); past it resources/subscribe gets -32602.
+	MaxSubscriptions int
+}
+
+// NewMemoryBackendWith returns an in-memory backend for a single node
+// with the given options.
+func NewMemoryBackendWith(opts MemoryOptions) *Backend {
+	return &Backend{b: memory.New(memory.Options{MaxSubscriptions: opts.MaxSubscriptions})}
 }
 
 // RedisOptions tune NewRedisBackend. The zero value means the defaults.
@@ -30,6 +44,9 @@ type RedisOptions struct {
 	// Prefix starts every key and channel (default "mcp"); deployments
 	// sharing one Redis use different prefixes.
 	Prefix string
+	// MaxSubscriptions bounds the resource subscriptions of one session
+	// (default 1024); past it resources/subscribe gets -32602.
+	MaxSubscriptions int
 }
 
 // NewRedisBackend connects to Redis and returns a backend that nodes of
@@ -51,6 +68,7 @@ func NewRedisBackend(ctx context.Context, url string, opts *RedisOptions) (*Back
 	o := clusterredis.Options{CloseClient: true}
 	if opts != nil {
 		o.Prefix = opts.Prefix
+		o.MaxSubscriptions = opts.MaxSubscriptions
 	}
 	b, err := clusterredis.New(ctx, client, o)
 	if err != nil {

@@ -179,6 +179,18 @@ func (s *Server) initialize(params json.RawMessage) (json.RawMessage, *legacySta
 	if err := json.Unmarshal(params, &p); err != nil {
 		return nil, nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid initialize params: "+err.Error(), nil)
 	}
+	// The session stores what the client says about itself: bound it.
+	var sizes struct {
+		ClientInfo   json.RawMessage `json:"clientInfo"`
+		Capabilities json.RawMessage `json:"capabilities"`
+	}
+	_ = json.Unmarshal(params, &sizes) // decoded above
+	if n := orDefault(s.opts.MaxClientInfoBytes, DefaultMaxClientInfoBytes); len(sizes.ClientInfo) > n {
+		return nil, nil, invalidParam("clientInfo", fmt.Sprintf("is larger than %d bytes", n))
+	}
+	if n := orDefault(s.opts.MaxCapabilitiesBytes, DefaultMaxCapabilitiesBytes); len(sizes.Capabilities) > n {
+		return nil, nil, invalidParam("capabilities", fmt.Sprintf("are larger than %d bytes", n))
+	}
 	if p.ProtocolVersion == "" {
 		return nil, nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "missing protocolVersion", map[string]any{"field": "protocolVersion"})
 	}
@@ -306,6 +318,9 @@ func (s *Server) method(ctx context.Context, req *Request, sess sessionOps) (any
 		}
 		if p.URI == "" {
 			return nil, invalidParam("uri", "is required")
+		}
+		if n := orDefault(s.opts.MaxURIBytes, DefaultMaxURIBytes); len(p.URI) > n {
+			return nil, invalidParam("uri", fmt.Sprintf("is longer than %d bytes", n))
 		}
 		if sess == nil {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "no session")

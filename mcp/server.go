@@ -49,6 +49,30 @@ type ServerOptions struct {
 	// NoListChanged disables list_changed notifications and the
 	// listChanged capability flags.
 	NoListChanged bool
+	// MaxClientInfoBytes bounds the encoded clientInfo of initialize,
+	// which the session stores and every later request reads back
+	// (default 4096). A larger one gets -32602.
+	MaxClientInfoBytes int
+	// MaxCapabilitiesBytes bounds the encoded client capabilities of
+	// initialize, stored with the session (default 16384).
+	MaxCapabilitiesBytes int
+	// MaxURIBytes bounds the uri of resources/subscribe and
+	// resources/unsubscribe, which the session stores (default 2048).
+	MaxURIBytes int
+}
+
+// Defaults of the ServerOptions bounds on stored client data.
+const (
+	DefaultMaxClientInfoBytes   = 4096
+	DefaultMaxCapabilitiesBytes = 16384
+	DefaultMaxURIBytes          = 2048
+)
+
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 func (o *ServerOptions) pageSize() int {

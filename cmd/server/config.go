@@ -36,6 +36,10 @@ type Config struct {
 	ResumeGrace    time.Duration
 	MaxWaiters     int
 	SessionWaiters int
+	MaxSubs        int
+	MaxClientInfo  int
+	MaxCaps        int
+	MaxURI         int
 	LeaseTTL       time.Duration
 	SessionCache   time.Duration
 	PageSize       int
@@ -125,6 +129,10 @@ func settings() []setting {
 		{"resume-grace", "MCP_RESUME_GRACE", "10s", "how long a request waits for a dropped stream to be resumed", durationSetter(func(c *Config) *time.Duration { return &c.ResumeGrace })},
 		{"max-waiters", "MCP_MAX_WAITERS", "10000", "pending server→client requests per node", intSetter(func(c *Config) *int { return &c.MaxWaiters })},
 		{"max-waiters-per-session", "MCP_MAX_WAITERS_PER_SESSION", "100", "one session's share of --max-waiters: its pending server→client requests on a node (at most half of --max-waiters)", intSetter(func(c *Config) *int { return &c.SessionWaiters })},
+		{"max-subscriptions", "MCP_MAX_SUBSCRIPTIONS", "1024", "resource subscriptions one session may hold", intSetter(func(c *Config) *int { return &c.MaxSubs })},
+		{"max-client-info-bytes", "MCP_MAX_CLIENT_INFO_BYTES", "4096", "largest clientInfo (encoded) initialize accepts; the session stores it", intSetter(func(c *Config) *int { return &c.MaxClientInfo })},
+		{"max-capabilities-bytes", "MCP_MAX_CAPABILITIES_BYTES", "16384", "largest client capabilities (encoded) initialize accepts; the session stores them", intSetter(func(c *Config) *int { return &c.MaxCaps })},
+		{"max-uri-bytes", "MCP_MAX_URI_BYTES", "2048", "longest uri resources/subscribe accepts; the session stores it", intSetter(func(c *Config) *int { return &c.MaxURI })},
 		{"lease-ttl", "MCP_LEASE_TTL", "5s", "membership lease of a node; a dead node's streams end this long after it stops", durationSetter(func(c *Config) *time.Duration { return &c.LeaseTTL })},
 		{"session-cache-ttl", "MCP_SESSION_CACHE_TTL", "0s", "reuse a loaded session this long instead of reading Redis on every request (0 reads every time; a positive value lets a change made on another node be seen up to this late)", func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
@@ -224,7 +232,7 @@ func (c *Config) Validate() error {
 	pos("resume-grace", c.ResumeGrace)
 	pos("lease-ttl", c.LeaseTTL)
 	pos("drain-timeout", c.DrainTimeout)
-	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "page-size": c.PageSize} {
+	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "max-subscriptions": c.MaxSubs, "max-client-info-bytes": c.MaxClientInfo, "max-capabilities-bytes": c.MaxCaps, "max-uri-bytes": c.MaxURI, "page-size": c.PageSize} {
 		if n <= 0 {
 			bad(name, "must be positive, not %d", n)
 		}

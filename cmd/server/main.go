@@ -70,6 +70,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			RequestTimeout: cfg.RequestTimeout,
 			StateKeys:      cfg.stateKeys,
 			Logger:         &baseLog,
+
+			MaxClientInfoBytes:   cfg.MaxClientInfo,
+			MaxCapabilitiesBytes: cfg.MaxCaps,
+			MaxURIBytes:          cfg.MaxURI,
 		})
 	switch cfg.Tools {
 	case "conformance":
@@ -221,9 +225,9 @@ var newHTTPHandler = (*mcp.Server).NewHTTPHandler
 
 func openBackend(ctx context.Context, cfg *Config) (*mcp.Backend, error) {
 	if cfg.RedisURL == "" {
-		return mcp.NewMemoryBackend(), nil
+		return mcp.NewMemoryBackendWith(mcp.MemoryOptions{MaxSubscriptions: cfg.MaxSubs}), nil
 	}
-	return mcp.NewRedisBackend(ctx, cfg.RedisURL, nil)
+	return mcp.NewRedisBackend(ctx, cfg.RedisURL, &mcp.RedisOptions{MaxSubscriptions: cfg.MaxSubs})
 }
 
 // isLoopback reports whether a listen address is on a loopback interface.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Standard JSON-RPC 2.0 error codes and the codes MCP defines.
@@ -98,16 +99,81 @@ func Errorf(code int64, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// AsError converts any error to a *Error: a *Error anywhere in the chain is
-// returned as is; anything else becomes an internal error whose message
-// does not leak details.
+// AsError converts any error to a *Error, the form in which errors are
+// sent: a *Error anywhere in the chain is returned (bounded, see
+// Bounded); anything else becomes an internal error whose message does
+// not leak details.
 func AsError(err error) *Error {
 	if err == nil {
 		return nil
 	}
 	var e *Error
 	if errors.As(err, &e) {
-		return e
+		return e.Bounded()
 	}
 	return &Error{Code: CodeInternalError, Message: "internal error"}
+}
+
+// Bounds of an error as sent: messages and data often quote the input,
+// which may be megabytes long.
+const (
+	// MaxMessageBytes bounds Error.Message.
+	MaxMessageBytes = 512
+	// MaxDataBytes bounds the encoded Error.Data.
+	MaxDataBytes = 2048
+	// maxDataString bounds each string inside Data when it is shortened.
+	maxDataString = 256
+)
+
+// Bounded returns e, or a copy of e whose message is cut to
+// MaxMessageBytes and whose data is cut to MaxDataBytes: long strings in
+// the data are shortened, and data still too long is replaced by
+// {"truncated":true}. Shortened text ends with "…".
+func (e *Error) Bounded() *Error {
+	if e == nil || len(e.Message) <= MaxMessageBytes && len(e.Data) <= MaxDataBytes {
+		return e
+	}
+	out := *e
+	out.Message = Truncate(e.Message, MaxMessageBytes)
+	if len(e.Data) > MaxDataBytes {
+		out.Data = json.RawMessage(`{"truncated":true}`)
+		var v any
+		if json.Unmarshal(e.Data, &v) == nil {
+			if b, err := json.Marshal(shorten(v)); err == nil && len(b) <= MaxDataBytes {
+				out.Data = b
+			}
+		}
+	}
+	return &out
+}
+
+// Truncate cuts s to at most n bytes on a UTF-8 boundary, ending it with
+// "…" when anything was cut.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	cut := max(n-len(ellipsis), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}
+
+// shorten cuts every string in a decoded JSON value to maxDataString.
+func shorten(v any) any {
+	switch x := v.(type) {
+	case string:
+		return Truncate(x, maxDataString)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = shorten(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = shorten(e)
+		}
+	}
+	return v
 }
