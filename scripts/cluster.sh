@@ -207,18 +207,21 @@ say "redis-server pid ${PIDS[-1]} on $REDIS_URL"
 STATE_KEY="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export MCP_STATE_KEY="$STATE_KEY"
 for (( i=1; i<=NODES; i++ )); do
-  start "node$i" "$TMP/logs/node$i.log" "$TMP/bin/server" --addr 127.0.0.1:0 \
+  start "node$i" "$TMP/logs/node$i.log" "$TMP/bin/server" --addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 \
     --redis-url "$REDIS_URL" --node-id "node$i" --drain-timeout "$NODE_DRAIN_TIMEOUT"
 done
 unset MCP_STATE_KEY
 node_addr() { sed -n 's|^mcpcluster node .* listening on http://\([0-9.:]*\)/.*|\1|p' "$1" | head -n 1; }
+metrics_addr() { sed -n 's|^metrics on http://\([0-9.:]*\)/.*|\1|p' "$1" | head -n 1; }
 node_ready() { local a; a="$(node_addr "$1")" && [[ -n "$a" ]] && curl -fsS --max-time 2 "http://$a/readyz"; }
 NODE_ADDRS=()
+METRICS_ADDRS=()
 for (( i=1; i<=NODES; i++ )); do
   idx=$(( ${#PIDS[@]} - NODES + i - 1 ))
   rc=0; wait_up "${PIDS[$idx]}" node_ready "${LOGS[$idx]}" || rc=$?
   (( rc == 0 )) || { dump_logs; fail "node$i did not become ready"; }
   NODE_ADDRS+=("$(node_addr "${LOGS[$idx]}")")
+  METRICS_ADDRS+=("$(metrics_addr "${LOGS[$idx]}")")
   say "node$i pid ${PIDS[$idx]} on http://${NODE_ADDRS[-1]}/mcp (ready)"
 done
 
@@ -336,9 +339,10 @@ smoke() {
   fi
   say "check: SSE GET stream opened through nginx"
   # The nodes' Prometheus metrics have the open-streams gauge (the Helm
-  # chart's ServiceMonitor scrapes /metrics; its HPA can scale on it).
+  # chart's ServiceMonitor scrapes /metrics; its HPA can scale on it). They
+  # are served on each node's own metrics listener, not the MCP one.
   local a found=0
-  for a in "${NODE_ADDRS[@]}"; do
+  for a in "${METRICS_ADDRS[@]}"; do
     if curl -fsS --max-time 5 "http://$a/metrics" | grep -q '^mcp_streams_open{'; then found=$(( found + 1 )); fi
   done
   (( found > 0 )) || { say "no node reports mcp_streams_open on /metrics"; return 1; }

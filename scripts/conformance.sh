@@ -186,9 +186,9 @@ if [[ -z "$SERVER_CMD" ]]; then
     fail "./cmd/server does not build (errors above)"
   fi
   if (( CLUSTER > 0 )); then
-    SERVER_CMD="$TMP/bin/server --addr 127.0.0.1:{PORT} --tools=conformance --redis-url {REDIS_URL}"
+    SERVER_CMD="$TMP/bin/server --addr 127.0.0.1:{PORT} --metrics-addr 127.0.0.1:0 --tools=conformance --redis-url {REDIS_URL}"
   else
-    SERVER_CMD="$TMP/bin/server --addr 127.0.0.1:{PORT} --tools=conformance"
+    SERVER_CMD="$TMP/bin/server --addr 127.0.0.1:{PORT} --metrics-addr 127.0.0.1:0 --tools=conformance"
   fi
 fi
 if (( CLUSTER > 0 )); then

@@ -17,6 +17,7 @@ import (
 // environment variable; the flag wins. Defaults live in settings() only.
 type Config struct {
 	Addr           string
+	MetricsAddr    string
 	Path           string
 	Stdio          bool
 	Tools          string
@@ -103,6 +104,7 @@ func stringSetter(f func(*Config) *string) func(*Config, string) error {
 func settings() []setting {
 	return []setting{
 		{"addr", "MCP_ADDR", "127.0.0.1:8080", "HTTP listen address", stringSetter(func(c *Config) *string { return &c.Addr })},
+		{"metrics-addr", "MCP_METRICS_ADDR", "127.0.0.1:9090", "listen address of /metrics (with /healthz and /readyz), apart from the MCP endpoint; empty serves /metrics on --addr", stringSetter(func(c *Config) *string { return &c.MetricsAddr })},
 		{"path", "MCP_PATH", "/mcp", "path of the MCP endpoint", stringSetter(func(c *Config) *string { return &c.Path })},
 		{"stdio", "MCP_STDIO", "false", "serve over stdin/stdout instead of HTTP", boolSetter(func(c *Config) *bool { return &c.Stdio })},
 		{"tools", "MCP_TOOLS", "demo", "tool pack to serve: demo or conformance", stringSetter(func(c *Config) *string { return &c.Tools })},
@@ -212,6 +214,9 @@ func (c *Config) Validate() error {
 	}
 	if !c.Stdio && c.Addr == "" {
 		bad("addr", "must not be empty")
+	}
+	if !c.Stdio && c.MetricsAddr != "" && c.MetricsAddr == c.Addr && !strings.HasSuffix(c.Addr, ":0") {
+		bad("metrics-addr", "must differ from --addr (leave it empty to serve /metrics there)")
 	}
 	if !strings.HasPrefix(c.Path, "/") {
 		bad("path", "must start with /: %q", c.Path)

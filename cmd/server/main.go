@@ -169,17 +169,10 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 	*handlerOut = h
 
 	r := chi.NewRouter()
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := h.Ready(ctx); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ready\n")
-	})
-	r.Handle("/metrics", h.MetricsHandler())
+	probes(r, h)
+	if cfg.MetricsAddr == "" {
+		r.Handle("/metrics", h.MetricsHandler())
+	}
 	// HTTP server spans; the MCP layer adds a span per method and takes
 	// trace context from headers or from the request's _meta.
 	r.Handle(cfg.Path, otelhttp.NewHandler(h, "mcp", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
@@ -201,8 +194,27 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 	url := fmt.Sprintf("http://%s%s", ln.Addr(), cfg.Path)
 	fmt.Fprintf(stdout, "mcpcluster node %s listening on %s (backend %s, tools %s)\n", h.NodeID(), url, backend.Name(), cfg.Tools)
 	log.Info().Str("url", url).Str("backend", backend.Name()).Msg("listening")
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
+	// /metrics on a listener of its own (the Kubernetes convention): the
+	// MCP endpoint's clients cannot read it, and scrapes never queue
+	// behind MCP traffic.
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			log.Error().Err(err).Msg("metrics listen failed")
+			_ = hs.Close()
+			h.Close()
+			return 1
+		}
+		mr := chi.NewRouter()
+		probes(mr, h)
+		mr.Handle("/metrics", h.MetricsHandler())
+		ms := &http.Server{Handler: mr, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", mln.Addr())
+		go func() { errc <- ms.Serve(mln) }()
+		defer ms.Close()
+	}
 	select {
 	case err := <-errc:
 		log.Error().Err(err).Msg("server stopped")
@@ -222,6 +234,21 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 
 // newHTTPHandler is srv.NewHTTPHandler; a seam for tests.
 var newHTTPHandler = (*mcp.Server).NewHTTPHandler
+
+// probes serves /healthz (the process serves HTTP) and /readyz (the
+// node takes traffic) on r.
+func probes(r chi.Router, h *mcp.HTTPHandler) {
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := h.Ready(ctx); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+}
 
 func openBackend(ctx context.Context, cfg *Config) (*mcp.Backend, error) {
 	if cfg.RedisURL == "" {

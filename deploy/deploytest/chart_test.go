@@ -463,9 +463,13 @@ func TestCheckReleaseRejects(t *testing.T) {
 		{"Ingress buffering", "ingress-tls.yaml", func(r *release) {
 			r.ingresses[0].Annotations["nginx.ingress.kubernetes.io/proxy-buffering"] = "on"
 		}, "proxy-buffering annotation is \"on\""},
+		{"metrics port not exposed", "defaults.yaml", func(r *release) {
+			c := &r.deployments[0].Spec.Template.Spec.Containers[0]
+			c.Ports = c.Ports[:1]
+		}, "MCP_METRICS_ADDR port 9090 is not the container port named metrics"},
 		{"ServiceMonitor on another port", "servicemonitor.yaml", func(r *release) {
-			r.serviceMonitors[0].Spec.Endpoints[0].Port = "metrics"
-		}, "endpoint port \"metrics\" is not a port"},
+			r.serviceMonitors[0].Spec.Endpoints[0].Port = "nosuch"
+		}, "endpoint port \"nosuch\" is not a port"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -362,6 +362,17 @@ func checkRelease(r *release) error {
 	}) {
 		bad("MCP_ADDR port %s is not a container port", port)
 	}
+	// /metrics on its own listener: reachable in the pod, and a port
+	// other than the MCP one.
+	if addr, _, _ := r.envValue(c, "MCP_METRICS_ADDR"); addr != "" {
+		if !strings.HasPrefix(addr, "0.0.0.0:") {
+			bad("MCP_METRICS_ADDR %q does not listen on every interface", addr)
+		} else if port := strings.TrimPrefix(addr, "0.0.0.0:"); !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
+			return strconv.Itoa(int(p.ContainerPort)) == port && p.Name == "metrics"
+		}) {
+			bad("MCP_METRICS_ADDR port %s is not the container port named metrics", port)
+		}
+	}
 	if key, ext, _ := r.envValue(c, "MCP_STATE_KEY"); ext == nil && key == "" {
 		bad("MCP_STATE_KEY is empty")
 	}

@@ -129,7 +129,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		n := &Node{ID: fmt.Sprintf("node%d", i+1), c: c}
 		n.Addr = freeAddr(t)
 		n.URL = "http://" + n.Addr + "/mcp"
-		n.args = []string{"--addr", n.Addr, "--node-id", n.ID, "--tools", opts.Tools, "--state-key", c.key, "--log-level", "debug"}
+		n.args = []string{"--addr", n.Addr, "--node-id", n.ID, "--tools", opts.Tools, "--state-key", c.key, "--log-level", "debug", "--metrics-addr", "127.0.0.1:0"}
 		if c.Redis != nil {
 			n.args = append(n.args, "--redis-url", c.Redis.URL())
 		}

@@ -113,7 +113,7 @@ func startTargets(bins *binaries, dir string, want map[string]bool, logf func(st
 		if err != nil {
 			return err
 		}
-		args := []string{"--addr", addr, "--node-id", fmt.Sprintf("%s-%d", t.Key, i+1), "--state-key", key, "--log-level", "warn"}
+		args := []string{"--addr", addr, "--node-id", fmt.Sprintf("%s-%d", t.Key, i+1), "--state-key", key, "--log-level", "warn", "--metrics-addr", "127.0.0.1:0"}
 		if redisURL != "" {
 			args = append(args, "--redis-url", redisURL)
 		}

@@ -110,6 +110,9 @@ Deployment so that an invalid set fails to render.
 {{- if and .Values.httpRoute.enabled (not .Values.httpRoute.parentRefs) }}
 {{- fail "httpRoute.enabled needs httpRoute.parentRefs (the Gateway to attach to)" }}
 {{- end }}
+{{- if eq (int .Values.metricsPort) (int .Values.containerPort) }}
+{{- fail (printf "metricsPort (%d) must differ from containerPort; set it to 0 to serve /metrics on the http port" (int .Values.metricsPort)) }}
+{{- end }}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail (printf "autoscaling.minReplicas (%d) is greater than autoscaling.maxReplicas (%d)" (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- end }}
