@@ -41,6 +41,7 @@ type Backend struct {
 	Bus      Bus
 	Members  Membership
 	Claims   Claims
+	Registry Registry
 	// Close releases the backend's resources (connections, goroutines).
 	Close func() error
 	// Ping checks that the shared store is reachable (readiness).
@@ -226,6 +227,19 @@ type Membership interface {
 	Leave(ctx context.Context, node string) error
 	// Members lists nodes with unexpired leases.
 	Members(ctx context.Context) ([]string, error)
+}
+
+// Registry records the enabled state of features (tools, prompts,
+// resources) that a deployment changed at run time, so that every node
+// serves the same lists. Keys are opaque to the store; callers bound how
+// many there are (one per registered feature). Entries do not expire:
+// they are the deployment's configuration, not a client's state.
+type Registry interface {
+	// Set records key as enabled (on) or disabled and reports whether
+	// that changed what was recorded.
+	Set(ctx context.Context, key string, on bool) (changed bool, err error)
+	// All returns every recorded state.
+	All(ctx context.Context) (map[string]bool, error)
 }
 
 // Claims are leased, named ownership records: which connection holds a

@@ -42,6 +42,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) *cluster.Backend) {
 		{"Bus", s.testBus},
 		{"Members", s.testMembers},
 		{"Claims", s.testClaims},
+		{"Registry", s.testRegistry},
 	} {
 		t.Run(group.name, func(t *testing.T) {
 			t.Parallel()
@@ -98,7 +99,7 @@ func (s *suite) testBackend(t *testing.T) {
 	}
 	for name, seam := range map[string]any{
 		"Sessions": b.Sessions, "Events": b.Events, "Bus": b.Bus,
-		"Members": b.Members, "Claims": b.Claims,
+		"Members": b.Members, "Claims": b.Claims, "Registry": b.Registry,
 	} {
 		if seam == nil {
 			t.Errorf("%s is nil", name)

@@ -113,6 +113,7 @@ func New(opts Options) *cluster.Backend {
 		Bus:      b,
 		Members:  (*members)(s),
 		Claims:   (*claims)(s),
+		Registry: (*registry)(s),
 		Close: func() error {
 			s.close()
 			b.close()
@@ -146,6 +147,7 @@ type store struct {
 	bySess   map[string]map[string]struct{} // session id → its claim keys
 	once     map[string]time.Time
 	nodes    map[string]time.Time
+	features map[string]bool // Registry
 
 	fmu       sync.Mutex
 	followers map[string]map[*queue[cluster.Event]]struct{}

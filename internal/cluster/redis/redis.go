@@ -23,6 +23,8 @@
 //	P:o:<key>          string  once token, PX
 //	P:nodes            zset    node → lease expiry (ms); TTL ≥ the newest lease
 //	P:janitor          string  lock electing the node that runs the periodic janitor
+//	P:registry         hash    feature key → "1"/"0": run-time enabled state (no TTL: the
+//	                           deployment's configuration, one field per registered feature)
 //
 // Pub/sub channels: P:bus:<topic> for the Bus and P:f:<stream> for
 // Follow. A Follow message is "<seq>:<final 0|1>:<data>"; "0" alone asks
@@ -35,7 +37,7 @@
 // trip; on Cluster (or a Ring) they are updated by separate commands
 // right after.
 //
-// Every key expires: the global indexes get a TTL at least as long as
+// Every key but P:registry expires: the global indexes get a TTL at least as long as
 // the longest-lived entry they hold (sliding a session refreshes the
 // subscription sets of its uris every eighth of its idle TTL), so a
 // deployment whose nodes all stopped leaves nothing behind.
@@ -170,6 +172,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 		Bus:      (*bus)(b),
 		Members:  (*members)(b),
 		Claims:   (*claims)(b),
+		Registry: (*registry)(b),
 		Close: func() error {
 			var err error
 			once.Do(func() {
@@ -238,6 +241,7 @@ func (k keys) owner(x string) string      { return k.prefix + ":x:" + x }
 func (k keys) once(key string) string     { return k.prefix + ":o:" + key }
 func (k keys) nodes() string              { return k.prefix + ":nodes" }
 func (k keys) janitor() string            { return k.prefix + ":janitor" }
+func (k keys) registry() string           { return k.prefix + ":registry" }
 func (k keys) busChannel(t string) string { return k.prefix + ":bus:" + t }
 func (k keys) followChannel(x string) string {
 	return k.prefix + ":f:" + x

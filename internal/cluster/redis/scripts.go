@@ -325,6 +325,15 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now_ms())
 return redis.call('ZRANGE', KEYS[1], 0, -1)
 `)
 
+// Registry.
+
+// KEYS: registry. ARGV: key, "1"|"0". Returns 1 when the value changed.
+var registrySetScript = script(`
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+`)
+
 // Claims.
 
 // KEYS: claim [, session claim index]. ARGV: owner, ttl ms, index member.
