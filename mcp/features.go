@@ -61,7 +61,7 @@ func (s *Server) listTools(req *Request) (any, error) {
 		return nil, err
 	}
 	s.mu.RLock()
-	keys, next, err := page(sortedKeys(s.tools), p.Cursor, s.opts.pageSize())
+	keys, next, err := page(s.enabledKeys(KindTool, sortedKeys(s.tools)), p.Cursor, s.opts.pageSize())
 	tools := make([]Tool, 0, len(keys))
 	for _, k := range keys {
 		tools = append(tools, toolFor(s.tools[k].tool, req.version))
@@ -92,6 +92,9 @@ func (s *Server) callTool(ctx context.Context, req *Request) (any, error) {
 	}
 	s.mu.RLock()
 	e := s.tools[p.Name]
+	if !s.enabledLocked(featureKey(KindTool, p.Name)) {
+		e = nil
+	}
 	s.mu.RUnlock()
 	if e == nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown tool %q", p.Name), map[string]any{"field": "name"})
@@ -143,7 +146,7 @@ func (s *Server) listResources(req *Request) (any, error) {
 		return nil, err
 	}
 	s.mu.RLock()
-	keys, next, err := page(sortedKeys(s.resources), p.Cursor, s.opts.pageSize())
+	keys, next, err := page(s.enabledKeys(KindResource, sortedKeys(s.resources)), p.Cursor, s.opts.pageSize())
 	list := make([]Resource, 0, len(keys))
 	for _, k := range keys {
 		list = append(list, resourceFor(s.resources[k].res, req.version))
@@ -165,7 +168,7 @@ func (s *Server) listTemplates(req *Request) (any, error) {
 		return nil, err
 	}
 	s.mu.RLock()
-	keys, next, err := page(sortedKeys(s.templates), p.Cursor, s.opts.pageSize())
+	keys, next, err := page(s.enabledKeys(KindResource, sortedKeys(s.templates)), p.Cursor, s.opts.pageSize())
 	list := make([]ResourceTemplate, 0, len(keys))
 	for _, k := range keys {
 		list = append(list, templateFor(s.templates[k].tmpl, req.version))
@@ -207,10 +210,10 @@ func (s *Server) readResource(ctx context.Context, req *Request) (any, error) {
 	var h ResourceHandler
 	var vars map[string]string
 	s.mu.RLock()
-	if e := s.resources[p.URI]; e != nil {
+	if e := s.resources[p.URI]; e != nil && s.enabledLocked(featureKey(KindResource, p.URI)) {
 		h = e.handler
-	} else {
-		for _, k := range sortedKeys(s.templates) {
+	} else if e == nil {
+		for _, k := range s.enabledKeys(KindResource, sortedKeys(s.templates)) {
 			if m, ok := s.templates[k].parsed.Match(p.URI); ok {
 				h, vars = s.templates[k].handler, m
 				break
@@ -258,7 +261,7 @@ func (s *Server) listPrompts(req *Request) (any, error) {
 		return nil, err
 	}
 	s.mu.RLock()
-	keys, next, err := page(sortedKeys(s.prompts), p.Cursor, s.opts.pageSize())
+	keys, next, err := page(s.enabledKeys(KindPrompt, sortedKeys(s.prompts)), p.Cursor, s.opts.pageSize())
 	list := make([]Prompt, 0, len(keys))
 	for _, k := range keys {
 		list = append(list, promptFor(s.prompts[k].prompt, req.version))
@@ -284,6 +287,9 @@ func (s *Server) getPrompt(ctx context.Context, req *Request) (any, error) {
 	}
 	s.mu.RLock()
 	e := s.prompts[p.Name]
+	if !s.enabledLocked(featureKey(KindPrompt, p.Name)) {
+		e = nil
+	}
 	s.mu.RUnlock()
 	if e == nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown prompt %q", p.Name), map[string]any{"field": "name"})
@@ -327,6 +333,7 @@ func (s *Server) complete(ctx context.Context, req *Request) (any, error) {
 	case "ref/prompt":
 		s.mu.RLock()
 		_, ok := s.prompts[p.Ref.Name]
+		ok = ok && s.enabledLocked(featureKey(KindPrompt, p.Ref.Name))
 		s.mu.RUnlock()
 		if !ok {
 			return nil, invalidParam("ref.name", fmt.Sprintf("%q is not a prompt", p.Ref.Name))

@@ -82,6 +82,12 @@ type HTTPOptions struct {
 	SessionCacheTTL time.Duration
 	// LeaseTTL is the membership lease of the node (default 5s).
 	LeaseTTL time.Duration
+	// MaxFanOuts bounds the notification fan-outs (list_changed,
+	// resources/updated) this node runs at once (default 4). The same
+	// notification waits at most once while others run, and at most 1024
+	// distinct ones wait; past that they are dropped and counted in
+	// mcp_fanouts_dropped_total.
+	MaxFanOuts int
 	// Logger receives transport logs.
 	Logger *zerolog.Logger
 }
@@ -108,6 +114,7 @@ func (o *HTTPOptions) defaults() {
 	defInt(&o.MaxStreams, 100)
 	defInt(&o.MaxWaiters, 10000)
 	defInt(&o.MaxWaitersPerSession, 100)
+	defInt(&o.MaxFanOuts, 4)
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 4 << 20
 	}
@@ -141,6 +148,10 @@ type HTTPHandler struct {
 	sessions *sessionCache
 	local    *localState
 	metrics  *telemetry.Metrics
+	fanOuts  *fanOutLimiter
+	// fanOutDropped counts notifications dropped past the fan-out bound.
+	fanOutDropped func()
+	reload        chan struct{} // the enabled state of features is due for a reload
 
 	ownBackend bool // the backend was made here, so Close closes it
 	closeOnce  sync.Once
@@ -174,7 +185,10 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.instance = h.coord.Instance()
 	h.sessions = newSessionCache(h)
 	h.local = newLocalState()
+	h.fanOuts = newFanOutLimiter(h.opts.MaxFanOuts, maxWaitingFanOuts)
+	h.reload = make(chan struct{}, 1)
 	h.metrics = telemetry.NewMetrics(h.opts.NodeID)
+	h.fanOutDropped = h.metrics.Counter("mcp_fanouts_dropped_total", "Notification fan-outs dropped because too many distinct ones waited for a slot.")
 	h.metrics.GaugeFunc("mcp_pending_requests", "Server→client requests waiting for a reply on this node.",
 		func() float64 { return float64(h.coord.Pending()) })
 	h.metrics.GaugeFunc("mcp_sessions_live", "Live sessions in the deployment (read from the shared store at scrape time).",
@@ -192,8 +206,13 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 		return nil, err
 	}
 	s.attach(h)
+	s.linkFeatures(h)
 	return h, nil
 }
+
+// maxWaitingFanOuts bounds the distinct notifications waiting for a
+// fan-out slot.
+const maxWaitingFanOuts = 1024
 
 // NodeID returns this node's id.
 func (h *HTTPHandler) NodeID() string { return h.opts.NodeID }
@@ -205,6 +224,7 @@ func (h *HTTPHandler) NodeID() string { return h.opts.NodeID }
 func (h *HTTPHandler) Close() {
 	h.closeOnce.Do(func() {
 		h.srv.detach(h)
+		h.srv.unlinkFeatures(h)
 		h.cancel()
 		for _, stop := range h.stops {
 			stop()

@@ -19,7 +19,7 @@ import (
 const topicAll = "all"
 
 type busMsg struct {
-	T string `json:"t"`           // end, cancel, inv, getdrop, takeover, ln
+	T string `json:"t"`           // end, cancel, inv, getdrop, takeover, ln, reg
 	S string `json:"s,omitempty"` // session
 	I string `json:"i,omitempty"` // request id key
 	C string `json:"c,omitempty"` // connection id
@@ -115,10 +115,14 @@ func (h *HTTPHandler) start() error {
 		return err
 	}
 	h.stops = append(h.stops, stop)
-	h.be.Bus.OnReconnect(h.resync)
+	h.be.Bus.OnReconnect(func() {
+		h.resync()
+		h.reloadFeatures()
+	})
 	if err := h.be.Members.Heartbeat(ctx, h.instance, h.opts.LeaseTTL); err != nil {
 		h.log.Warn().Err(err).Msg("membership heartbeat failed")
 	}
+	h.loadFeatures(ctx)
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
@@ -128,10 +132,13 @@ func (h *HTTPHandler) start() error {
 			select {
 			case <-ctx.Done():
 				return
+			case <-h.reload:
+				h.loadFeatures(ctx)
 			case <-t.C:
 				if err := h.be.Members.Heartbeat(ctx, h.instance, h.opts.LeaseTTL); err != nil && ctx.Err() == nil {
 					h.log.Warn().Err(err).Msg("membership heartbeat failed")
 				}
+				h.loadFeatures(ctx)
 			}
 		}
 	}()
@@ -195,6 +202,8 @@ func (h *HTTPHandler) onBus(b []byte) {
 				}
 			}()
 		}
+	case "reg":
+		h.reloadFeatures()
 	case "ln":
 		l.mu.Lock()
 		var hit []*listenConn
@@ -241,12 +250,21 @@ func (h *HTTPHandler) resourceUpdated(_ context.Context, uri string) {
 // fanOut appends a notification once to the GET stream of every session
 // that should get it (all sessions, or the subscribers of uri), and tells
 // every node's listen streams. It runs in the background: a registry
-// change must not block on the store.
+// change must not block on the store. At most MaxFanOuts run at once and
+// the same notification waits at most once (see fanOutLimiter).
 func (h *HTTPHandler) fanOut(method, uri string) {
+	if !h.fanOuts.enter(method, uri) {
+		h.fanOutDropped()
+		return
+	}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		ctx, cancel := context.WithTimeout(h.ctx, time.Minute)
+		if !h.fanOuts.acquire(h.ctx, method, uri) {
+			return
+		}
+		defer h.fanOuts.release()
+		ctx, cancel := context.WithTimeout(h.ctx, fanOutTimeout)
 		defer cancel()
 		if err := h.publish(ctx, busMsg{T: "ln", M: method, U: uri}); err != nil {
 			h.log.Warn().Err(err).Str("method", method).Msg("listen fan-out failed")

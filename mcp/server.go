@@ -148,6 +148,11 @@ type Server struct {
 	prompts    map[string]*promptEntry
 	completion CompletionHandler
 	subscribe  bool // resources/subscribe offered
+	// Enabled state of features (see SetEnabled): this node's defaults,
+	// the shared state last loaded, and where the shared state is kept.
+	localOn  map[string]bool
+	sharedOn map[string]bool
+	features featureStore
 
 	hubsMu sync.Mutex
 	hubs   []hub
@@ -172,6 +177,8 @@ func NewServer(impl Implementation, opts *ServerOptions) *Server {
 		templates: map[string]*templateEntry{},
 		prompts:   map[string]*promptEntry{},
 		subscribe: true,
+		localOn:   map[string]bool{},
+		sharedOn:  map[string]bool{},
 	}
 	if opts != nil {
 		s.opts = *opts
@@ -373,11 +380,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// ToolNames returns the names of the registered tools, sorted.
+// ToolNames returns the names of the registered tools that are enabled
+// (see SetEnabled), sorted.
 func (s *Server) ToolNames() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return sortedKeys(s.tools)
+	return s.enabledKeys(KindTool, sortedKeys(s.tools))
 }
 
 // removeEntries deletes keys from one of the registries and sends the

@@ -41,6 +41,7 @@ type Config struct {
 	MaxClientInfo  int
 	MaxCaps        int
 	MaxURI         int
+	MaxFanOuts     int
 	LeaseTTL       time.Duration
 	SessionCache   time.Duration
 	PageSize       int
@@ -135,6 +136,7 @@ func settings() []setting {
 		{"max-client-info-bytes", "MCP_MAX_CLIENT_INFO_BYTES", "4096", "largest clientInfo (encoded) initialize accepts; the session stores it", intSetter(func(c *Config) *int { return &c.MaxClientInfo })},
 		{"max-capabilities-bytes", "MCP_MAX_CAPABILITIES_BYTES", "16384", "largest client capabilities (encoded) initialize accepts; the session stores them", intSetter(func(c *Config) *int { return &c.MaxCaps })},
 		{"max-uri-bytes", "MCP_MAX_URI_BYTES", "2048", "longest uri resources/subscribe accepts; the session stores it", intSetter(func(c *Config) *int { return &c.MaxURI })},
+		{"max-fanouts", "MCP_MAX_FANOUTS", "4", "notification fan-outs (list_changed, resources/updated) a node runs at once; the same notification waits at most once", intSetter(func(c *Config) *int { return &c.MaxFanOuts })},
 		{"lease-ttl", "MCP_LEASE_TTL", "5s", "membership lease of a node; a dead node's streams end this long after it stops", durationSetter(func(c *Config) *time.Duration { return &c.LeaseTTL })},
 		{"session-cache-ttl", "MCP_SESSION_CACHE_TTL", "0s", "reuse a loaded session this long instead of reading Redis on every request (0 reads every time; a positive value lets a change made on another node be seen up to this late)", func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
@@ -237,7 +239,7 @@ func (c *Config) Validate() error {
 	pos("resume-grace", c.ResumeGrace)
 	pos("lease-ttl", c.LeaseTTL)
 	pos("drain-timeout", c.DrainTimeout)
-	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "max-subscriptions": c.MaxSubs, "max-client-info-bytes": c.MaxClientInfo, "max-capabilities-bytes": c.MaxCaps, "max-uri-bytes": c.MaxURI, "page-size": c.PageSize} {
+	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "max-subscriptions": c.MaxSubs, "max-client-info-bytes": c.MaxClientInfo, "max-capabilities-bytes": c.MaxCaps, "max-uri-bytes": c.MaxURI, "max-fanouts": c.MaxFanOuts, "page-size": c.PageSize} {
 		if n <= 0 {
 			bad(name, "must be positive, not %d", n)
 		}

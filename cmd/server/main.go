@@ -154,6 +154,7 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		HistoryTTL:           cfg.HistoryTTL,
 		MaxWaiters:           cfg.MaxWaiters,
 		MaxWaitersPerSession: cfg.SessionWaiters,
+		MaxFanOuts:           cfg.MaxFanOuts,
 		ResumeGrace:          cfg.ResumeGrace,
 		LeaseTTL:             cfg.LeaseTTL,
 		SessionCacheTTL:      cfg.SessionCache,

@@ -149,3 +149,14 @@ func (m *Metrics) Draining(on bool) {
 		m.draining.Set(0)
 	}
 }
+
+// Counter registers a counter and returns the function that increments
+// it (a no-op on nil Metrics).
+func (m *Metrics) Counter(name, help string) func() {
+	if m == nil {
+		return func() {}
+	}
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: m.labels})
+	m.reg.MustRegister(c)
+	return c.Inc
+}

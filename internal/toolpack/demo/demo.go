@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,18 +182,26 @@ func Register(s *mcp.Server) {
 		return &mcp.Completion{Values: out, Total: &total}, nil
 	})
 
+	// 'extra' is registered on every node, disabled; toggling it is
+	// cluster state (SetEnabled), so every node lists the same tools.
+	mcp.AddTool(s, mcp.Tool{Name: "extra", Description: "A tool added at run time."},
+		func(context.Context, *mcp.Request, struct{}) (string, error) { return "extra", nil })
+	if err := s.SetEnabled(context.Background(), mcp.KindTool, "extra", false); err != nil {
+		panic(err) // unreachable: just registered
+	}
 	var extraMu sync.Mutex
 	mcp.AddTool(s, mcp.Tool{Name: "toggle_extra_tool", Description: "Adds the tool 'extra' if absent, removes it if present (clients get tools/list_changed)."},
-		func(_ context.Context, _ *mcp.Request, _ struct{}) (string, error) {
+		func(ctx context.Context, _ *mcp.Request, _ struct{}) (string, error) {
 			extraMu.Lock()
 			defer extraMu.Unlock()
-			if slices.Contains(s.ToolNames(), "extra") {
-				s.RemoveTools("extra")
-				return "removed", nil
+			on := !s.Enabled(mcp.KindTool, "extra")
+			if err := s.SetEnabled(ctx, mcp.KindTool, "extra", on); err != nil {
+				return "", err
 			}
-			mcp.AddTool(s, mcp.Tool{Name: "extra", Description: "A tool added at run time."},
-				func(context.Context, *mcp.Request, struct{}) (string, error) { return "extra", nil })
-			return "added", nil
+			if on {
+				return "added", nil
+			}
+			return "removed", nil
 		})
 }
 
