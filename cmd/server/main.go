@@ -192,19 +192,15 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
-	url := fmt.Sprintf("http://%s%s", ln.Addr(), cfg.Path)
-	fmt.Fprintf(stdout, "mcpcluster node %s listening on %s (backend %s, tools %s)\n", h.NodeID(), url, backend.Name(), cfg.Tools)
-	log.Info().Str("url", url).Str("backend", backend.Name()).Msg("listening")
 	errc := make(chan error, 2)
-	go func() { errc <- hs.Serve(ln) }()
 	// /metrics on a listener of its own (the Kubernetes convention): the
 	// MCP endpoint's clients cannot read it, and scrapes never queue
-	// behind MCP traffic.
+	// behind MCP traffic. It is up before the node says it listens.
 	if cfg.MetricsAddr != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
 			log.Error().Err(err).Msg("metrics listen failed")
-			_ = hs.Close()
+			_ = ln.Close()
 			h.Close()
 			return 1
 		}
@@ -216,6 +212,10 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		go func() { errc <- ms.Serve(mln) }()
 		defer ms.Close()
 	}
+	url := fmt.Sprintf("http://%s%s", ln.Addr(), cfg.Path)
+	fmt.Fprintf(stdout, "mcpcluster node %s listening on %s (backend %s, tools %s)\n", h.NodeID(), url, backend.Name(), cfg.Tools)
+	log.Info().Str("url", url).Str("backend", backend.Name()).Msg("listening")
+	go func() { errc <- hs.Serve(ln) }()
 	select {
 	case err := <-errc:
 		log.Error().Err(err).Msg("server stopped")

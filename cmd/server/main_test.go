@@ -246,15 +246,15 @@ func TestRedisURLNeedsAStateKey(t *testing.T) {
 	}
 }
 
-// startNode runs an HTTP node on a free loopback port until the test ends
-// and returns its stderr.
-func startNode(t *testing.T, args ...string) *syncBuffer {
+// startNode runs an HTTP node (its MCP and metrics listeners on free
+// loopback ports) until the test ends and returns its stdout and stderr.
+func startNode(t *testing.T, args ...string) (stdout, stderr *syncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, append([]string{"--addr", "127.0.0.1:0", "--drain-timeout", "1s"}, args...), strings.NewReader(""), &out, &errOut)
+		done <- run(ctx, append([]string{"--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--drain-timeout", "1s"}, args...), strings.NewReader(""), &out, &errOut)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -276,11 +276,11 @@ func startNode(t *testing.T, args ...string) *syncBuffer {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return &errOut
+	return &out, &errOut
 }
 
 func TestSingleMemoryNodeDoesNotWarn(t *testing.T) {
-	logs := startNode(t)
+	_, logs := startNode(t)
 	if strings.Contains(logs.String(), `"level":"warn"`) {
 		t.Fatalf("a single node on the in-memory backend warned:\n%s", logs)
 	}

@@ -59,7 +59,7 @@ func TestReadmeTryItWorksPastedWhole(t *testing.T) {
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 
 	script := strings.Join(blocks[:2], "\necho '--- second block'\n")
-	script = strings.ReplaceAll(script, "go run ./cmd/server &", "(sleep 1; exec "+bin+" --addr "+addr+" >/dev/null 2>&1) &")
+	script = strings.ReplaceAll(script, "go run ./cmd/server &", "(sleep 1; exec "+bin+" --addr "+addr+" --metrics-addr 127.0.0.1:0 >/dev/null 2>&1) &")
 	script = strings.ReplaceAll(script, "127.0.0.1:8080", "127.0.0.1:"+port)
 	if !strings.Contains(script, bin) {
 		t.Fatalf("the first block no longer starts the node with go run ./cmd/server &:\n%s", blocks[0])
