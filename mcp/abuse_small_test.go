@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 	"github.com/mcpcluster/mcpcluster/mcp"
 )
 
@@ -28,7 +29,7 @@ func TestAbuseErrorEcho(t *testing.T) {
 		for _, modern := range []bool{false, true} {
 			resp := post(t, legacy, n.url, tc.method, tc.params, nil)
 			if modern {
-				resp = postModern(t, legacy, n.url, tc.method, tc.params, nil)
+				resp = postModern(t, mcptest.New(t, n.url), n.url, tc.method, tc.params, nil)
 			}
 			f := resp.Final()
 			if f == nil || f.Error == nil {
@@ -38,6 +39,7 @@ func TestAbuseErrorEcho(t *testing.T) {
 			if len(resp.Body) > 4096 {
 				t.Errorf("%s (modern %v): error body of %d bytes echoes the input", tc.name, modern, len(resp.Body))
 			}
+			t.Logf("%s (modern %v): error body of %d bytes", tc.name, modern, len(resp.Body))
 		}
 	}
 }
