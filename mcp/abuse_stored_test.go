@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -94,5 +95,32 @@ func TestAbuseStoredSizes(t *testing.T) {
 		if pttl := rdb.PTTL(ctx, k).Val(); pttl <= 0 {
 			t.Errorf("key %q does not expire (PTTL %v)", k, pttl)
 		}
+	}
+}
+
+// Over stdio too, a session's subscriptions are bounded (1024), and a
+// huge uri is refused.
+func TestAbuseStdioSubscriptions(t *testing.T) {
+	srv := mcp.NewServer(mcp.Implementation{Name: "t", Version: "1"}, nil)
+	srv.AddResource(mcp.Resource{URI: "file:///a"}, func(context.Context, *mcp.Request, string, map[string]string) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{}, nil
+	})
+	c := startStdio(t, srv, nil)
+	c.send(stdioInit, stdioInitialized)
+	c.next("initialize")
+	sub := func(id int, uri string) stdioLine {
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"resources/subscribe","params":{"uri":%q}}`, id, uri))
+		return c.next("subscribe")
+	}
+	if l := sub(2, "file:///"+strings.Repeat("x", 1<<20)); l.Error == nil || l.Error.Code != jsonrpc.CodeInvalidParams || len(l.raw) > 4096 {
+		t.Fatalf("1 MiB uri: got %.200s (%d bytes), want a short -32602", l.raw, len(l.raw))
+	}
+	for i := range 1024 {
+		if l := sub(10+i, fmt.Sprintf("file:///r%d", i)); l.Error != nil {
+			t.Fatalf("subscription %d: got %s", i+1, l.raw)
+		}
+	}
+	if l := sub(5000, "file:///one-more"); l.Error == nil || l.Error.Code != jsonrpc.CodeInvalidParams {
+		t.Fatalf("subscription 1025: got %s, want -32602", l.raw)
 	}
 }

@@ -413,10 +413,17 @@ func (c *stdioConn) setLogLevel(_ context.Context, l LogLevel) error {
 	return nil
 }
 
+// maxStdioSubscriptions bounds one stdio session's subscriptions, as the
+// backends' default bounds an HTTP session's.
+const maxStdioSubscriptions = 1024
+
 func (c *stdioConn) subscribe(_ context.Context, uri string) error {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.subs[uri] && len(c.subs) >= maxStdioSubscriptions {
+		return invalidParam("uri", "cannot be subscribed: this session has reached its subscription limit")
+	}
 	c.subs[uri] = true
-	c.mu.Unlock()
 	return nil
 }
 
