@@ -36,3 +36,28 @@ func Example_stdio() {
 	// Output:
 	// {"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Hello, Ada!"}],"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"greeter","version":"1.0.0"}}}}
 }
+
+// ExampleServer_SetEnabled registers a tool on every node and enables it
+// at run time: with an HTTP handler attached the change is cluster state,
+// so every node lists it.
+func ExampleServer_SetEnabled() {
+	s := mcp.NewServer(mcp.Implementation{Name: "shop", Version: "1.0.0"}, nil)
+	mcp.AddTool(s, mcp.Tool{Name: "checkout", Description: "Buys the cart."},
+		func(ctx context.Context, req *mcp.Request, _ struct{}) (string, error) { return "bought", nil })
+	// At registration: this node's default, until the cluster records a state.
+	_ = s.SetEnabled(context.Background(), mcp.KindTool, "checkout", false)
+	fmt.Println(s.ToolNames())
+
+	h, err := s.NewHTTPHandler(nil) // in-memory backend: a single node
+	if err != nil {
+		panic(err)
+	}
+	defer h.Close()
+	// At run time, from any node: recorded in the shared store and
+	// announced with one tools/list_changed.
+	_ = s.SetEnabled(context.Background(), mcp.KindTool, "checkout", true)
+	fmt.Println(s.ToolNames(), s.Enabled(mcp.KindTool, "checkout"))
+	// Output:
+	// []
+	// [checkout] true
+}
