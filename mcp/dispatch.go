@@ -252,8 +252,11 @@ func (s *Server) call(ctx context.Context, req *Request, sess sessionOps) (json.
 		return s.method(ctx, req, sess)
 	})
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		// Bounded like the error the client gets: messages may quote
+		// megabytes of input.
+		msg := jsonrpc.Truncate(err.Error(), jsonrpc.MaxMessageBytes)
+		span.RecordError(errors.New(msg))
+		span.SetStatus(codes.Error, msg)
 		return nil, err
 	}
 	return s.finish(req, res)
