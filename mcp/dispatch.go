@@ -136,14 +136,6 @@ func (s *Server) newModernRequest(msg *jsonrpc.Message, principal string) (*Requ
 	return req, nil
 }
 
-// UnsupportedVersionError is the -32022 error for a revision the server
-// does not implement.
-func UnsupportedVersionError(requested string) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeUnsupportedProtocolVersion,
-		fmt.Sprintf("unsupported protocol version %q", requested),
-		map[string]any{"supported": SupportedVersions, "requested": requested})
-}
-
 // newLegacyRequest builds the context of a request on a session.
 func (s *Server) newLegacyRequest(msg *jsonrpc.Message, st *legacyState) (*Request, error) {
 	m, err := readMeta(msg.Params)

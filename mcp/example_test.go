@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -60,4 +61,42 @@ func ExampleServer_SetEnabled() {
 	// Output:
 	// []
 	// [checkout] true
+}
+
+// LookupIn is the typed input of the lookup tool.
+type LookupIn struct {
+	Account string `json:"account"`
+}
+
+// ExampleNewError shows a tool answering with a protocol error instead
+// of a result: the client gets a JSON-RPC error with the code, message
+// and data the handler chose. (An ordinary error would become a result
+// with isError set.)
+func ExampleNewError() {
+	s := mcp.NewServer(mcp.Implementation{Name: "bank", Version: "1.0.0"}, nil)
+	mcp.AddTool(s, mcp.Tool{Name: "lookup", Description: "Looks an account up."},
+		func(ctx context.Context, req *mcp.Request, in LookupIn) (string, error) {
+			if in.Account != "42" {
+				return "", mcp.NewError(mcp.CodeInvalidParams, "unknown account", map[string]string{"account": in.Account})
+			}
+			return "balance: 10", nil
+		})
+
+	clientOut, serverIn := io.Pipe()
+	serverOut, clientIn := io.Pipe()
+	go func() { _ = s.ServeStdio(context.Background(), clientOut, clientIn, nil) }()
+	fmt.Fprintln(serverIn, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lookup","arguments":{"account":"7"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	reply, _ := bufio.NewReader(serverOut).ReadString('\n')
+	serverIn.Close()
+	fmt.Print(reply)
+
+	// Code that calls a handler directly finds the error with errors.As.
+	var e *mcp.Error
+	err := fmt.Errorf("lookup: %w", mcp.NewError(mcp.CodeInvalidParams, "unknown account", nil))
+	if errors.As(err, &e) {
+		fmt.Println(e.Code, e.Message)
+	}
+	// Output:
+	// {"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"unknown account","data":{"account":"7"}}}
+	// -32602 unknown account
 }

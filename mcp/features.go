@@ -193,10 +193,6 @@ func resourceNotFound(req *Request, uri string) error {
 	return jsonrpc.NewError(code, fmt.Sprintf("resource not found: %s", uri), map[string]any{"uri": uri})
 }
 
-// ErrResourceNotFound, returned (possibly wrapped) by a resource handler,
-// becomes the revision's resource-not-found error.
-var ErrResourceNotFound = jsonrpc.ErrResourceNotFound
-
 func (s *Server) readResource(ctx context.Context, req *Request) (any, error) {
 	var p struct {
 		URI string `json:"uri"`

@@ -22,7 +22,7 @@ var ErrClientCapability = errors.New("mcp: client capability not declared")
 
 // ClientError is the client's error reply to a server→client request
 // (sampling, elicitation, roots), or the failure to get one (timeout,
-// connection gone). Unlike a *jsonrpc.Error returned by a handler, it is
+// connection gone). Unlike a *Error returned by a handler, it is
 // not a protocol error of the request being served: a typed tool reports
 // it as an isError result.
 type ClientError struct {
@@ -39,8 +39,8 @@ func (e *ClientError) Error() string {
 	return fmt.Sprintf("%s failed: %s (code %d)", e.Method, e.Message, e.Code)
 }
 
-// Is matches a *jsonrpc.Error with the same code, so errors.Is works
-// against the jsonrpc sentinels.
+// Is matches a *Error with the same code, so errors.Is(err,
+// &Error{Code: c}) works on it too.
 func (e *ClientError) Is(target error) bool {
 	t, ok := target.(*jsonrpc.Error)
 	return ok && t.Code == e.Code

@@ -22,8 +22,9 @@ type TypedToolHandler[In, Out any] func(ctx context.Context, req *Request, in In
 // empty and Out is a struct, it is inferred from Out. Arguments are
 // validated against the input schema before the handler runs; invalid
 // arguments and errors returned by the handler become results with
-// isError set, so a model can correct itself. Protocol errors
-// (*jsonrpc.Error) and cancellation pass through as JSON-RPC errors.
+// isError set, so a model can correct itself. A protocol error
+// (a *Error, see NewError, possibly wrapped) and cancellation pass
+// through as JSON-RPC errors.
 //
 // A bad registration (unnamed tool, a type whose schema cannot be
 // inferred, a schema that does not compile) panics.
