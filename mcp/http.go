@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"mime"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,6 +71,13 @@ type HTTPOptions struct {
 	// AllowLoopbackOrigins accepts http(s)://localhost, 127.0.0.1 and
 	// [::1] origins on any port (set it when bound to loopback).
 	AllowLoopbackOrigins bool
+	// AllowedHosts lists Host header values accepted besides loopback
+	// names (localhost, 127.0.0.0/8, [::1], any port): a name alone
+	// matches any port, name:port only that port, "*" any Host. When
+	// empty, a request that arrived on a loopback address must name a
+	// loopback host (DNS-rebinding protection) and others may name any;
+	// when set, every request must name a listed or loopback host.
+	AllowedHosts []string
 	// SessionCacheTTL, when positive, lets a node reuse a loaded session
 	// that long instead of reading the store on every request. Changes
 	// are broadcast, but a request racing the broadcast on another node
@@ -309,6 +314,10 @@ func requestLogger(ctx context.Context, method string) *zerolog.Logger {
 }
 
 func (h *HTTPHandler) route(w http.ResponseWriter, r *http.Request) {
+	if !h.hostAllowed(r) {
+		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "host %q is not allowed", r.Host))
+		return
+	}
 	if !h.originAllowed(r) {
 		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "origin %q is not allowed", r.Header.Get("Origin")))
 		return
@@ -324,32 +333,6 @@ func (h *HTTPHandler) route(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		writeError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "method %s is not allowed on the MCP endpoint", r.Method))
 	}
-}
-
-// originAllowed implements DNS-rebinding protection.
-func (h *HTTPHandler) originAllowed(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true
-	}
-	for _, o := range h.opts.AllowedOrigins {
-		if o == "*" || strings.EqualFold(o, origin) {
-			return true
-		}
-	}
-	if h.opts.AllowLoopbackOrigins {
-		u, err := url.Parse(origin)
-		if err == nil && (u.Scheme == "http" || u.Scheme == "https") {
-			host := u.Hostname()
-			if host == "localhost" {
-				return true
-			}
-			if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // writeError writes an HTTP error with a JSON-RPC error body.

@@ -46,6 +46,7 @@ type Config struct {
 	SessionCache   time.Duration
 	PageSize       int
 	AllowedOrigins string
+	AllowedHosts   string
 	DrainTimeout   time.Duration
 	LogLevel       string
 	LogFormat      string
@@ -148,6 +149,7 @@ func settings() []setting {
 		}},
 		{"page-size", "MCP_PAGE_SIZE", "100", "items per page of list results", intSetter(func(c *Config) *int { return &c.PageSize })},
 		{"allowed-origins", "MCP_ALLOWED_ORIGINS", "", "comma-separated Origin values accepted besides loopback ones on a loopback address (* for any)", stringSetter(func(c *Config) *string { return &c.AllowedOrigins })},
+		{"allowed-hosts", "MCP_ALLOWED_HOSTS", "", "comma-separated Host names accepted besides loopback ones (name or name:port; * for any); empty: a request arriving on a loopback address must name a loopback host (DNS-rebinding protection), others any; set: every request must name a listed or loopback host", stringSetter(func(c *Config) *string { return &c.AllowedHosts })},
 		{"drain-timeout", "MCP_DRAIN_TIMEOUT", "20s", "grace period for in-flight requests on SIGTERM, and over stdio at end of input", durationSetter(func(c *Config) *time.Duration { return &c.DrainTimeout })},
 		{"log-level", "MCP_LOG_LEVEL", "info", "log level: debug, info, warn, error", stringSetter(func(c *Config) *string { return &c.LogLevel })},
 		{"log-format", "MCP_LOG_FORMAT", "json", "log format: json or console", stringSetter(func(c *Config) *string { return &c.LogFormat })},

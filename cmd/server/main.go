@@ -135,12 +135,6 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		return 1
 	}
 	defer backend.Close()
-	var origins []string
-	for _, o := range strings.Split(cfg.AllowedOrigins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			origins = append(origins, o)
-		}
-	}
 	h, err := newHTTPHandler(srv, &mcp.HTTPOptions{
 		Backend:              backend,
 		NodeID:               cfg.NodeID,
@@ -158,7 +152,8 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		ResumeGrace:          cfg.ResumeGrace,
 		LeaseTTL:             cfg.LeaseTTL,
 		SessionCacheTTL:      cfg.SessionCache,
-		AllowedOrigins:       origins,
+		AllowedOrigins:       splitList(cfg.AllowedOrigins),
+		AllowedHosts:         splitList(cfg.AllowedHosts),
 		AllowLoopbackOrigins: isLoopback(cfg.Addr),
 		Logger:               &log, // the handler adds the node id
 	})
@@ -256,6 +251,17 @@ func openBackend(ctx context.Context, cfg *Config) (*mcp.Backend, error) {
 		return mcp.NewMemoryBackendWith(mcp.MemoryOptions{MaxSubscriptions: cfg.MaxSubs}), nil
 	}
 	return mcp.NewRedisBackend(ctx, cfg.RedisURL, &mcp.RedisOptions{MaxSubscriptions: cfg.MaxSubs})
+}
+
+// splitList splits a comma-separated setting, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // isLoopback reports whether a listen address is on a loopback interface.
