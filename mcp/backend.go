@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/cluster/memory"
@@ -19,6 +20,11 @@ import (
 type Backend struct {
 	b *cluster.Backend
 }
+
+// ErrBackendUnavailable is matched (errors.Is) by the errors of
+// NewRedisBackend and NewHTTPHandler when the shared store cannot be
+// reached: worth retrying, unlike a bad URL.
+var ErrBackendUnavailable = cluster.ErrUnavailable
 
 // NewMemoryBackend returns an in-memory backend for a single node.
 func NewMemoryBackend() *Backend {
@@ -47,6 +53,13 @@ type RedisOptions struct {
 	// MaxSubscriptions bounds the resource subscriptions of one session
 	// (default 1024); past it resources/subscribe gets -32602.
 	MaxSubscriptions int
+	// Logger receives the backend's warnings (lost pub/sub connection,
+	// janitor failures) and go-redis's own messages, which would
+	// otherwise go to the standard library's logger as plain text. nil
+	// discards the backend's warnings and leaves go-redis's logger as it
+	// is. go-redis has one logger per process: the last backend given a
+	// Logger sets it.
+	Logger *zerolog.Logger
 }
 
 // NewRedisBackend connects to Redis and returns a backend that nodes of
@@ -69,6 +82,10 @@ func NewRedisBackend(ctx context.Context, url string, opts *RedisOptions) (*Back
 	if opts != nil {
 		o.Prefix = opts.Prefix
 		o.MaxSubscriptions = opts.MaxSubscriptions
+		if opts.Logger != nil {
+			o.Logger = *opts.Logger
+			clusterredis.RouteClientLogs(*opts.Logger)
+		}
 	}
 	b, err := clusterredis.New(ctx, client, o)
 	if err != nil {

@@ -93,8 +93,12 @@ type HTTPOptions struct {
 	// distinct ones wait; past that they are dropped and counted in
 	// mcp_fanouts_dropped_total.
 	MaxFanOuts int
-	// Logger receives transport logs.
+	// Logger receives transport logs, among them one access line per
+	// request at info level (see ServeHTTP).
 	Logger *zerolog.Logger
+	// NoAccessLog turns the access lines off (those of 5xx answers,
+	// logged at warn, stay).
+	NoAccessLog bool
 }
 
 func (o *HTTPOptions) defaults() {
@@ -277,9 +281,10 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // ServeHTTP routes the MCP endpoint's methods. Every request gets a
-// request id (an incoming X-Request-Id is kept) and one log line with the
-// node, the session and the MCP method; handlers log through a logger
-// carrying the same fields (Request.Logger).
+// request id (an incoming X-Request-Id is kept) and one access line at
+// info (warn for a 5xx) with the node, the request id, the session's tag,
+// the HTTP and MCP methods, the status and the duration; handlers log
+// through a logger carrying the same fields (Request.Logger).
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rid := r.Header.Get("X-Request-Id")
 	if rid == "" || len(rid) > 128 {
@@ -289,26 +294,36 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := &requestInfo{}
 	lc := h.log.With().Str("request_id", rid)
 	if sid := r.Header.Get(headerSession); sid != "" {
-		lc = lc.Str("session", sid)
+		lc = lc.Str("session", telemetry.SessionTag(sid))
 	}
 	log := lc.Logger()
 	rec := &statusRecorder{ResponseWriter: w}
 	start := time.Now()
 	h.route(rec, r.WithContext(context.WithValue(log.WithContext(r.Context()), requestInfoKey{}, info)))
-	ev := log.Debug()
-	if rec.status >= 500 {
+	var ev *zerolog.Event
+	switch {
+	case rec.status >= 500:
 		ev = log.Warn()
+	case h.opts.NoAccessLog:
+		return
+	default:
+		ev = log.Info()
 	}
 	ev.Str("http_method", r.Method).Str("mcp_method", info.method).Int("status", rec.status).
-		Dur("duration", time.Since(start)).Msg("request")
+		Float64("duration_ms", telemetry.Ms(time.Since(start))).Msg("request")
+}
+
+// noteMethod records the MCP method of the request for its access line.
+func noteMethod(ctx context.Context, method string) {
+	if info, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		info.method = method
+	}
 }
 
 // requestLogger records the MCP method for the request's log line and
 // returns the request's logger with it.
 func requestLogger(ctx context.Context, method string) *zerolog.Logger {
-	if info, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
-		info.method = method
-	}
+	noteMethod(ctx, method)
 	l := zerolog.Ctx(ctx).With().Str("mcp_method", method).Logger()
 	return &l
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/sse"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // serveGet opens the session's standalone stream, or resumes a stream
@@ -244,7 +245,7 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	h.metrics.Session("ended")
 	if err := h.publish(r.Context(), busMsg{T: "end", S: sid}); err != nil {
-		h.log.Warn().Err(err).Str("session", sid).Msg("session end not broadcast")
+		h.log.Warn().Err(err).Str("session", telemetry.SessionTag(sid)).Msg("session end not broadcast")
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/sse"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 const (
@@ -66,6 +67,7 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, de.ID, de.Err)
 		return
 	}
+	noteMethod(r.Context(), msg.Method)
 	sid := r.Header.Get(headerSession)
 	// A sessionless request with a 2026-07-28 _meta is modern whatever
 	// its header says: checkHeaders then reports a mismatched header.
@@ -564,7 +566,7 @@ func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
 	p.mu.Unlock()
 	if upgraded {
 		if err := p.emit(context.WithoutCancel(ctx), msg, true); err != nil {
-			p.h.log.Warn().Err(err).Str("session", p.session).Msg("final response not recorded")
+			p.h.log.Warn().Err(err).Str("session", telemetry.SessionTag(p.session)).Msg("final response not recorded")
 		}
 		p.mu.Lock()
 		if p.stopKeep != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // Bus messages on the broadcast topic.
@@ -280,7 +281,7 @@ func (h *HTTPHandler) fanOut(method, uri string) {
 				defer workers.Done()
 				for sid := range work {
 					if err := h.appendGet(ctx, sid, data); err != nil && !errors.Is(err, cluster.ErrNotFound) {
-						h.log.Warn().Err(err).Str("session", sid).Str("method", method).Msg("notification not delivered")
+						h.log.Warn().Err(err).Str("session", telemetry.SessionTag(sid)).Str("method", method).Msg("notification not delivered")
 					}
 				}
 			}()

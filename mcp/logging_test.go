@@ -1,0 +1,117 @@
+package mcp_test
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpcluster/mcpcluster/internal/mcptest"
+	"github.com/mcpcluster/mcpcluster/internal/redistest"
+	"github.com/mcpcluster/mcpcluster/mcp"
+)
+
+// logSink collects the JSON lines of a logger.
+type logSink struct{ mcptest.LogBuffer }
+
+func (s *logSink) lines(t testing.TB) []map[string]any { return s.JSONLines(t) }
+
+func (s *logSink) logger() *zerolog.Logger {
+	l := zerolog.New(s).Level(zerolog.DebugLevel)
+	return &l
+}
+
+// Every request gets one access line at info with the HTTP and MCP
+// methods, the status, the duration in milliseconds, the node and the
+// request id; a session shows only as a short hash, never in clear; the
+// access lines can be turned off.
+func TestAccessLog(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		var sink logSink
+		n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{NodeID: "n1", Logger: sink.logger(), NoAccessLog: off}})
+		c := session(t, n.url, mcp.Version20251125, nil)
+		resp := post(t, c, n.url, "tools/list", map[string]any{}, header("X-Request-Id", "rid-42"))
+		if resp.Status != http.StatusOK {
+			t.Fatalf("tools/list: %d", resp.Status)
+		}
+		if strings.Contains(sink.String(), c.Session) {
+			t.Fatalf("the session id appears in clear in the log:\n%s", sink.String())
+		}
+		var access []map[string]any
+		for _, m := range sink.lines(t) {
+			if m["message"] == "request" {
+				access = append(access, m)
+			}
+		}
+		if off {
+			if len(access) != 0 {
+				t.Fatalf("NoAccessLog: %d access lines logged", len(access))
+			}
+			continue
+		}
+		if len(access) != 3 {
+			t.Fatalf("got %d access lines for 3 requests (initialize, initialized, tools/list):\n%s", len(access), sink.String())
+		}
+		if access[1]["mcp_method"] != "notifications/initialized" {
+			t.Errorf("a notification's line has mcp_method %v", access[1]["mcp_method"])
+		}
+		m := access[2]
+		want := map[string]any{"level": "info", "node": "n1", "request_id": "rid-42", "http_method": "POST", "mcp_method": "tools/list", "status": float64(200)}
+		for k, v := range want {
+			if m[k] != v {
+				t.Errorf("access line field %s = %v, want %v (line %v)", k, m[k], v, m)
+			}
+		}
+		if d, ok := m["duration_ms"].(float64); !ok || d < 0 || d > 10000 {
+			t.Errorf("access line duration_ms = %v, want a number of milliseconds", m["duration_ms"])
+		}
+		if _, ok := m["duration"]; ok {
+			t.Error("access line has a duration without its unit")
+		}
+		if s, _ := m["session"].(string); !regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(s) {
+			t.Errorf("access line session = %q, want a 12-hex-digit tag", s)
+		}
+		if access[0]["session"] != nil {
+			t.Errorf("initialize carries no session header, yet its line has session %v", access[0]["session"])
+		}
+	}
+}
+
+// The Redis backend's own warnings and go-redis's messages reach the
+// logger given in RedisOptions as JSON lines.
+func TestRedisBackendLogs(t *testing.T) {
+	rs := redistest.Start(t)
+	var sink logSink
+	be, err := mcp.NewRedisBackend(context.Background(), rs.URL(), &mcp.RedisOptions{Logger: sink.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	// The backend's pub/sub connection is up; losing Redis is logged.
+	srv := mcp.NewServer(mcp.Implementation{Name: "t", Version: "1"}, nil)
+	h, err := srv.NewHTTPHandler(&mcp.HTTPOptions{Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	rs.Kill()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var backend, client bool
+		for _, m := range sink.lines(t) {
+			backend = backend || m["component"] == "cluster.redis" && m["level"] == "warn"
+			client = client || m["component"] == "go-redis"
+		}
+		if backend && client {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after Redis died: backend warning %v, go-redis message %v; log:\n%s", backend, client, sink.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
