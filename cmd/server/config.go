@@ -16,40 +16,42 @@ import (
 // Config is every setting of the reference node. Each has a flag and an
 // environment variable; the flag wins. Defaults live in settings() only.
 type Config struct {
-	Addr           string
-	MetricsAddr    string
-	Path           string
-	Stdio          bool
-	Tools          string
-	RedisURL       string
-	NodeID         string
-	StateKey       string
-	StateKeyFile   string
-	SessionTTL     time.Duration
-	MaxSessions    int
-	MaxBodyBytes   int64
-	RetryHint      time.Duration
-	KeepAlive      time.Duration
-	MaxEvents      int
-	MaxStreams     int
-	HistoryTTL     time.Duration
-	RequestTimeout time.Duration
-	ResumeGrace    time.Duration
-	MaxWaiters     int
-	SessionWaiters int
-	MaxSubs        int
-	MaxClientInfo  int
-	MaxCaps        int
-	MaxURI         int
-	MaxFanOuts     int
-	LeaseTTL       time.Duration
-	SessionCache   time.Duration
-	PageSize       int
-	AllowedOrigins string
-	AllowedHosts   string
-	DrainTimeout   time.Duration
-	LogLevel       string
-	LogFormat      string
+	Addr            string
+	MetricsAddr     string
+	Path            string
+	Stdio           bool
+	Tools           string
+	RedisURL        string
+	NodeID          string
+	StateKey        string
+	StateKeyFile    string
+	SessionTTL      time.Duration
+	MaxSessions     int
+	MaxBodyBytes    int64
+	RetryHint       time.Duration
+	KeepAlive       time.Duration
+	MaxEvents       int
+	MaxStreams      int
+	HistoryTTL      time.Duration
+	RequestTimeout  time.Duration
+	ResumeGrace     time.Duration
+	MaxWaiters      int
+	SessionWaiters  int
+	MaxSubs         int
+	MaxClientInfo   int
+	MaxCaps         int
+	MaxURI          int
+	MaxFanOuts      int
+	LeaseTTL        time.Duration
+	SessionCache    time.Duration
+	PageSize        int
+	AllowedOrigins  string
+	AllowedHosts    string
+	DrainTimeout    time.Duration
+	LogLevel        string
+	LogFormat       string
+	AccessLog       bool
+	BackendRetryMax time.Duration
 
 	stateKeys [][]byte // parsed from StateKey or StateKeyFile by Validate
 }
@@ -150,8 +152,10 @@ func settings() []setting {
 		{"page-size", "MCP_PAGE_SIZE", "100", "items per page of list results", intSetter(func(c *Config) *int { return &c.PageSize })},
 		{"allowed-origins", "MCP_ALLOWED_ORIGINS", "", "comma-separated Origin values accepted besides loopback ones on a loopback address (* for any)", stringSetter(func(c *Config) *string { return &c.AllowedOrigins })},
 		{"allowed-hosts", "MCP_ALLOWED_HOSTS", "", "comma-separated Host names accepted besides loopback ones (name or name:port; * for any); empty: a request arriving on a loopback address must name a loopback host (DNS-rebinding protection), others any; set: every request must name a listed or loopback host", stringSetter(func(c *Config) *string { return &c.AllowedHosts })},
+		{"backend-retry-max", "MCP_BACKEND_RETRY_MAX", "5s", "longest wait between attempts to reach Redis at start-up (waits start at 100ms and double); the node answers 503 and /readyz fails until Redis answers", durationSetter(func(c *Config) *time.Duration { return &c.BackendRetryMax })},
 		{"drain-timeout", "MCP_DRAIN_TIMEOUT", "20s", "grace period for in-flight requests on SIGTERM, and over stdio at end of input", durationSetter(func(c *Config) *time.Duration { return &c.DrainTimeout })},
 		{"log-level", "MCP_LOG_LEVEL", "info", "log level: debug, info, warn, error", stringSetter(func(c *Config) *string { return &c.LogLevel })},
+		{"access-log", "MCP_ACCESS_LOG", "true", "log one line per HTTP request at info (method, MCP method, status, duration_ms, node, request id); 5xx answers are logged at warn either way", boolSetter(func(c *Config) *bool { return &c.AccessLog })},
 		{"log-format", "MCP_LOG_FORMAT", "json", "log format: json or console", stringSetter(func(c *Config) *string { return &c.LogFormat })},
 	}
 }
@@ -241,6 +245,7 @@ func (c *Config) Validate() error {
 	pos("resume-grace", c.ResumeGrace)
 	pos("lease-ttl", c.LeaseTTL)
 	pos("drain-timeout", c.DrainTimeout)
+	pos("backend-retry-max", c.BackendRetryMax)
 	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "max-subscriptions": c.MaxSubs, "max-client-info-bytes": c.MaxClientInfo, "max-capabilities-bytes": c.MaxCaps, "max-uri-bytes": c.MaxURI, "max-fanouts": c.MaxFanOuts, "page-size": c.PageSize} {
 		if n <= 0 {
 			bad(name, "must be positive, not %d", n)

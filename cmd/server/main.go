@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -129,58 +130,31 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		defer cancel()
 		_ = shutdownTracing(sctx)
 	}()
-	backend, err := openBackend(ctx, cfg)
-	if err != nil {
-		log.Error().Err(err).Msg("backend unavailable")
-		return 1
-	}
-	defer backend.Close()
-	h, err := newHTTPHandler(srv, &mcp.HTTPOptions{
-		Backend:              backend,
-		NodeID:               cfg.NodeID,
-		SessionTTL:           cfg.SessionTTL,
-		MaxSessions:          cfg.MaxSessions,
-		MaxBodyBytes:         cfg.MaxBodyBytes,
-		RetryHint:            cfg.RetryHint,
-		KeepAlive:            cfg.KeepAlive,
-		MaxEvents:            cfg.MaxEvents,
-		MaxStreams:           cfg.MaxStreams,
-		HistoryTTL:           cfg.HistoryTTL,
-		MaxWaiters:           cfg.MaxWaiters,
-		MaxWaitersPerSession: cfg.SessionWaiters,
-		MaxFanOuts:           cfg.MaxFanOuts,
-		ResumeGrace:          cfg.ResumeGrace,
-		LeaseTTL:             cfg.LeaseTTL,
-		SessionCacheTTL:      cfg.SessionCache,
-		AllowedOrigins:       splitList(cfg.AllowedOrigins),
-		AllowedHosts:         splitList(cfg.AllowedHosts),
-		AllowLoopbackOrigins: isLoopback(cfg.Addr),
-		Logger:               &log, // the handler adds the node id
-	})
-	if err != nil {
-		log.Error().Err(err).Str("node", cfg.NodeID).Msg("cannot start the MCP endpoint")
-		return 1
-	}
-	log = log.With().Str("node", h.NodeID()).Logger()
-	*handlerOut = h
-
-	r := chi.NewRouter()
-	probes(r, h)
-	if cfg.MetricsAddr == "" {
-		r.Handle("/metrics", h.MetricsHandler())
-	}
-	// HTTP server spans; the MCP layer adds a span per method and takes
-	// trace context from headers or from the request's _meta.
-	r.Handle(cfg.Path, otelhttp.NewHandler(h, "mcp", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-		return "HTTP " + r.Method + " " + cfg.Path
-	})))
-
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		log.Error().Err(err).Msg("listen failed")
-		h.Close()
 		return 1
 	}
+	url := fmt.Sprintf("http://%s%s", ln.Addr(), cfg.Path)
+	backendName := "memory"
+	if cfg.RedisURL != "" {
+		backendName = "redis"
+	}
+	nodeLog := log.With().Str("node", cfg.NodeID).Logger()
+
+	// The probes answer at once; the MCP endpoint and /metrics serve once
+	// the backend is up (see startup.go).
+	var g gate
+	r := chi.NewRouter()
+	probes(r, &g)
+	if cfg.MetricsAddr == "" {
+		r.Handle("/metrics", http.HandlerFunc(g.metrics))
+	}
+	// HTTP server spans; the MCP layer adds a span per method and takes
+	// trace context from headers or from the request's _meta.
+	r.Handle(cfg.Path, otelhttp.NewHandler(http.HandlerFunc(g.serveMCP), "mcp", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		return "HTTP " + r.Method + " " + cfg.Path
+	})))
 	hs := &http.Server{
 		Handler:           r,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -188,6 +162,10 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		MaxHeaderBytes:    64 << 10,
 	}
 	errc := make(chan error, 2)
+	// Serving starts once the node is up, or at the first failed attempt
+	// to reach the backend: in the usual case nothing ever sees a 503.
+	var serveOnce sync.Once
+	serve := func() { serveOnce.Do(func() { go func() { errc <- hs.Serve(ln) }() }) }
 	// /metrics on a listener of its own (the Kubernetes convention): the
 	// MCP endpoint's clients cannot read it, and scrapes never queue
 	// behind MCP traffic. It is up before the node says it listens.
@@ -196,21 +174,74 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		if err != nil {
 			log.Error().Err(err).Msg("metrics listen failed")
 			_ = ln.Close()
-			h.Close()
 			return 1
 		}
 		mr := chi.NewRouter()
-		probes(mr, h)
-		mr.Handle("/metrics", h.MetricsHandler())
+		probes(mr, &g)
+		mr.Handle("/metrics", http.HandlerFunc(g.metrics))
 		ms := &http.Server{Handler: mr, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", mln.Addr())
 		go func() { errc <- ms.Serve(mln) }()
 		defer ms.Close()
 	}
-	url := fmt.Sprintf("http://%s%s", ln.Addr(), cfg.Path)
+
+	open := func(actx context.Context) (*mcp.Backend, *mcp.HTTPHandler, error) {
+		backend, err := openBackend(actx, cfg, &nodeLog)
+		if err != nil {
+			return nil, nil, err
+		}
+		h, err := newHTTPHandler(srv, &mcp.HTTPOptions{
+			Backend:              backend,
+			NodeID:               cfg.NodeID,
+			SessionTTL:           cfg.SessionTTL,
+			MaxSessions:          cfg.MaxSessions,
+			MaxBodyBytes:         cfg.MaxBodyBytes,
+			RetryHint:            cfg.RetryHint,
+			KeepAlive:            cfg.KeepAlive,
+			MaxEvents:            cfg.MaxEvents,
+			MaxStreams:           cfg.MaxStreams,
+			HistoryTTL:           cfg.HistoryTTL,
+			MaxWaiters:           cfg.MaxWaiters,
+			MaxWaitersPerSession: cfg.SessionWaiters,
+			MaxFanOuts:           cfg.MaxFanOuts,
+			ResumeGrace:          cfg.ResumeGrace,
+			LeaseTTL:             cfg.LeaseTTL,
+			SessionCacheTTL:      cfg.SessionCache,
+			AllowedOrigins:       splitList(cfg.AllowedOrigins),
+			AllowedHosts:         splitList(cfg.AllowedHosts),
+			AllowLoopbackOrigins: isLoopback(cfg.Addr),
+			NoAccessLog:          !cfg.AccessLog,
+			Logger:               &log, // the handler adds the node id
+		})
+		if err != nil {
+			_ = backend.Close()
+			return nil, nil, err
+		}
+		return backend, h, nil
+	}
+	backend, h, err := awaitBackend(ctx, cfg, nodeLog, open, func() {
+		serve()
+		fmt.Fprintf(stdout, "mcpcluster node %s started on %s, waiting for its backend (%s); not ready until it answers\n", cfg.NodeID, url, backendName)
+	})
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+		_ = ln.Close() // when serving never started
+		if ctx.Err() != nil {
+			nodeLog.Info().Msg("stopped before the backend was reachable")
+			return 0
+		}
+		nodeLog.Error().Err(err).Msg("cannot start the MCP endpoint")
+		return 1
+	}
+	defer backend.Close()
+	*handlerOut = h
+	g.h.Store(h)
+	serve()
+	log = nodeLog
 	fmt.Fprintf(stdout, "mcpcluster node %s listening on %s (backend %s, tools %s)\n", h.NodeID(), url, backend.Name(), cfg.Tools)
 	log.Info().Str("url", url).Str("backend", backend.Name()).Msg("listening")
-	go func() { errc <- hs.Serve(ln) }()
 	select {
 	case err := <-errc:
 		log.Error().Err(err).Msg("server stopped")
@@ -218,7 +249,7 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		return 1
 	case <-ctx.Done():
 	}
-	log.Info().Dur("grace", cfg.DrainTimeout).Msg("draining")
+	log.Info().Float64("grace_ms", telemetry.Ms(cfg.DrainTimeout)).Msg("draining")
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 	defer cancel()
 	h.Drain(dctx)
@@ -233,24 +264,16 @@ var newHTTPHandler = (*mcp.Server).NewHTTPHandler
 
 // probes serves /healthz (the process serves HTTP) and /readyz (the
 // node takes traffic) on r.
-func probes(r chi.Router, h *mcp.HTTPHandler) {
+func probes(r chi.Router, g *gate) {
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := h.Ready(ctx); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ready\n")
-	})
+	r.Get("/readyz", g.ready)
 }
 
-func openBackend(ctx context.Context, cfg *Config) (*mcp.Backend, error) {
+func openBackend(ctx context.Context, cfg *Config, log *zerolog.Logger) (*mcp.Backend, error) {
 	if cfg.RedisURL == "" {
 		return mcp.NewMemoryBackendWith(mcp.MemoryOptions{MaxSubscriptions: cfg.MaxSubs}), nil
 	}
-	return mcp.NewRedisBackend(ctx, cfg.RedisURL, &mcp.RedisOptions{MaxSubscriptions: cfg.MaxSubs})
+	return mcp.NewRedisBackend(ctx, cfg.RedisURL, &mcp.RedisOptions{MaxSubscriptions: cfg.MaxSubs, Logger: log})
 }
 
 // splitList splits a comma-separated setting, dropping empty items.

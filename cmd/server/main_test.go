@@ -53,6 +53,8 @@ func TestBooleanSettingsWorkBareWithValueAndFromEnv(t *testing.T) {
 		switch name {
 		case "stdio":
 			return c.Stdio
+		case "access-log":
+			return c.AccessLog
 		}
 		t.Fatalf("test does not know the field of --%s: add it here", name)
 		return false
