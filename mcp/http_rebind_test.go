@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
-	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 	"github.com/mcpcluster/mcpcluster/mcp"
 )
 
@@ -49,49 +47,7 @@ func TestHostRebinding(t *testing.T) {
 	for _, cfg := range configs {
 		t.Run(cfg.name, func(t *testing.T) {
 			n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{AllowedHosts: cfg.allowed}})
-			for _, v := range mcp.SupportedVersions {
-				modern := v == mcp.Version20260728
-				open := func(host string) *mcptest.Response {
-					c := mcptest.New(t, n.url)
-					if modern {
-						return postModern(t, c, n.url, "tools/list", map[string]any{}, withHost(host))
-					}
-					resp, err := c.PostRaw(context.Background(), n.url, initializeBody(v), withHost(host), nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return resp
-				}
-				for _, host := range cfg.ok {
-					if resp := open(host); resp.Status != http.StatusOK {
-						t.Errorf("%s, Host %q: got %d, want 200 (body %q)", v, host, resp.Status, resp.Body)
-					}
-				}
-				for _, host := range cfg.bad {
-					e := wantRPCError(t, open(host), http.StatusForbidden, jsonrpc.CodeInvalidRequest)
-					if !strings.Contains(e.Message, "host") {
-						t.Errorf("%s, Host %q: message %q does not name the cause", v, host, e.Message)
-					}
-					if modern {
-						continue
-					}
-					// GET, DELETE and POST on an existing session are
-					// refused too, and the session is not ended.
-					c := session(t, n.url, v, nil)
-					for _, method := range []string{http.MethodGet, http.MethodDelete, http.MethodPost} {
-						var body []byte
-						if method == http.MethodPost {
-							body = []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-						}
-						resp, err := c.Raw(context.Background(), method, n.url, body, withHost(host))
-						if err != nil {
-							t.Fatal(err)
-						}
-						wantRPCError(t, resp, http.StatusForbidden, jsonrpc.CodeInvalidRequest)
-					}
-					post(t, c, n.url, "ping", nil, nil).Result(t, nil)
-				}
-			}
+			checkGuard(t, n, "Host", cfg.ok, cfg.bad, withHost)
 		})
 	}
 }
