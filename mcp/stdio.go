@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/stdio"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // StdioOptions configure ServeStdio.
@@ -88,7 +89,7 @@ func (c *stdioConn) drain(ctx context.Context, timeout time.Duration) {
 	case <-done:
 	case <-ctx.Done():
 	case <-t.C:
-		c.srv.log.Warn().Dur("drain_timeout", timeout).Msg("stdio: requests still running at end of input are cancelled")
+		c.srv.log.Warn().Float64("drain_timeout_ms", telemetry.Ms(timeout)).Msg("stdio: requests still running at end of input are cancelled")
 	}
 }
 
