@@ -252,7 +252,7 @@ func (h *HTTPHandler) MetricsHandler() http.Handler { return h.metrics.Handler()
 
 // requestInfo is filled in while a request is served, for its log line.
 type requestInfo struct {
-	method string
+	method atomic.Pointer[string] // the first one noted wins
 }
 
 type requestInfoKey struct{}
@@ -309,14 +309,20 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		ev = log.Info()
 	}
-	ev.Str("http_method", r.Method).Str("mcp_method", info.method).Int("status", rec.status).
+	method := ""
+	if m := info.method.Load(); m != nil {
+		method = *m
+	}
+	ev.Str("http_method", r.Method).Str("mcp_method", method).Int("status", rec.status).
 		Float64("duration_ms", telemetry.Ms(time.Since(start))).Msg("request")
 }
 
-// noteMethod records the MCP method of the request for its access line.
+// noteMethod records the MCP method of the request for its access line,
+// unless one was noted before (a batch notes all of its methods first;
+// its requests, served concurrently, note theirs in vain).
 func noteMethod(ctx context.Context, method string) {
 	if info, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
-		info.method = method
+		info.method.CompareAndSwap(nil, &method)
 	}
 }
 

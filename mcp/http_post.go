@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -275,6 +276,13 @@ func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []b
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, de.Err)
 		return
 	}
+	methods := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		if m != nil { // an invalid member
+			methods = append(methods, m.Method)
+		}
+	}
+	noteMethod(r.Context(), strings.Join(methods, ","))
 	sid := r.Header.Get(headerSession)
 	if sid == "" {
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "batches need a session: initialize must not be part of a batch"))

@@ -115,3 +115,24 @@ func TestRedisBackendLogs(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A batch's access line names its methods, however its requests run.
+func TestAccessLogBatch(t *testing.T) {
+	var sink logSink
+	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{Logger: sink.logger()}})
+	c := session(t, n.url, mcp.Version20250326, nil)
+	batch := `[{"jsonrpc":"2.0","id":11,"method":"ping"},{"jsonrpc":"2.0","id":12,"method":"tools/list"},{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}]`
+	resp, err := c.PostRaw(context.Background(), n.url, []byte(batch), nil, nil)
+	if err != nil || resp.Status != http.StatusOK {
+		t.Fatalf("batch: %v %v", err, resp)
+	}
+	var got []string
+	for _, m := range sink.lines(t) {
+		if m["message"] == "request" && m["http_method"] == "POST" {
+			got = append(got, m["mcp_method"].(string))
+		}
+	}
+	if len(got) != 3 || got[2] != "ping,tools/list,tools/call" {
+		t.Fatalf("access lines name %q, want initialize, notifications/initialized and the batch's methods", got)
+	}
+}
