@@ -23,6 +23,7 @@ type stdioClient struct {
 	w      io.Writer
 	lines  chan []byte
 	nextID int
+	notes  []string // methods of the notifications call skipped
 }
 
 func startServer(t *testing.T) *stdioClient {
@@ -84,12 +85,16 @@ func (c *stdioClient) call(method string, params, out any) {
 				c.t.Fatalf("%s: server closed its output", method)
 			}
 			var msg struct {
+				Method string          `json:"method"`
 				ID     *int            `json:"id"`
 				Result json.RawMessage `json:"result"`
 				Error  json.RawMessage `json:"error"`
 			}
 			if err := json.Unmarshal(line, &msg); err != nil {
 				c.t.Fatalf("%s: bad message %s: %v", method, line, err)
+			}
+			if msg.ID == nil && msg.Method != "" {
+				c.notes = append(c.notes, msg.Method)
 			}
 			if msg.ID == nil || *msg.ID != id {
 				continue

@@ -14,7 +14,8 @@ import (
 // MRTR (SEP-2322) tools and prompt, and a tool whose argument travels in
 // an Mcp-Param header (SEP-2243).
 
-// Names of the entries the trigger hooks add and remove.
+// Names of the entries the trigger hooks add and remove. The lists end
+// as they began, so the nodes of a cluster keep serving the same lists.
 const (
 	dynamicTool   = "test_dynamic_tool"
 	dynamicPrompt = "test_dynamic_prompt"
@@ -160,58 +161,31 @@ func registerDiagnostics(s *mcp.Server) {
 
 	mcp.AddTool(s, mcp.Tool{
 		Name:        "test_trigger_tool_change",
-		Description: "Adds " + dynamicTool + " or removes it when present, so the tool list changes",
+		Description: "Adds " + dynamicTool + " and removes it again: two tool list changes that leave the list as it was",
 	}, func(ctx context.Context, req *mcp.Request, _ noArgs) (*mcp.CallToolResult, error) {
-		if toggleTool(s) {
-			return mcp.TextResult("added " + dynamicTool), nil
-		}
-		return mcp.TextResult("removed " + dynamicTool), nil
+		mcp.AddTool(s, mcp.Tool{
+			Name:        dynamicTool,
+			Description: "Added and removed by test_trigger_tool_change",
+		}, func(ctx context.Context, req *mcp.Request, _ noArgs) (*mcp.CallToolResult, error) {
+			return mcp.TextResult("dynamic tool"), nil
+		})
+		s.RemoveTools(dynamicTool)
+		return mcp.TextResult("added and removed " + dynamicTool), nil
 	})
 
 	mcp.AddTool(s, mcp.Tool{
 		Name:        "test_trigger_prompt_change",
-		Description: "Adds " + dynamicPrompt + " or removes it when present, so the prompt list changes",
+		Description: "Adds " + dynamicPrompt + " and removes it again: two prompt list changes that leave the list as it was",
 	}, func(ctx context.Context, req *mcp.Request, _ noArgs) (*mcp.CallToolResult, error) {
-		if togglePrompt(s) {
-			return mcp.TextResult("added " + dynamicPrompt), nil
-		}
-		return mcp.TextResult("removed " + dynamicPrompt), nil
+		s.AddPrompt(mcp.Prompt{
+			Name:        dynamicPrompt,
+			Description: "Added and removed by test_trigger_prompt_change",
+		}, func(ctx context.Context, req *mcp.Request, _ map[string]string) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []mcp.PromptMessage{{Role: "user", Content: mcp.TextContent("dynamic prompt")}}}, nil
+		})
+		s.RemovePrompts(dynamicPrompt)
+		return mcp.TextResult("added and removed " + dynamicPrompt), nil
 	})
-}
-
-// toggleTool adds the dynamic tool, or removes it when it exists; it
-// reports whether it added it.
-func toggleTool(s *mcp.Server) bool {
-	for _, n := range s.ToolNames() {
-		if n == dynamicTool {
-			s.RemoveTools(dynamicTool)
-			return false
-		}
-	}
-	mcp.AddTool(s, mcp.Tool{
-		Name:        dynamicTool,
-		Description: "Added by test_trigger_tool_change",
-	}, func(ctx context.Context, req *mcp.Request, _ noArgs) (*mcp.CallToolResult, error) {
-		return mcp.TextResult("dynamic tool"), nil
-	})
-	return true
-}
-
-// togglePrompt is toggleTool for the dynamic prompt.
-func togglePrompt(s *mcp.Server) bool {
-	for _, n := range s.PromptNames() {
-		if n == dynamicPrompt {
-			s.RemovePrompts(dynamicPrompt)
-			return false
-		}
-	}
-	s.AddPrompt(mcp.Prompt{
-		Name:        dynamicPrompt,
-		Description: "Added by test_trigger_prompt_change",
-	}, func(ctx context.Context, req *mcp.Request, _ map[string]string) (*mcp.GetPromptResult, error) {
-		return &mcp.GetPromptResult{Messages: []mcp.PromptMessage{{Role: "user", Content: mcp.TextContent("dynamic prompt")}}}, nil
-	})
-	return true
 }
 
 // registerMRTR adds the SEP-2322 (multi round-trip requests) fixtures.

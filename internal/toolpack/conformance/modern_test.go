@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/mcpcluster/mcpcluster/mcp"
@@ -114,7 +113,8 @@ func TestMRTRCapabilities(t *testing.T) {
 	}
 }
 
-// The trigger hooks toggle an entry of the tool and prompt lists.
+// The trigger hooks change the tool or prompt list (list_changed goes
+// out) and leave it as it was, so every node of a cluster lists the same.
 func TestTriggers(t *testing.T) {
 	c := startServer(t)
 	c.initialize()
@@ -129,16 +129,20 @@ func TestTriggers(t *testing.T) {
 		}
 		return out
 	}
-	for _, tc := range []struct{ hook, method, field, entry string }{
-		{"test_trigger_tool_change", "tools/list", "tools", dynamicTool},
-		{"test_trigger_prompt_change", "prompts/list", "prompts", dynamicPrompt},
+	for _, tc := range []struct{ hook, method, field, note string }{
+		{"test_trigger_tool_change", "tools/list", "tools", "notifications/tools/list_changed"},
+		{"test_trigger_prompt_change", "prompts/list", "prompts", "notifications/prompts/list_changed"},
 	} {
-		for i, want := range []bool{true, false} {
-			var res mcp.CallToolResult
-			c.call("tools/call", map[string]any{"name": tc.hook}, &res)
-			if got := slices.Contains(names(tc.method, tc.field), tc.entry); got != want || res.IsError {
-				t.Fatalf("%s call %d: %s listed=%v (%s), want %v", tc.hook, i+1, tc.entry, got, strings.TrimSpace(res.Content[0].Text), want)
-			}
+		before := names(tc.method, tc.field)
+		c.notes = nil
+		var res mcp.CallToolResult
+		c.call("tools/call", map[string]any{"name": tc.hook}, &res)
+		after := names(tc.method, tc.field)
+		if res.IsError || !slices.Equal(before, after) {
+			t.Errorf("%s: list %v became %v (result %+v), want it unchanged", tc.hook, before, after, res)
+		}
+		if !slices.Contains(c.notes, tc.note) {
+			t.Errorf("%s: notifications %v, want %s", tc.hook, c.notes, tc.note)
 		}
 	}
 }
