@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -143,8 +142,7 @@ func registerTools(s *mcp.Server) {
 		Name:        "test_error_handling",
 		Description: "Always fails with a tool execution error",
 	}, func(ctx context.Context, req *mcp.Request, _ noArgs) (*mcp.CallToolResult, error) {
-		// A handler error becomes an isError result carrying its text.
-		return nil, errors.New(errorText)
+		return mcp.ErrorResult(errorText), nil
 	})
 
 	mcp.AddTool(s, mcp.Tool{
