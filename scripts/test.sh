@@ -7,11 +7,11 @@
 #   go mod download
 #   gofmt           gofmt -l must list no file
 #   go vet          go vet ./...
-#   tidy + staticcheck  in the main module and every sub-module (each go.mod
-#                   git tracks): go mod tidy -diff must print nothing, and
-#                   staticcheck (honnef.co/go/tools v0.8.2, installed from the
-#                   Go module proxy by scripts/staticcheck.sh) must report
-#                   nothing
+#   tidy + staticcheck  scripts/lint.sh: in the main module and every
+#                   sub-module (each go.mod git tracks), go mod tidy -diff
+#                   must print nothing and staticcheck (honnef.co/go/tools
+#                   v0.8.2, installed from the Go module proxy by
+#                   scripts/staticcheck.sh) must report nothing
 #   go test         go test -race -count=1 ./...
 #   fuzz            every Fuzz* target for FUZZTIME (default 5s) each
 #   deploy          deploy/deploytest (own module): docker-compose.yml checked
@@ -134,27 +134,6 @@ check_gofmt() {
 
 go_vet() { go vet ./...; }
 
-# Every module git tracks: the main one and the sub-modules.
-modules() { git ls-files -- 'go.mod' '*/go.mod' | xargs -r -n1 dirname | sort; }
-
-tidy_staticcheck() {
-  local sc dir failed=0
-  sc="$(scripts/staticcheck.sh)"
-  echo "staticcheck: $("$sc" -version)"
-  for dir in $(modules); do
-    echo "module $dir:"
-    if ! (cd "$dir" && go mod tidy -diff); then
-      echo "  go mod tidy -diff: go.mod/go.sum of $dir are not tidy (run go mod tidy there)"
-      failed=1
-    fi
-    if ! (cd "$dir" && "$sc" ./...); then
-      echo "  staticcheck reported findings in $dir"
-      failed=1
-    fi
-  done
-  return "$failed"
-}
-
 go_test() { go test -race -count=1 -timeout "$GO_TEST_TIMEOUT" ./...; }
 
 # Runs every fuzz target for FUZZTIME. Packages are those whose _test.go files
@@ -234,7 +213,7 @@ stage "prerequisites" prerequisites
 stage "go mod download" go_mod_download
 stage "gofmt" check_gofmt
 stage "go vet" go_vet
-stage "tidy + staticcheck" tidy_staticcheck
+stage "tidy + staticcheck" scripts/lint.sh
 stage "go test -race" go_test
 if [[ "$FUZZTIME" == 0 || "$FUZZTIME" == 0s ]]; then
   skip "fuzz" "FUZZTIME=$FUZZTIME"
