@@ -21,7 +21,7 @@ const (
 	dynamicPrompt = "test_dynamic_prompt"
 )
 
-// nameSchema and friends are the forms the MRTR tools elicit.
+// formSchema is a form asking for one required property of type typ.
 func formSchema(prop, typ string) map[string]any {
 	return map[string]any{
 		"type":       "object",
@@ -90,6 +90,27 @@ func rootsKeyed(ctx context.Context, req *mcp.Request, key string) ([]string, er
 	return uris, nil
 }
 
+// greet asks the user's name (input request user_name) and greets them.
+func greet(ctx context.Context, req *mcp.Request, _ noArgs) (*mcp.CallToolResult, error) {
+	name, err := elicitKeyed(ctx, req, "user_name", "What is your name?", "name", "string")
+	if err != nil {
+		return nil, err
+	}
+	return mcp.TextResult(fmt.Sprintf("Hello, %v!", name)), nil
+}
+
+// sampleTool returns a tool handler that asks the client's model prompt
+// under input key key and returns its answer.
+func sampleTool(key, prompt string, maxTokens int) func(context.Context, *mcp.Request, noArgs) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, req *mcp.Request, _ noArgs) (*mcp.CallToolResult, error) {
+		text, err := sampleKeyed(ctx, req, key, prompt, maxTokens)
+		if err != nil {
+			return nil, err
+		}
+		return mcp.TextResult("LLM response: " + text), nil
+	}
+}
+
 // requestStateMarker is the handler state test_input_required_result_request_state
 // carries across its rounds (sealed into requestState).
 const requestStateMarker = "conformance-request-state"
@@ -125,27 +146,12 @@ func registerDiagnostics(s *mcp.Server) {
 	mcp.AddTool(s, mcp.Tool{
 		Name:        "test_missing_capability",
 		Description: "Needs the client's sampling capability; a client without it gets -32021",
-	}, func(ctx context.Context, req *mcp.Request, _ noArgs) (*mcp.CallToolResult, error) {
-		text, err := sampleKeyed(ctx, req, "completion", "Say hello", 20)
-		if err != nil {
-			return nil, err
-		}
-		return mcp.TextResult("LLM response: " + text), nil
-	})
+	}, sampleTool("completion", "Say hello", 20))
 
 	mcp.AddTool(s, mcp.Tool{
 		Name:        "test_streaming_elicitation",
 		Description: "Asks the user for a name; on 2026-07-28 as an input request in the result, never as a request on the stream",
-	}, func(ctx context.Context, req *mcp.Request, _ noArgs) (*mcp.CallToolResult, error) {
-		if err := req.Progress(ctx, 0, 1, "asking for a name"); err != nil {
-			return nil, err
-		}
-		name, err := elicitKeyed(ctx, req, "user_name", "What is your name?", "name", "string")
-		if err != nil {
-			return nil, err
-		}
-		return mcp.TextResult(fmt.Sprintf("Hello, %v!", name)), nil
-	})
+	}, greet)
 
 	mcp.AddTool(s, mcp.Tool{
 		Name:        "test_logging_tool",
@@ -195,24 +201,12 @@ func registerMRTR(s *mcp.Server) {
 	mcp.AddTool(s, mcp.Tool{
 		Name:        "test_input_required_result_elicitation",
 		Description: "Asks the user's name (input request user_name) and greets them",
-	}, func(ctx context.Context, req *mcp.Request, _ noArgs) (*mcp.CallToolResult, error) {
-		name, err := elicitKeyed(ctx, req, "user_name", "What is your name?", "name", "string")
-		if err != nil {
-			return nil, err
-		}
-		return mcp.TextResult(fmt.Sprintf("Hello, %v!", name)), nil
-	})
+	}, greet)
 
 	mcp.AddTool(s, mcp.Tool{
 		Name:        "test_input_required_result_sampling",
 		Description: "Asks the client's model a question (input request capital_question)",
-	}, func(ctx context.Context, req *mcp.Request, _ noArgs) (*mcp.CallToolResult, error) {
-		text, err := sampleKeyed(ctx, req, "capital_question", "What is the capital of France?", 100)
-		if err != nil {
-			return nil, err
-		}
-		return mcp.TextResult("LLM response: " + text), nil
-	})
+	}, sampleTool("capital_question", "What is the capital of France?", 100))
 
 	mcp.AddTool(s, mcp.Tool{
 		Name:        "test_input_required_result_list_roots",
