@@ -1,10 +1,10 @@
 # Developer entry points. The test command is scripts/test.sh (CI runs it via
 # .ci/run); see the scripts for their options and environment variables.
 
-.PHONY: test test-quick conformance conformance-cluster run cluster cluster-check deploy-test chart-apiserver
+.PHONY: test test-quick conformance conformance-cluster conformance-alpha conformance-alpha-cluster lint run cluster cluster-check deploy-test chart-apiserver
 
-# Everything CI runs: gofmt, vet, race tests, fuzzing, conformance (1 node and
-# a 3-node cluster).
+# Everything CI runs: gofmt, vet, tidy + staticcheck, race tests, fuzzing,
+# conformance (both suites, 1 node and a 3-node cluster).
 test:
 	scripts/test.sh
 
@@ -19,6 +19,17 @@ conformance:
 # The same against 3 nodes sharing a Redis behind a random-routing proxy.
 conformance-cluster:
 	scripts/conformance.sh --cluster 3
+
+# The 2026-07-28 suite (0.2.0-alpha.12), one node and three.
+conformance-alpha:
+	scripts/conformance.sh --requirements 2026-07-28
+
+conformance-alpha-cluster:
+	scripts/conformance.sh --requirements 2026-07-28 --cluster 3
+
+# go mod tidy -diff and staticcheck (pinned) in every module.
+lint:
+	scripts/lint.sh
 
 run:
 	go run ./cmd/server

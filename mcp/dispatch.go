@@ -83,6 +83,23 @@ func readMeta(params json.RawMessage) (requestMeta, error) {
 	return m, nil
 }
 
+// metaVersion returns the _meta protocol version of a request's params,
+// when there is one and it is a string.
+func metaVersion(params json.RawMessage) (string, bool) {
+	if !bytes.Contains(params, []byte(MetaProtocolVersion)) {
+		return "", false
+	}
+	var p struct {
+		Meta struct {
+			Version *string `json:"io.modelcontextprotocol/protocolVersion"`
+		} `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.Meta.Version == nil {
+		return "", false
+	}
+	return *p.Meta.Version, true
+}
+
 // IsModernMessage reports whether a request carries the 2026-07-28
 // per-request protocol version in its _meta. A malformed value counts: the
 // request is a stateless one, and its _meta gets it -32602.
@@ -111,7 +128,10 @@ func (s *Server) newModernRequest(msg *jsonrpc.Message, principal string) (*Requ
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "missing _meta."+MetaProtocolVersion, map[string]any{"field": "_meta." + MetaProtocolVersion})
 	}
 	if !IsModernVersion(*m.ProtocolVersion) {
-		return nil, UnsupportedVersionError(*m.ProtocolVersion)
+		// A stateless request can only name a per-request revision: the
+		// error lists those, so it never names the requested one as
+		// supported (a session-based revision needs initialize).
+		return nil, unsupportedVersion(*m.ProtocolVersion, ModernVersions)
 	}
 	if len(m.Capabilities) == 0 || string(m.Capabilities) == "null" {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "missing _meta."+MetaClientCapabilities, map[string]any{"field": "_meta." + MetaClientCapabilities})

@@ -55,13 +55,13 @@ func (r *Request) urlElicitationError(err error) error {
 	// 2026-07-28: one MRTR input request per elicitation.
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.pending == nil {
-		r.pending = map[string]inputRequest{}
-	}
 	for _, e := range ue.Elicitations {
-		r.asked++
+		key, err := r.nextInputKey(nil)
+		if err != nil {
+			return err
+		}
 		e.ElicitationID = ""
-		r.pending[fmt.Sprintf("input-%d", r.asked)] = inputRequest{Method: "elicitation/create", Params: e}
+		r.pending[key] = inputRequest{Method: "elicitation/create", Params: e}
 	}
 	return &inputRequired{}
 }

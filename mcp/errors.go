@@ -64,7 +64,17 @@ var ErrResourceNotFound = &Error{Code: CodeResourceNotFound, Message: "resource 
 // a revision the server does not implement, listing the supported ones in
 // data.supported.
 func UnsupportedVersionError(requested string) *Error {
-	return NewError(CodeUnsupportedProtocolVersion,
-		fmt.Sprintf("unsupported protocol version %q", requested),
-		map[string]any{"supported": SupportedVersions, "requested": requested})
+	return unsupportedVersion(requested, SupportedVersions)
+}
+
+// unsupportedVersion names the revisions supported where the request was
+// made: a per-request (stateless) request lists only ModernVersions, so a
+// session revision sent per request is explained rather than listed.
+func unsupportedVersion(requested string, supported []string) *Error {
+	msg := fmt.Sprintf("unsupported protocol version %q", requested)
+	if IsSupportedVersion(requested) {
+		msg = fmt.Sprintf("protocol version %q is served on sessions (send initialize), not per request", requested)
+	}
+	return NewError(CodeUnsupportedProtocolVersion, msg,
+		map[string]any{"supported": supported, "requested": requested})
 }

@@ -54,11 +54,11 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	version := r.Header.Get(headerVersion)
-	if version != "" && !IsSupportedVersion(version) {
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, UnsupportedVersionError(version))
-		return
-	}
 	if jsonrpc.IsBatch(body) {
+		if version != "" && !IsSupportedVersion(version) {
+			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, UnsupportedVersionError(version))
+			return
+		}
 		h.postBatch(w, r, body, version)
 		return
 	}
@@ -69,6 +69,12 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	noteMethod(r.Context(), msg.Method)
+	// The header is judged once the body is read, so that its error
+	// carries the request's id.
+	if err := headerVersionError(version, msg.Params); err != nil {
+		writeError(w, http.StatusBadRequest, msg.ID, err)
+		return
+	}
 	sid := r.Header.Get(headerSession)
 	// A sessionless request with a 2026-07-28 _meta is modern whatever
 	// its header says: checkHeaders then reports a mismatched header.
@@ -112,6 +118,24 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 		}
 		h.legacyRequest(w, r, sess, msg)
 	}
+}
+
+// headerVersionError judges a request's MCP-Protocol-Version header: a
+// header that disagrees with the _meta protocol version is a mismatch
+// (-32020), judged before whether either version is served; a header
+// naming a revision this server does not serve is -32022. An absent
+// header is left to the transport path (checkHeaders on 2026-07-28).
+func headerVersionError(version string, params json.RawMessage) error {
+	if version == "" {
+		return nil
+	}
+	if mv, ok := metaVersion(params); ok && mv != version {
+		return headerMismatch(headerVersion, "header %s is %q but _meta says %q", headerVersion, version, mv)
+	}
+	if !IsSupportedVersion(version) {
+		return UnsupportedVersionError(version)
+	}
+	return nil
 }
 
 // loadSession loads the session named by the request or writes the

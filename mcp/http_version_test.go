@@ -219,35 +219,55 @@ func TestModernMetaRequired(t *testing.T) {
 	}
 }
 
-// A protocol version the server does not implement, in _meta or in the
-// header, gets 400 with -32022 listing the supported versions.
+// How a stateless request's protocol versions are judged: a header that
+// disagrees with _meta is -32020, whatever either says; a version not
+// served is -32022 listing the versions usable there (never the requested
+// one); every error echoes the request's id.
 func TestModernUnsupportedVersion(t *testing.T) {
 	n := newNode(t, nil)
 	c := mcptest.New(t, n.url)
-	for _, where := range []string{"_meta", "header"} {
-		for _, v := range []string{"2099-01-01", "1.0"} {
-			t.Run(where+"/"+v, func(t *testing.T) {
-				meta := mcptest.ModernMeta()
-				hv := mcp.Version20260728
-				if where == "_meta" {
-					meta[mcp.MetaProtocolVersion] = v
-				} else {
-					hv = v
-				}
-				b, _ := encodeRequest(t, c, "tools/list", map[string]any{"_meta": meta})
-				resp, err := c.PostRaw(context.Background(), n.url, b, chain(mcptest.ModernHeaders("tools/list", ""), header("Mcp-Protocol-Version", hv)), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				e := wantRPCError(t, resp, http.StatusBadRequest, jsonrpc.CodeUnsupportedProtocolVersion)
-				var data struct {
-					Supported []string `json:"supported"`
-					Requested string   `json:"requested"`
-				}
-				if err := json.Unmarshal(e.Data, &data); err != nil || !slices.Equal(data.Supported, mcp.SupportedVersions) || data.Requested != v {
-					t.Fatalf("got data %s, want supported %v and requested %q", e.Data, mcp.SupportedVersions, v)
-				}
-			})
-		}
+	modern := mcp.Version20260728
+	cases := []struct {
+		name, header, meta string
+		code               int64
+		supported          []string
+	}{
+		{"both unknown", "2099-01-01", "2099-01-01", jsonrpc.CodeUnsupportedProtocolVersion, mcp.SupportedVersions},
+		{"both malformed", "1.0", "1.0", jsonrpc.CodeUnsupportedProtocolVersion, mcp.SupportedVersions},
+		{"_meta unknown", modern, "2099-01-01", jsonrpc.CodeHeaderMismatch, nil},
+		{"header unknown", "2099-01-01", modern, jsonrpc.CodeHeaderMismatch, nil},
+		{"header malformed", "1.0", modern, jsonrpc.CodeHeaderMismatch, nil},
+		{"_meta session-era", modern, mcp.Version20251125, jsonrpc.CodeHeaderMismatch, nil},
+		{"no header, _meta unknown", "", "2099-01-01", jsonrpc.CodeUnsupportedProtocolVersion, mcp.ModernVersions},
+		{"no header, _meta session-era", "", mcp.Version20251125, jsonrpc.CodeUnsupportedProtocolVersion, mcp.ModernVersions},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			meta := mcptest.ModernMeta()
+			meta[mcp.MetaProtocolVersion] = tc.meta
+			b, id := encodeRequest(t, c, "tools/list", map[string]any{"_meta": meta})
+			resp, err := c.PostRaw(context.Background(), n.url, b, chain(mcptest.ModernHeaders("tools/list", ""), header("Mcp-Protocol-Version", tc.header)), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := wantRPCError(t, resp, http.StatusBadRequest, tc.code)
+			msg, _ := jsonrpc.Decode(resp.Body)
+			if msg.ID.String() != id.String() {
+				t.Errorf("error id = %s, want the request's id %s", msg.ID, id)
+			}
+			if tc.supported == nil {
+				return
+			}
+			var data struct {
+				Supported []string `json:"supported"`
+				Requested string   `json:"requested"`
+			}
+			if err := json.Unmarshal(e.Data, &data); err != nil || !slices.Equal(data.Supported, tc.supported) || data.Requested != tc.meta {
+				t.Fatalf("got data %s, want supported %v and requested %q", e.Data, tc.supported, tc.meta)
+			}
+			if slices.Contains(data.Supported, data.Requested) {
+				t.Errorf("-32022 lists the requested version %q as supported", data.Requested)
+			}
+		})
 	}
 }

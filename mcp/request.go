@@ -99,14 +99,15 @@ type Request struct {
 	logger        *zerolog.Logger // set by the transport, or by Logger
 	loggerOnce    sync.Once
 
-	mu       sync.Mutex
-	lastProg float64
-	inputs   map[string]json.RawMessage // MRTR answers known in this round
-	retry    bool                       // the request carried inputResponses or requestState
-	asked    int                        // MRTR input requests made in this round
-	pending  map[string]inputRequest    // MRTR input requests of this round
-	state    []byte                     // handler state carried across rounds
-	stateID  string                     // id of the requestState this retry carried
+	mu        sync.Mutex
+	lastProg  float64
+	inputs    map[string]json.RawMessage // MRTR answers known in this round
+	retry     bool                       // the request carried inputResponses or requestState
+	asked     int                        // MRTR input requests made in this round
+	pending   map[string]inputRequest    // MRTR input requests of this round
+	askedKeys map[string]bool            // MRTR keys asked in this round
+	state     []byte                     // handler state carried across rounds
+	stateID   string                     // id of the requestState this retry carried
 	// once records single-use tokens in the shared store (nil: the
 	// server's process-local table).
 	once func(ctx context.Context, key string, ttl time.Duration) (bool, error)
@@ -355,17 +356,63 @@ func (r *Request) roundTrip(ctx context.Context, method string, params any) (jso
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.asked++
-	key := fmt.Sprintf("input-%d", r.asked)
+	name, _ := ctx.Value(inputKeyCtx{}).(*string)
+	key, err := r.nextInputKey(name)
+	if err != nil {
+		return nil, err
+	}
 	if resp, ok := r.inputs[key]; ok {
 		return resp, nil
-	}
-	if r.pending == nil {
-		r.pending = map[string]inputRequest{}
 	}
 	if params == nil {
 		params = struct{}{}
 	}
 	r.pending[key] = inputRequest{Method: method, Params: params}
 	return nil, &inputRequired{}
+}
+
+// nextInputKey names the next MRTR input request of this round: name
+// when set (WithInputKey), else input-N (N counting this round's requests
+// from 1). A key asked twice in one round is an error. r.mu is held.
+func (r *Request) nextInputKey(name *string) (string, error) {
+	r.asked++
+	key := fmt.Sprintf("input-%d", r.asked)
+	if name != nil {
+		if *name == "" {
+			return "", errors.New("mcp: empty input key")
+		}
+		key = *name
+	}
+	if r.askedKeys[key] {
+		return "", fmt.Errorf("mcp: input key %q used twice in one round", key)
+	}
+	if r.askedKeys == nil {
+		r.askedKeys = map[string]bool{}
+		r.pending = map[string]inputRequest{}
+	}
+	r.askedKeys[key] = true
+	return key, nil
+}
+
+type inputKeyCtx struct{}
+
+// WithInputKey returns a context that names the input request of an
+// Elicit, Sample or ListRoots made with it on a 2026-07-28 (stateless)
+// request: it is keyed key in the result's inputRequests and answered
+// from inputResponses[key] on the client's retry. Without it the keys are
+// input-1, input-2, … in the order the handler asks. A key may be asked
+// once per round (a second ask with the same key fails), and must not be
+// empty. Handshake-era requests ignore it.
+func WithInputKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, inputKeyCtx{}, &key)
+}
+
+// IsInputRequired reports whether err is what Elicit, Sample or ListRoots
+// return on a stateless request whose answer the client has not sent
+// yet. A handler that needs several answers at once asks for each, goes
+// on past these errors, and then returns one of them: the client gets
+// every unanswered request in one input_required result.
+func IsInputRequired(err error) bool {
+	var ir *inputRequired
+	return errors.As(err, &ir)
 }

@@ -388,6 +388,13 @@ func (s *Server) ToolNames() []string {
 	return s.enabledKeys(KindTool, sortedKeys(s.tools))
 }
 
+// PromptNames returns the names of the registered prompts, sorted.
+func (s *Server) PromptNames() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return sortedKeys(s.prompts)
+}
+
 // removeEntries deletes keys from one of the registries and sends the
 // list_changed notification when anything was there.
 func removeEntries[V any](s *Server, m map[string]V, keys []string, notification string) {

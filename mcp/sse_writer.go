@@ -77,12 +77,6 @@ func (s *sseWriter) comment(text string) error {
 	return s.err
 }
 
-func (s *sseWriter) failed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err != nil
-}
-
 // keepAlive writes comment keep-alives every d until ctx ends.
 func (s *sseWriter) keepAlive(ctx context.Context, d time.Duration) {
 	t := time.NewTicker(d)

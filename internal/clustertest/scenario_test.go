@@ -33,16 +33,6 @@ func answerSampling(m *jsonrpc.Message) *jsonrpc.Message {
 	return r
 }
 
-func callText(t *testing.T, resp *mcptest.Response) string {
-	t.Helper()
-	var res mcp.CallToolResult
-	resp.Result(t, &res)
-	if len(res.Content) == 0 {
-		t.Fatalf("empty content")
-	}
-	return res.Content[0].Text
-}
-
 // Flow 3: a server→client request issued on one node is resolved by the
 // reply landing on another, for many sessions at once.
 func TestCrossNodeSampling(t *testing.T) {

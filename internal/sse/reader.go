@@ -174,14 +174,13 @@ func parseDigits(b []byte) (int64, bool) {
 func (r *Reader) readLine() ([]byte, error) {
 	r.line = r.line[:0]
 	for {
-		buf, err := r.br.Peek(1)
-		if err != nil {
+		if _, err := r.br.Peek(1); err != nil {
 			if err == io.EOF {
 				return nil, io.EOF
 			}
 			return nil, fmt.Errorf("sse: read: %w", err)
 		}
-		buf, _ = r.br.Peek(r.br.Buffered())
+		buf, _ := r.br.Peek(r.br.Buffered())
 		if !r.started {
 			r.started = true
 			if bytes.HasPrefix(buf, []byte("\xEF\xBB\xBF")) {

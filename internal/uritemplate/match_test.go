@@ -311,7 +311,7 @@ func FuzzParse(f *testing.F) {
 		if tmpl.String() != s {
 			t.Fatalf("String() = %q, want %q", tmpl.String(), s)
 		}
-		uri, err := tmpl.Expand(vars)
+		_, err = tmpl.Expand(vars)
 		if err != nil {
 			if !strings.Contains(err.Error(), "prefix modifier") {
 				t.Fatalf("Expand(%q): unexpected error %v", s, err)
@@ -324,7 +324,7 @@ func FuzzParse(f *testing.F) {
 		for _, v := range tmpl.Vars() {
 			strs[v] = "v" + v + ":/é"
 		}
-		uri, err = tmpl.Expand(strs)
+		uri, err := tmpl.Expand(strs)
 		if err != nil {
 			t.Fatalf("Expand(%q) with strings: %v", s, err)
 		}

@@ -82,9 +82,6 @@ func lookupOperator(c byte) *operator {
 	return nil
 }
 
-// maxPrefix is the largest prefix modifier RFC 6570 allows (4 digits).
-const maxPrefix = 9999
-
 // SyntaxError describes a malformed template.
 type SyntaxError struct {
 	Template string

@@ -239,13 +239,12 @@ func (s *suiteRunner) run(ctx context.Context, sp spec) *result {
 
 // idleWatch samples a target while mcpbench holds idle streams open.
 type idleWatch struct {
-	s     *suiteRunner
-	ctx   context.Context
-	t     *target
-	st    *idleStats
-	wg    sync.WaitGroup
-	port  int
-	probe func() (clients int, mem int64)
+	s    *suiteRunner
+	ctx  context.Context
+	t    *target
+	st   *idleStats
+	wg   sync.WaitGroup
+	port int
 }
 
 // The watcher samples this long after a phase line (mcpbench pauses for

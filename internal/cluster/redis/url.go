@@ -151,7 +151,6 @@ func universal(o *goredis.Options) *goredis.UniversalOptions {
 		TLSConfig:          o.TLSConfig,
 		DisableIdentity:    o.DisableIdentity,
 		IdentitySuffix:     o.IdentitySuffix,
-		UnstableResp3:      o.UnstableResp3,
 	}
 }
 

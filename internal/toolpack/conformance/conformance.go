@@ -16,6 +16,7 @@ import (
 // completion handler (which replaces any completion handler s had).
 func Register(s *mcp.Server) {
 	registerTools(s)
+	registerModern(s)
 	registerResources(s)
 	registerPrompts(s)
 	s.SetCompletionHandler(complete)

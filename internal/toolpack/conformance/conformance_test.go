@@ -23,6 +23,7 @@ type stdioClient struct {
 	w      io.Writer
 	lines  chan []byte
 	nextID int
+	notes  []string // methods of the notifications call skipped
 }
 
 func startServer(t *testing.T) *stdioClient {
@@ -84,12 +85,16 @@ func (c *stdioClient) call(method string, params, out any) {
 				c.t.Fatalf("%s: server closed its output", method)
 			}
 			var msg struct {
+				Method string          `json:"method"`
 				ID     *int            `json:"id"`
 				Result json.RawMessage `json:"result"`
 				Error  json.RawMessage `json:"error"`
 			}
 			if err := json.Unmarshal(line, &msg); err != nil {
 				c.t.Fatalf("%s: bad message %s: %v", method, line, err)
+			}
+			if msg.ID == nil && msg.Method != "" {
+				c.notes = append(c.notes, msg.Method)
 			}
 			if msg.ID == nil || *msg.ID != id {
 				continue
@@ -130,18 +135,32 @@ func TestToolsList(t *testing.T) {
 	want := []string{
 		"json_schema_2020_12_tool",
 		"test_audio_content",
+		"test_custom_header",
 		"test_elicitation",
 		"test_elicitation_sep1034_defaults",
 		"test_elicitation_sep1330_enums",
 		"test_embedded_resource",
 		"test_error_handling",
 		"test_image_content",
+		"test_input_required_result_capabilities",
+		"test_input_required_result_elicitation",
+		"test_input_required_result_list_roots",
+		"test_input_required_result_multi_round",
+		"test_input_required_result_multiple_inputs",
+		"test_input_required_result_request_state",
+		"test_input_required_result_sampling",
+		"test_input_required_result_tampered_state",
+		"test_logging_tool",
+		"test_missing_capability",
 		"test_multiple_content_types",
 		"test_reconnection",
 		"test_sampling",
 		"test_simple_text",
+		"test_streaming_elicitation",
 		"test_tool_with_logging",
 		"test_tool_with_progress",
+		"test_trigger_prompt_change",
+		"test_trigger_tool_change",
 	}
 	var got []string
 	for _, tool := range res.Tools {
@@ -166,6 +185,10 @@ func TestToolsList(t *testing.T) {
 		}
 		if sch["$schema"] != "https://json-schema.org/draft/2020-12/schema" || sch["additionalProperties"] != false || sch["$defs"] == nil {
 			t.Errorf("json_schema_2020_12_tool inputSchema lost keywords: %s", tool.InputSchema)
+		}
+		addr, _ := sch["$defs"].(map[string]any)["address"].(map[string]any)
+		if sch["allOf"] == nil || sch["if"] == nil || sch["then"] == nil || sch["else"] == nil || addr["$anchor"] != "addressDef" {
+			t.Errorf("json_schema_2020_12_tool inputSchema lacks the SEP-2106 keywords: %s", tool.InputSchema)
 		}
 	}
 }

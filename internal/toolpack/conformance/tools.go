@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -38,16 +37,20 @@ type elicitationArgs struct {
 
 // address and schemaArgs are the input of json_schema_2020_12_tool; its
 // schema is given explicitly (schema2020) rather than inferred, because
-// the suite checks that $schema, $defs and additionalProperties reach
-// the client as written.
+// the suite checks that $schema, $defs, additionalProperties and the
+// SEP-2106 keywords (allOf/anyOf, if/then/else, $anchor) reach the client
+// as written.
 type address struct {
 	Street string `json:"street,omitempty"`
 	City   string `json:"city,omitempty"`
 }
 
 type schemaArgs struct {
-	Name    string   `json:"name,omitempty"`
-	Address *address `json:"address,omitempty"`
+	Name          string   `json:"name,omitempty"`
+	Address       *address `json:"address,omitempty"`
+	ContactMethod string   `json:"contactMethod,omitempty"`
+	Phone         string   `json:"phone,omitempty"`
+	Email         string   `json:"email,omitempty"`
 }
 
 const schema2020 = `{
@@ -55,6 +58,7 @@ const schema2020 = `{
   "type": "object",
   "$defs": {
     "address": {
+      "$anchor": "addressDef",
       "type": "object",
       "properties": {
         "street": {"type": "string"},
@@ -64,8 +68,15 @@ const schema2020 = `{
   },
   "properties": {
     "name": {"type": "string"},
-    "address": {"$ref": "#/$defs/address"}
+    "address": {"$ref": "#/$defs/address"},
+    "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+    "phone": {"type": "string"},
+    "email": {"type": "string"}
   },
+  "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+  "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+  "then": {"required": ["phone"]},
+  "else": {"required": ["email"]},
   "additionalProperties": false
 }`
 
@@ -131,8 +142,7 @@ func registerTools(s *mcp.Server) {
 		Name:        "test_error_handling",
 		Description: "Always fails with a tool execution error",
 	}, func(ctx context.Context, req *mcp.Request, _ noArgs) (*mcp.CallToolResult, error) {
-		// A handler error becomes an isError result carrying its text.
-		return nil, errors.New(errorText)
+		return mcp.ErrorResult(errorText), nil
 	})
 
 	mcp.AddTool(s, mcp.Tool{

@@ -106,7 +106,25 @@ func parseBackends(s string) ([]*url.URL, error) {
 
 // newProxy returns a handler that forwards each request to a uniformly random
 // target.
+//
+// The request body stays readable after the response has begun (full
+// duplex). Without that, Go's HTTP/1 server discards the unread rest of a
+// request body when the response headers go out; a backend that answers
+// as soon as it has the body (a subscriptions/listen acknowledgement) can
+// do so before the proxy's transport has read the body's end, the
+// transport's next read of the body then fails, and the transport closes
+// the backend connection: the stream ends right after its first event.
 func newProxy(targets []*url.URL, logger *log.Logger, verbose bool) http.Handler {
+	rp := reverseProxy(targets, logger, verbose)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			logger.Printf("%s %s: full duplex: %v", r.Method, r.URL.RequestURI(), err)
+		}
+		rp.ServeHTTP(w, r)
+	})
+}
+
+func reverseProxy(targets []*url.URL, logger *log.Logger, verbose bool) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := targets[rand.IntN(len(targets))]
