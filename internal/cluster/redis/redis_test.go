@@ -128,6 +128,15 @@ func TestParseURL(t *testing.T) {
 	if o.DialTimeout != 2*time.Second || o.PoolSize != 7 {
 		t.Fatalf("options: got dial_timeout %v pool_size %d", o.DialTimeout, o.PoolSize)
 	}
+	// Options that only go-redis's cluster and Sentinel parsers know.
+	o, err := redis.ParseURL("redis-cluster://h1,h2?read_only=true&route_randomly=true&max_redirects=5")
+	if err != nil || !o.ReadOnly || !o.RouteRandomly || o.MaxRedirects != 5 {
+		t.Fatalf("cluster options: got %+v, %v", o, err)
+	}
+	o, err = redis.ParseURL("redis-sentinel://h1,h2/m?route_by_latency=true&pool_size=3")
+	if err != nil || !o.RouteByLatency || o.PoolSize != 3 {
+		t.Fatalf("sentinel options: got %+v, %v", o, err)
+	}
 	o, _ = redis.ParseURL("redis-sentinel://h/m?sentinel_username=su&sentinel_password=sp")
 	if o.SentinelUsername != "su" || o.SentinelPassword != "sp" {
 		t.Fatalf("sentinel credentials: got %q %q", o.SentinelUsername, o.SentinelPassword)
@@ -138,6 +147,9 @@ func TestParseURL(t *testing.T) {
 		"redis-sentinel://h1,h2", "redis-cluster://h/1", "redis-cluster://h?db=2",
 		"redis-cluster://,", "redis-cluster://h?sentinel_password=x",
 		"redis-sentinel://u:hunter2@h?bogus=1",
+		"redis-sentinel://u:hunter2@h:x/m", "redis-cluster://u:hunter2@h:x,h2",
+		"redis-sentinel://h/m?sentinel_password=hunter2&bogus=1",
+		"redis-sentinel://h/m?replica_only=true",
 	} {
 		_, err := redis.ParseURL(bad)
 		if err == nil {
