@@ -170,8 +170,33 @@ func secrets(s string) []string {
 	return out
 }
 
-// redact hides the passwords of a URL for error messages.
-func redact(s string) string { return hide(s, secrets(s)) }
+// redact hides the passwords of a URL for error messages: the one in
+// its user info and those of the password options.
+func redact(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	end := strings.IndexAny(rest, "/?")
+	if end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		user, _, _ := strings.Cut(rest[:at], ":")
+		rest = user + ":xxxxx" + rest[at:]
+	}
+	base, query, ok := strings.Cut(rest, "?")
+	if !ok {
+		return scheme + "://" + rest
+	}
+	params := strings.Split(query, "&")
+	for i, p := range params {
+		if k, _, _ := strings.Cut(p, "="); k == "password" || k == "sentinel_password" {
+			params[i] = k + "=xxxxx"
+		}
+	}
+	return scheme + "://" + base + "?" + strings.Join(params, "&")
+}
 
 // hide replaces each secret in msg, as written or escaped, by "xxxxx".
 func hide(msg string, secrets []string) string {
