@@ -4,7 +4,9 @@ go 1.26.8
 
 require (
 	github.com/go-chi/chi/v5 v5.5.0
+	github.com/google/jsonschema-go v0.4.3
 	github.com/rs/zerolog v1.35.1
+	github.com/yosida95/uritemplate/v3 v3.0.2
 )
 
 require (
