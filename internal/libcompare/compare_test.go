@@ -120,6 +120,7 @@ func BenchmarkMatch(b *testing.B) {
 		{"simple-nomatch", "test://template/{id}/data", "test://other/12345/data"},
 		{"path", "file:///{+path}", "file:///home/user/projects/mcpcluster/internal/uritemplate/match.go"},
 		{"query", "search://{index}{?q,lang,page}", "search://docs?q=cluster%20mode&lang=en&page=2"},
+		{"path-8KiB", "file:///{+path}", "file:///" + strings.Repeat("a/", 4000)},
 	} {
 		ot := ourt.MustParse(tc.tmpl)
 		yt := yuri.MustNew(tc.tmpl)

@@ -14,8 +14,8 @@
 //     0.9 µs and 225 against 3 allocations for "test://template/{id}/data",
 //     88 µs against 2.0 µs (1007 against 3 allocations) for a 70-byte
 //     "file:///{+path}" URI, 1.9 µs against 0.1 µs for a URI that does not
-//     match; and about 12 ms against 1 ms for an 8 KiB path. Match runs on
-//     untrusted input.
+//     match; and 10.4 ms, 10 MiB and 128063 allocations against 0.17 ms
+//     and 3 allocations for an 8 KiB path. Match runs on untrusted input.
 //   - It gets RFC 6570 matching wrong where we have tests: "{var:3}"
 //     yields a variable named "var:3"; "{/var,x}/here" on "/value/here"
 //     defines x as "" (which expands to "/value//here") instead of leaving
