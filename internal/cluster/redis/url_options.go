@@ -31,7 +31,6 @@ func fromOptions(o *goredis.Options) *goredis.UniversalOptions {
 		TLSConfig:          o.TLSConfig,
 		DisableIdentity:    o.DisableIdentity,
 		IdentitySuffix:     o.IdentitySuffix,
-		UnstableResp3:      o.UnstableResp3,
 	}
 }
 
@@ -112,7 +111,6 @@ func fromFailoverOptions(o *goredis.FailoverOptions) *goredis.UniversalOptions {
 		ConnMaxLifetimeJitter:   o.ConnMaxLifetimeJitter,
 		DisableIdentity:         o.DisableIdentity,
 		IdentitySuffix:          o.IdentitySuffix,
-		UnstableResp3:           o.UnstableResp3,
 		TLSConfig:               o.TLSConfig,
 	}
 }
