@@ -276,3 +276,36 @@ func TestCloseStopsGoroutines(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestSentinelURL connects through a real Sentinel: the user info of a
+// redis-sentinel URL authenticates to the master, sentinel_password to
+// Sentinel, and the path names the master and the database.
+func TestSentinelURL(t *testing.T) {
+	m := redistest.StartWith(t, redistest.Options{Args: []string{"--requirepass", "pw"}})
+	s := redistest.StartSentinel(t, redistest.Sentinel{Master: m, Name: "mymaster",
+		Config: []string{"sentinel auth-pass mymaster pw", "requirepass spw"}})
+	connect := func(url string) error {
+		o, err := redis.ParseURL(url)
+		if err != nil {
+			t.Fatalf("ParseURL(%q): %v", url, err)
+		}
+		c := goredis.NewUniversalClient(o)
+		defer c.Close()
+		return c.Set(t.Context(), "k", "v", 0).Err()
+	}
+	base := "redis-sentinel://:pw@" + s.Addr() + "/mymaster/2?sentinel_password=spw&dial_timeout=2s"
+	if err := connect(base); err != nil {
+		t.Fatalf("through Sentinel: %v", err)
+	}
+	direct := goredis.NewClient(&goredis.Options{Addr: m.Addr(), Password: "pw", DB: 2})
+	defer direct.Close()
+	if got, err := direct.Get(t.Context(), "k").Result(); err != nil || got != "v" {
+		t.Fatalf("the key in database 2 of the master: got %q, %v", got, err)
+	}
+	if err := connect(strings.Replace(base, ":pw@", ":wrong@", 1)); err == nil {
+		t.Fatal("a wrong master password was accepted")
+	}
+	if err := connect(strings.Replace(base, "=spw", "=wrong", 1)); err == nil {
+		t.Fatal("a wrong Sentinel password was accepted")
+	}
+}
