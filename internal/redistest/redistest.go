@@ -44,6 +44,20 @@ type Options struct {
 	Persist bool
 	// Args are extra redis-server arguments, e.g. "--maxclients", "50".
 	Args []string
+	// Sentinel, when it has a Master, runs the server as a Redis Sentinel
+	// instead (see StartSentinel).
+	Sentinel Sentinel
+}
+
+// Sentinel describes what a Sentinel started by StartSentinel watches.
+type Sentinel struct {
+	// Master is the server the Sentinel monitors, under the name Name
+	// (default "mymaster"), with a quorum of 1.
+	Master *Server
+	Name   string
+	// Config are extra lines of the Sentinel's configuration file, e.g.
+	// "sentinel auth-pass mymaster pw" or "requirepass spw".
+	Config []string
 }
 
 // Server is one redis-server process. Its methods are safe for concurrent
@@ -73,6 +87,19 @@ func Start(t testing.TB) *Server {
 func StartUnix(t testing.TB) *Server {
 	t.Helper()
 	return StartWith(t, Options{Unix: true})
+}
+
+// StartSentinel starts a Redis Sentinel (redis-server --sentinel) on a
+// random free loopback port, watching sen.Master.
+func StartSentinel(t testing.TB, sen Sentinel) *Server {
+	t.Helper()
+	if sen.Master == nil || sen.Master.sock != "" {
+		t.Fatalf("redistest: a Sentinel needs a TCP master")
+	}
+	if sen.Name == "" {
+		sen.Name = "mymaster"
+	}
+	return StartWith(t, Options{Sentinel: sen})
 }
 
 // StartWith starts a redis-server with opts.
@@ -150,6 +177,15 @@ func (s *Server) start() error {
 		appendonly = []string{"--appendonly", "yes", "--appendfsync", "always"}
 	}
 	args := append([]string{"--save", ""}, appendonly...)
+	if sen := s.opts.Sentinel; sen.Master != nil {
+		// A Sentinel rewrites its configuration file, so it gets one.
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		lines := append([]string{fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1", sen.Name, sen.Master.port)}, sen.Config...)
+		if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			return err
+		}
+		args = []string{conf, "--sentinel"}
+	}
 	args = append(args,
 		"--dir", s.dir,
 		"--daemonize", "no",
@@ -208,7 +244,8 @@ func (s *Server) ping() error {
 	if err != nil {
 		return err
 	}
-	if line != "+PONG" {
+	// A server with a password is up, and says so, before AUTH.
+	if line != "+PONG" && !strings.HasPrefix(line, "-NOAUTH") {
 		return fmt.Errorf("PING answered %q", line)
 	}
 	return nil

@@ -92,3 +92,14 @@ func TestPersistKeepsAcknowledgedWritesAcrossKill(t *testing.T) {
 		t.Fatalf("EXISTS after Kill and Restart: got %q, %v", got, err)
 	}
 }
+
+func TestSentinel(t *testing.T) {
+	m := redistest.StartWith(t, redistest.Options{Args: []string{"--requirepass", "pw"}})
+	if got, _ := m.Do("GET k"); !strings.HasPrefix(got, "-NOAUTH") {
+		t.Fatalf("GET without AUTH on a server with a password: got %q", got)
+	}
+	s := redistest.StartSentinel(t, redistest.Sentinel{Master: m, Config: []string{"sentinel auth-pass mymaster pw"}})
+	if got, err := s.Do("SENTINEL get-master-addr-by-name mymaster"); err != nil || got != "*2" {
+		t.Fatalf("SENTINEL get-master-addr-by-name: got %q, %v", got, err)
+	}
+}

@@ -2,6 +2,28 @@
 // as used by MCP resource templates such as "test://template/{id}/data"
 // or "file:///{+path}": parsing, expansion, and the reverse operation of
 // matching a URI against a template to recover its variables.
+//
+// # Why not github.com/yosida95/uritemplate/v3
+//
+// That library (v3.0.2, the one the official Go SDK uses) was measured
+// against this package on resources/read, which matches the URI against
+// every template (internal/libcompare, go test -run '^$' -bench . -count=6
+// ./internal/libcompare, benchstat -col /impl), and is kept out:
+//
+//   - It is 20 to 40 times slower and allocates per match: 19 µs against
+//     0.9 µs and 225 against 3 allocations for "test://template/{id}/data",
+//     88 µs against 2.0 µs (1007 against 3 allocations) for a 70-byte
+//     "file:///{+path}" URI, 1.9 µs against 0.1 µs for a URI that does not
+//     match; and 10.4 ms, 10 MiB and 128063 allocations against 0.17 ms
+//     and 3 allocations for an 8 KiB path. Match runs on untrusted input.
+//   - It gets RFC 6570 matching wrong where we have tests: "{var:3}"
+//     yields a variable named "var:3"; "{/var,x}/here" on "/value/here"
+//     defines x as "" (which expands to "/value//here") instead of leaving
+//     it undefined; "{x}" on an unencoded "é", as clients send it, yields
+//     "".
+//
+// internal/libcompare holds the benchmarks and tests that fail when an
+// upgrade of the library removes one of these reasons.
 package uritemplate
 
 import (

@@ -128,6 +128,15 @@ func TestParseURL(t *testing.T) {
 	if o.DialTimeout != 2*time.Second || o.PoolSize != 7 {
 		t.Fatalf("options: got dial_timeout %v pool_size %d", o.DialTimeout, o.PoolSize)
 	}
+	// Options that only go-redis's cluster and Sentinel parsers know.
+	o, err := redis.ParseURL("redis-cluster://h1,h2?read_only=true&route_randomly=true&max_redirects=5")
+	if err != nil || !o.ReadOnly || !o.RouteRandomly || o.MaxRedirects != 5 {
+		t.Fatalf("cluster options: got %+v, %v", o, err)
+	}
+	o, err = redis.ParseURL("redis-sentinel://h1,h2/m?route_by_latency=true&pool_size=3")
+	if err != nil || !o.RouteByLatency || o.PoolSize != 3 {
+		t.Fatalf("sentinel options: got %+v, %v", o, err)
+	}
 	o, _ = redis.ParseURL("redis-sentinel://h/m?sentinel_username=su&sentinel_password=sp")
 	if o.SentinelUsername != "su" || o.SentinelPassword != "sp" {
 		t.Fatalf("sentinel credentials: got %q %q", o.SentinelUsername, o.SentinelPassword)
@@ -138,6 +147,9 @@ func TestParseURL(t *testing.T) {
 		"redis-sentinel://h1,h2", "redis-cluster://h/1", "redis-cluster://h?db=2",
 		"redis-cluster://,", "redis-cluster://h?sentinel_password=x",
 		"redis-sentinel://u:hunter2@h?bogus=1",
+		"redis-sentinel://u:hunter2@h:x/m", "redis-cluster://u:hunter2@h:x,h2",
+		"redis-sentinel://h/m?sentinel_password=hunter2&bogus=1",
+		"redis-sentinel://h/m?replica_only=true",
 	} {
 		_, err := redis.ParseURL(bad)
 		if err == nil {
@@ -262,5 +274,38 @@ func TestCloseStopsGoroutines(t *testing.T) {
 			t.Fatalf("%d goroutines left after Close", runtime.NumGoroutine()-before)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestSentinelURL connects through a real Sentinel: the user info of a
+// redis-sentinel URL authenticates to the master, sentinel_password to
+// Sentinel, and the path names the master and the database.
+func TestSentinelURL(t *testing.T) {
+	m := redistest.StartWith(t, redistest.Options{Args: []string{"--requirepass", "pw"}})
+	s := redistest.StartSentinel(t, redistest.Sentinel{Master: m, Name: "mymaster",
+		Config: []string{"sentinel auth-pass mymaster pw", "requirepass spw"}})
+	connect := func(url string) error {
+		o, err := redis.ParseURL(url)
+		if err != nil {
+			t.Fatalf("ParseURL(%q): %v", url, err)
+		}
+		c := goredis.NewUniversalClient(o)
+		defer c.Close()
+		return c.Set(t.Context(), "k", "v", 0).Err()
+	}
+	base := "redis-sentinel://:pw@" + s.Addr() + "/mymaster/2?sentinel_password=spw&dial_timeout=2s"
+	if err := connect(base); err != nil {
+		t.Fatalf("through Sentinel: %v", err)
+	}
+	direct := goredis.NewClient(&goredis.Options{Addr: m.Addr(), Password: "pw", DB: 2})
+	defer direct.Close()
+	if got, err := direct.Get(t.Context(), "k").Result(); err != nil || got != "v" {
+		t.Fatalf("the key in database 2 of the master: got %q, %v", got, err)
+	}
+	if err := connect(strings.Replace(base, ":pw@", ":wrong@", 1)); err == nil {
+		t.Fatal("a wrong master password was accepted")
+	}
+	if err := connect(strings.Replace(base, "=spw", "=wrong", 1)); err == nil {
+		t.Fatal("a wrong Sentinel password was accepted")
 	}
 }

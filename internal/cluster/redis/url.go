@@ -21,9 +21,15 @@ import (
 //
 // and "rediss-sentinel" / "rediss-cluster" for TLS. user:pass authenticate
 // to the Redis servers; Sentinel's own credentials go in the
-// sentinel_username and sentinel_password options. The other options are
-// go-redis's URL options (db, dial_timeout, read_timeout, pool_size,
-// client_name, protocol, ...); unknown ones are an error.
+// sentinel_username and sentinel_password options.
+//
+// The parsing is go-redis's own: ParseURL for one server, ParseClusterURL
+// for a cluster and ParseFailoverURL for Sentinel, so the options are
+// theirs (db, dial_timeout, read_timeout, pool_size, client_name,
+// protocol, and for a cluster read_only, route_by_latency, route_randomly,
+// max_redirects, ...), and unknown ones are an error. What is ours is only
+// the host-list form above, which go-redis spells with repeated "addr"
+// options, and the default Sentinel port 26379.
 func ParseURL(s string) (*goredis.UniversalOptions, error) {
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
@@ -33,9 +39,9 @@ func ParseURL(s string) (*goredis.UniversalOptions, error) {
 	case "redis", "rediss", "unix":
 		o, err := goredis.ParseURL(s)
 		if err != nil {
-			return nil, fmt.Errorf("redis url %q: %w", redact(s), err)
+			return nil, urlError(s, err)
 		}
-		u := universal(o)
+		u := fromOptions(o)
 		if o.Network == "unix" {
 			u.Dialer = func(ctx context.Context, _, addr string) (net.Conn, error) {
 				var d net.Dialer
@@ -48,21 +54,34 @@ func ParseURL(s string) (*goredis.UniversalOptions, error) {
 		return nil, fmt.Errorf("redis url %q: unknown scheme %q", redact(s), scheme)
 	}
 	base, kind, _ := strings.Cut(scheme, "-")
+	defaultPort := "6379"
+	if kind == "sentinel" {
+		defaultPort = "26379"
+	}
 
 	// Split the host list off by hand: net/url rejects "h1:1,h2:2".
 	authority, tail := rest, ""
 	if i := strings.IndexAny(rest, "/?"); i >= 0 {
 		authority, tail = rest[:i], rest[i:]
 	}
-	userinfo, hostlist := "", authority
+	var user *url.Userinfo
+	hostlist := authority
 	if i := strings.LastIndex(authority, "@"); i >= 0 {
-		userinfo, hostlist = authority[:i+1], authority[i+1:]
+		u, err := url.Parse(base + "://" + authority[:i+1] + "h")
+		if err != nil {
+			return nil, fmt.Errorf("redis url %q: bad user info", redact(s))
+		}
+		user, hostlist = u.User, authority[i+1:]
 	}
 	var hosts []string
 	for h := range strings.SplitSeq(hostlist, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			hosts = append(hosts, h)
+		if h = strings.TrimSpace(h); h == "" {
+			continue
 		}
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			h = net.JoinHostPort(strings.Trim(h, "[]"), defaultPort)
+		}
+		hosts = append(hosts, h)
 	}
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("redis url %q: no hosts", redact(s))
@@ -72,89 +91,87 @@ func ParseURL(s string) (*goredis.UniversalOptions, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis url %q: %w", redact(s), err)
 	}
-	sentinelUser, sentinelPass := q.Get("sentinel_username"), q.Get("sentinel_password")
+	for _, h := range hosts[1:] {
+		q.Add("addr", h)
+	}
+	segs := strings.FieldsFunc(path, func(r rune) bool { return r == '/' })
+
+	if kind == "cluster" {
+		if len(segs) > 0 {
+			return nil, fmt.Errorf("redis url %q: Redis Cluster has no database path", redact(s))
+		}
+		gu := url.URL{Scheme: base, User: user, Host: hosts[0], RawQuery: q.Encode()}
+		o, err := goredis.ParseClusterURL(gu.String())
+		if err != nil {
+			return nil, urlError(s, err)
+		}
+		return fromClusterOptions(o), nil
+	}
+
+	// go-redis's Sentinel URL carries Sentinel's credentials as user
+	// info, the master's in the username and password options, and the
+	// master's name in master_name.
+	if len(segs) == 0 {
+		return nil, fmt.Errorf("redis url %q: missing master name (redis-sentinel://hosts/master)", redact(s))
+	}
+	q.Set("master_name", segs[0])
+	if user != nil {
+		q.Set("username", user.Username())
+		if p, ok := user.Password(); ok {
+			q.Set("password", p)
+		}
+	}
+	var sentinel *url.Userinfo
+	if su, sp := q.Get("sentinel_username"), q.Get("sentinel_password"); su != "" || sp != "" {
+		sentinel = url.UserPassword(su, sp)
+	}
 	q.Del("sentinel_username")
 	q.Del("sentinel_password")
-
-	var master string
-	segs := strings.FieldsFunc(path, func(r rune) bool { return r == '/' })
-	if kind == "sentinel" {
-		if len(segs) == 0 {
-			return nil, fmt.Errorf("redis url %q: missing master name (redis-sentinel://hosts/master)", redact(s))
-		}
-		master, segs = segs[0], segs[1:]
-	}
-	if kind == "cluster" && len(segs) > 0 {
-		return nil, fmt.Errorf("redis url %q: Redis Cluster has no database path", redact(s))
-	}
-	// Let go-redis parse credentials, db and options on a one-host URL.
-	one := base + "://" + userinfo + hosts[0] + "/" + strings.Join(segs, "/")
-	if enc := q.Encode(); enc != "" {
-		one += "?" + enc
-	}
-	o, err := goredis.ParseURL(one)
+	gu := url.URL{Scheme: base, User: sentinel, Host: hosts[0], Path: "/" + strings.Join(segs[1:], "/"), RawQuery: q.Encode()}
+	o, err := goredis.ParseFailoverURL(gu.String())
 	if err != nil {
-		return nil, fmt.Errorf("redis url %q: %w", redact(s), err)
+		return nil, urlError(s, err)
 	}
-	u := universal(o)
-	u.Addrs = nil
-	for _, h := range hosts {
-		if _, _, err := net.SplitHostPort(h); err != nil {
-			port := "6379"
-			if kind == "sentinel" {
-				port = "26379"
+	if o.ReplicaOnly || o.UseDisconnectedReplicas {
+		return nil, fmt.Errorf("redis url %q: replica_only and use_disconnected_replicas are not supported", redact(s))
+	}
+	return fromFailoverOptions(o), nil
+}
+
+// urlError wraps an error of go-redis's parsers, which can quote the URL
+// they were given.
+func urlError(s string, err error) error {
+	return fmt.Errorf("redis url %q: %s", redact(s), hide(err.Error(), secrets(s)))
+}
+
+// secrets lists the passwords written in a Redis URL: the one in its user
+// info and a sentinel_password option.
+func secrets(s string) []string {
+	var out []string
+	_, rest, _ := strings.Cut(s, "://")
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		authority, tail = rest[:i], rest[i:]
+	}
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		if _, p, ok := strings.Cut(authority[:at], ":"); ok {
+			out = append(out, p)
+			if u, err := url.PathUnescape(p); err == nil {
+				out = append(out, u)
 			}
-			h = net.JoinHostPort(strings.Trim(h, "[]"), port)
 		}
-		u.Addrs = append(u.Addrs, h)
 	}
-	if kind == "sentinel" {
-		u.MasterName = master
-		u.SentinelUsername, u.SentinelPassword = sentinelUser, sentinelPass
-	} else {
-		if sentinelUser != "" || sentinelPass != "" {
-			return nil, fmt.Errorf("redis url %q: sentinel options on a cluster url", redact(s))
+	if _, query, ok := strings.Cut(tail, "?"); ok {
+		if q, err := url.ParseQuery(query); err == nil {
+			out = append(out, q["sentinel_password"]...)
+			out = append(out, q["password"]...)
 		}
-		if o.DB != 0 {
-			return nil, fmt.Errorf("redis url %q: Redis Cluster has only database 0", redact(s))
-		}
-		u.IsClusterMode = true
 	}
-	return u, nil
+	return out
 }
 
-// universal copies the options go-redis's URL parser sets.
-func universal(o *goredis.Options) *goredis.UniversalOptions {
-	return &goredis.UniversalOptions{
-		Addrs:              []string{o.Addr},
-		ClientName:         o.ClientName,
-		DB:                 o.DB,
-		Protocol:           o.Protocol,
-		Username:           o.Username,
-		Password:           o.Password,
-		MaxRetries:         o.MaxRetries,
-		MinRetryBackoff:    o.MinRetryBackoff,
-		MaxRetryBackoff:    o.MaxRetryBackoff,
-		DialTimeout:        o.DialTimeout,
-		DialerRetries:      o.DialerRetries,
-		DialerRetryTimeout: o.DialerRetryTimeout,
-		ReadTimeout:        o.ReadTimeout,
-		WriteTimeout:       o.WriteTimeout,
-		PoolFIFO:           o.PoolFIFO,
-		PoolSize:           o.PoolSize,
-		PoolTimeout:        o.PoolTimeout,
-		MinIdleConns:       o.MinIdleConns,
-		MaxIdleConns:       o.MaxIdleConns,
-		MaxActiveConns:     o.MaxActiveConns,
-		ConnMaxIdleTime:    o.ConnMaxIdleTime,
-		ConnMaxLifetime:    o.ConnMaxLifetime,
-		TLSConfig:          o.TLSConfig,
-		DisableIdentity:    o.DisableIdentity,
-		IdentitySuffix:     o.IdentitySuffix,
-	}
-}
-
-// redact hides a password in a URL for error messages.
+// redact hides the passwords of a URL for error messages: the one in
+// its user info and those of the password options.
 func redact(s string) string {
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
@@ -164,10 +181,31 @@ func redact(s string) string {
 	if end < 0 {
 		end = len(rest)
 	}
-	at := strings.LastIndex(rest[:end], "@")
-	if at < 0 {
-		return s
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		user, _, _ := strings.Cut(rest[:at], ":")
+		rest = user + ":xxxxx" + rest[at:]
 	}
-	user, _, _ := strings.Cut(rest[:at], ":")
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
+	base, query, ok := strings.Cut(rest, "?")
+	if !ok {
+		return scheme + "://" + rest
+	}
+	params := strings.Split(query, "&")
+	for i, p := range params {
+		if k, _, _ := strings.Cut(p, "="); k == "password" || k == "sentinel_password" {
+			params[i] = k + "=xxxxx"
+		}
+	}
+	return scheme + "://" + base + "?" + strings.Join(params, "&")
+}
+
+// hide replaces each secret in msg, as written or escaped, by "xxxxx".
+func hide(msg string, secrets []string) string {
+	for _, p := range secrets {
+		for _, form := range []string{p, url.QueryEscape(p), url.PathEscape(p)} {
+			if form != "" {
+				msg = strings.ReplaceAll(msg, form, "xxxxx")
+			}
+		}
+	}
+	return msg
 }
