@@ -67,7 +67,7 @@ func (m *events) Append(ctx context.Context, session, x string, data []byte, fin
 		fin = "1"
 	}
 	seq, err := appendScript.Run(ctx, b.client, keys, session, x, data, fin,
-		lim.MaxEvents, lim.MaxStreams, ms(lim.TTL), k.session(session), k.followPrefix()).Int64()
+		lim.MaxEvents, lim.MaxStreams, ms(lim.TTL), k.session(session), k.followPrefix(), b.token()).Int64()
 	if err != nil {
 		return 0, b.fail(ctx, "append", err)
 	}

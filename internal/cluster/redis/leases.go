@@ -121,15 +121,16 @@ func (m *claims) Holder(ctx context.Context, key string) (string, error) {
 	return owner, nil
 }
 
-// Once is SET NX PX on a key of its own namespace.
+// Once is SET NX PX on a key of its own namespace, holding a token of
+// the call so that a retry of it still answers true.
 func (m *claims) Once(ctx context.Context, key string, ttl time.Duration) (bool, error) {
 	b := (*backend)(m)
 	if ttl <= 0 {
 		return false, fmt.Errorf("once %q: ttl must be positive", key)
 	}
-	ok, err := b.client.SetNX(ctx, b.keys.once(key), "1", ttl).Result()
+	r, err := onceScript.Run(ctx, b.client, []string{b.keys.once(key)}, b.token(), ms(ttl)).Int64()
 	if err != nil {
 		return false, b.fail(ctx, "once", err)
 	}
-	return ok, nil
+	return r == 1, nil
 }

@@ -15,6 +15,7 @@
 //	P:{S}:e:<stream>   list    the newest MaxEvents payloads; the last one has seq = last
 //	P:{S}:c:<rest>     string  claim "session:<S>:<rest>" (holder), PX = claim TTL
 //	P:{S}:claims       set     <rest> of the session's claims, so End can drop them
+//	P:{S}:ended        string  token of the End call that ended the session (a minute)
 //	P:sessions         zset    live session id → expiry (ms, Redis clock); TTL ≥ the newest expiry
 //	P:sub:<uri>        set     session ids subscribed to uri (dead ids pruned lazily); TTL ≥ its sessions'
 //	P:subidx           set     uris having a P:sub: set (for the janitor); TTL as P:sub:<uri>
@@ -63,10 +64,14 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -124,6 +129,15 @@ type backend struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	tokPrefix string        // random, unique to this backend
+	tokN      atomic.Uint64 // calls tokened so far
+}
+
+// token returns a string unique to one call of a non-idempotent script,
+// so that the script recognises a retry of the same call.
+func (b *backend) token() string {
+	return b.tokPrefix + strconv.FormatUint(b.tokN.Add(1), 36)
 }
 
 // New returns a Redis backend on client. It checks that Redis answers and
@@ -157,6 +171,9 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 		log:    opts.Logger.With().Str("component", "cluster.redis").Logger(),
 		stop:   make(chan struct{}),
 	}
+	var rnd [9]byte
+	_, _ = rand.Read(rnd[:])
+	b.tokPrefix = base64.RawURLEncoding.EncodeToString(rnd[:]) + "."
 	if err := b.ping(ctx); err != nil {
 		return nil, err
 	}

@@ -57,13 +57,33 @@ end
 
 func script(src string) *goredis.Script { return goredis.NewScript(prelude + src) }
 
+// Retries. go-redis sends a command again when its reply does not arrive
+// in time (a read timeout, a connection cut after the write), although
+// Redis may have run it already. Every script must therefore be safe to
+// run twice: most are idempotent; those that are not (create, end,
+// append, once) take a token unique to the call (backend.token) and
+// answer a second run of the same call as they answered the first.
+
+// tokensBytes bounds the appendScript's record of recent append tokens
+// per stream (about 40 appends).
+const tokensBytes = "1024"
+
+// tombstoneMS is how long endScript remembers the token of the call that
+// ended a session: longer than any retry of that call.
+const tombstoneMS = 60000
+
 // Sessions.
 
-// KEYS: fields [, live]. ARGV: id, ttl ms, max, field, value, ...
-// Returns 1, or -1 when the session exists, -2 past the cap.
+// KEYS: fields [, live]. ARGV: id, ttl ms, max, token, field, value, ...
+// Returns 1, or -1 when the session exists, -2 past the cap. The token
+// is kept in the reserved field, so a retry of a call that already
+// created the session (the reply was lost) answers 1 again.
 var createScript = script(`
 local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
-if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('HGET', KEYS[1], '\0') == ARGV[4] then return 1 end
+  return -1
+end
 if KEYS[2] then
   local now = now_ms()
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
@@ -71,19 +91,21 @@ if KEYS[2] then
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
   extend(KEYS[2], ttl)
 end
-redis.call('HSET', KEYS[1], '\0', '1')
-for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[1], '\0', ARGV[4])
+for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('PEXPIRE', KEYS[1], ttl)
 return 1
 `)
 
 // capScript reserves a place among live sessions (Cluster mode, before
-// createScript). KEYS: live. ARGV: id, ttl ms, max. Returns 1, -1 when
-// present, -2 past the cap.
+// createScript). KEYS: live. ARGV: id, ttl ms, max. Returns 1 (also when
+// the id holds a place already: createScript then decides whether the
+// session exists, so a retried call is not mistaken for a duplicate id),
+// -2 past the cap.
 var capScript = script(`
 local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return -1 end
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 1 end
 local max = tonumber(ARGV[3])
 if max > 0 and redis.call('ZCARD', KEYS[1]) >= max then return -2 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
@@ -139,11 +161,19 @@ return 1
 `)
 
 // KEYS: fields, subs, lru, claim index [, live]. ARGV: id, session key
-// prefix, follow channel prefix, subscriber set prefix, owner key prefix.
-// Returns {live 0|1, uris, streams}; the lists are empty when the global
-// keys were updated here.
+// prefix, follow channel prefix, subscriber set prefix, owner key prefix,
+// token, tombstone ttl ms. Returns {live 0|1, uris, streams}; the lists
+// are empty when the global keys were updated here. Ending a live session
+// leaves a tombstone holding the token for a while, so a retry of the
+// call (the reply was lost) still reports the session as live.
 var endScript = script(`
 local live = redis.call('DEL', KEYS[1])
+local tomb = ARGV[2] .. 'ended'
+if live == 1 then
+  redis.call('SET', tomb, ARGV[6], 'PX', ARGV[7])
+elseif redis.call('GET', tomb) == ARGV[6] then
+  live = 1
+end
 local uris = redis.call('SMEMBERS', KEYS[2])
 local streams = redis.call('ZRANGE', KEYS[3], 0, -1)
 local claims = redis.call('SMEMBERS', KEYS[4])
@@ -254,17 +284,38 @@ return 1
 
 // KEYS: meta, events, lru [, owner]. ARGV: session, stream, data, final
 // 0|1, max events, max streams, ttl ms, session key prefix, follow channel
-// prefix. Returns the seq, -1 when the stream is unknown, -2 when done.
+// prefix, token. Returns the seq, -1 when the stream is unknown, -2 when
+// done. The tokens of the stream's latest appends are kept with their
+// seqs in the meta field 'toks' (";token=seq", at most tokensBytes
+// long; only the final's once the stream is done), so a retry of an
+// append that already happened (its reply was lost) returns the
+// original seq instead of storing the event twice.
 // The TTLs and the stream's place in the session's LRU are refreshed only
 // when an eighth of the TTL passed since the last refresh (and on the
 // final event), so a busy stream costs a handful of commands per event;
 // LRU order is exact to within that eighth.
 var appendScript = script(touchLRU + `
-local m = redis.call('HMGET', KEYS[1], 'done', 'touched')
+local m = redis.call('HMGET', KEYS[1], 'done', 'touched', 'toks')
 local done = m[1]
 if not done then return -1 end
+local toks, tok = m[3] or '', ';' .. ARGV[10] .. '='
+local at = string.find(toks, tok, 1, true)
+if at then
+  local from = at + #tok
+  local to = string.find(toks, ';', from, true)
+  return tonumber(string.sub(toks, from, (to or 0) - 1))
+end
 if done == '1' then return -2 end
 local seq = redis.call('HINCRBY', KEYS[1], 'last', 1)
+if ARGV[4] == '1' then
+  toks = tok .. seq
+else
+  toks = toks .. tok .. seq
+  while #toks > ` + tokensBytes + ` do
+    toks = string.sub(toks, (string.find(toks, ';', 2, true)))
+  end
+end
+redis.call('HSET', KEYS[1], 'toks', toks)
 redis.call('RPUSH', KEYS[2], ARGV[3])
 local maxev = tonumber(ARGV[5])
 if seq > maxev then redis.call('LTRIM', KEYS[2], -maxev, -1) end
@@ -299,6 +350,15 @@ if after < last and after + 1 >= first then
   evs = redis.call('LRANGE', KEYS[2], after + 1 - first, -1)
 end
 return {m[1], m[2], last, m[4], first, evs}
+`)
+
+// onceScript sets a single-use key. KEYS: key. ARGV: token, ttl ms.
+// Returns 1 the first time, and to a retry of that call (same token);
+// 0 after.
+var onceScript = script(`
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+if redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end
+return 0
 `)
 
 // Membership.

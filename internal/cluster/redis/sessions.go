@@ -33,8 +33,8 @@ func (m *sessions) Create(ctx context.Context, id string, fields map[string]stri
 		return fmt.Errorf("session %q: ttl must be positive", id)
 	}
 	k := b.keys
-	args := make([]any, 0, 3+2*len(fields))
-	args = append(args, id, ms(ttl), max)
+	args := make([]any, 0, 4+2*len(fields))
+	args = append(args, id, ms(ttl), max, b.token())
 	for f, v := range fields {
 		if f != reservedField {
 			args = append(args, f, v)
@@ -165,7 +165,7 @@ func (m *sessions) End(ctx context.Context, id string) (bool, error) {
 		keys = append(keys, k.live())
 	}
 	res, err := endScript.Run(ctx, b.client, keys,
-		id, k.session(id), k.followPrefix(), k.subPrefix(), k.ownerPrefix()).Slice()
+		id, k.session(id), k.followPrefix(), k.subPrefix(), k.ownerPrefix(), b.token(), tombstoneMS).Slice()
 	if err != nil {
 		return false, b.fail(ctx, "end session", err)
 	}

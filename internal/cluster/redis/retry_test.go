@@ -1,0 +1,208 @@
+package redis_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/cluster/redis"
+	"github.com/mcpcluster/mcpcluster/internal/redistest"
+)
+
+// lostReply makes the network lose one reply: once armed, the next
+// command written runs on the real server, but its reply is read and
+// thrown away and the client sees a read timeout instead, as when the
+// reply arrives after ReadTimeout. go-redis then sends the command again
+// on a fresh connection.
+type lostReply struct {
+	armed atomic.Bool
+	lost  atomic.Int32
+}
+
+// dial connects through the lossy network.
+func (l *lostReply) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &lossyConn{Conn: c, l: l}, nil
+}
+
+type lossyConn struct {
+	net.Conn
+	l    *lostReply
+	mu   sync.Mutex
+	drop bool
+}
+
+func (c *lossyConn) Write(p []byte) (int, error) {
+	// Only scripts and SET: the handshake and PINGs pass.
+	lower := bytes.ToLower(p)
+	call := bytes.Contains(lower, []byte("eval")) || bytes.Contains(lower, []byte("\r\nset\r\n"))
+	if call && c.l.armed.CompareAndSwap(true, false) {
+		c.mu.Lock()
+		c.drop = true
+		c.mu.Unlock()
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *lossyConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	drop := c.drop
+	c.drop = false
+	c.mu.Unlock()
+	if drop {
+		// The server ran the command: wait for its reply, then lose it.
+		_, _ = c.Conn.Read(p)
+		c.l.lost.Add(1)
+		return 0, timeoutError{}
+	}
+	return c.Conn.Read(p)
+}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout (reply lost by the test)" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+// TestRetriedScriptsRunOnce loses the reply of each non-idempotent call
+// once, so go-redis sends it again after Redis ran it: the call must
+// still have its effect once and answer as the first run did.
+func TestRetriedScriptsRunOnce(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		opts redistest.Options
+	}{
+		{"single", redistest.Options{}},
+		{"cluster", redistest.Options{Cluster: true}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			retriedScriptsRunOnce(t, redistest.StartWith(t, mode.opts))
+		})
+	}
+}
+
+func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
+	l := &lostReply{}
+	url := srv.URL()
+	if srv.Cluster() {
+		url = "redis-cluster://" + srv.Addr()
+	}
+	opts, err := redis.ParseURL(url + "?max_retries=3&read_timeout=200ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Dialer = l.dial
+	c := goredis.NewUniversalClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	// No janitor: its commands must not take the lost reply.
+	b := backend(t, c, redis.Options{JanitorInterval: -1})
+	ctx := t.Context()
+	lim := cluster.Limits{}
+	// Load every script first, so that the lost reply is never NOSCRIPT.
+	if err := b.Sessions.Create(ctx, "warm", nil, time.Minute, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Events.Open(ctx, "warm", cluster.StreamMeta{Session: "warm"}, lim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Events.Append(ctx, "warm", "warm", nil, false, lim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Claims.Once(ctx, "warm", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Sessions.End(ctx, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	lose := func(t *testing.T) {
+		t.Helper()
+		l.armed.Store(true)
+	}
+	check := func(t *testing.T, before int32) {
+		t.Helper()
+		if l.lost.Load() != before+1 {
+			t.Fatalf("no reply was lost (%d): the test did not exercise a retry", l.lost.Load()-before)
+		}
+	}
+
+	t.Run("Append", func(t *testing.T) {
+		if err := b.Sessions.Create(ctx, "s1", nil, time.Minute, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Events.Open(ctx, "x1", cluster.StreamMeta{Session: "s1"}, lim); err != nil {
+			t.Fatal(err)
+		}
+		for i, data := range []string{"a", "b", "fin"} {
+			n := l.lost.Load()
+			lose(t)
+			seq, err := b.Events.Append(ctx, "s1", "x1", []byte(data), data == "fin", lim)
+			if err != nil {
+				t.Fatalf("append %q: %v", data, err)
+			}
+			check(t, n)
+			if seq != uint64(i+1) {
+				t.Errorf("append %q: seq %d, want %d", data, seq, i+1)
+			}
+		}
+		evs, info, err := b.Events.Read(ctx, "s1", "x1", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ev := range evs {
+			got = append(got, string(ev.Data))
+		}
+		if len(got) != 3 || got[0] != "a" || got[1] != "b" || got[2] != "fin" || info.Last != 3 || !info.Done {
+			t.Fatalf("history %q (last %d, done %v), want [a b fin] once each", got, info.Last, info.Done)
+		}
+	})
+	t.Run("Create", func(t *testing.T) {
+		n := l.lost.Load()
+		lose(t)
+		if err := b.Sessions.Create(ctx, "s2", map[string]string{"k": "v"}, time.Minute, 0); err != nil {
+			t.Fatalf("create with a lost reply: %v", err)
+		}
+		check(t, n)
+		if err := b.Sessions.Create(ctx, "s2", nil, time.Minute, 0); err == nil {
+			t.Fatal("a second Create of the same id succeeded")
+		}
+	})
+	t.Run("End", func(t *testing.T) {
+		if err := b.Sessions.Create(ctx, "s3", nil, time.Minute, 0); err != nil {
+			t.Fatal(err)
+		}
+		n := l.lost.Load()
+		lose(t)
+		live, err := b.Sessions.End(ctx, "s3")
+		if err != nil || !live {
+			t.Fatalf("end with a lost reply: live %v, %v; want true", live, err)
+		}
+		check(t, n)
+		if live, err := b.Sessions.End(ctx, "s3"); err != nil || live {
+			t.Fatalf("second End: live %v, %v; want false", live, err)
+		}
+	})
+	t.Run("Once", func(t *testing.T) {
+		n := l.lost.Load()
+		lose(t)
+		first, err := b.Claims.Once(ctx, "tok", time.Minute)
+		if err != nil || !first {
+			t.Fatalf("once with a lost reply: %v, %v; want true", first, err)
+		}
+		check(t, n)
+		if again, err := b.Claims.Once(ctx, "tok", time.Minute); err != nil || again {
+			t.Fatalf("second Once: %v, %v; want false", again, err)
+		}
+	})
+}
