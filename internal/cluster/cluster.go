@@ -130,7 +130,12 @@ type Limits struct {
 	MaxEvents int
 	// MaxStreams is the number of streams per session that keep history;
 	// appending to a stream makes it most recently used and the least
-	// recently used ones beyond the bound lose their history entirely.
+	// recently used ended streams (final event appended) beyond the
+	// bound lose their history entirely. A stream that has not ended (a
+	// GET stream, a POST stream before its final) is never evicted for
+	// the bound, since a live connection may be reading it: it goes with
+	// its TTL or its session. Their number is bounded by the requests a
+	// session may run at once, plus its one GET stream.
 	MaxStreams int
 	// TTL is how long a stream's history lives after its last append.
 	TTL time.Duration

@@ -161,29 +161,28 @@ func (s *suite) testEvents(t *testing.T) {
 		sess, other := uniq("s"), uniq("other")
 		x1, x2, x3, x4 := uniq("x1"), uniq("x2"), uniq("x3"), uniq("x4")
 		o1 := uniq("o1")
+		// ended opens x and appends its final event.
+		ended := func(x string) {
+			t.Helper()
+			must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess}, l))
+			if _, err := b.Events.Append(ctx, sess, x, []byte("final"), true, l); err != nil {
+				t.Fatalf("final Append: %v", err)
+			}
+			time.Sleep(2 * time.Millisecond) // distinct use times for backends that score by clock
+		}
 		must(t, "Open", b.Events.Open(ctx, o1, cluster.StreamMeta{Session: other}, l))
-		must(t, "Open", b.Events.Open(ctx, x1, cluster.StreamMeta{Session: sess}, l))
-		time.Sleep(2 * time.Millisecond) // distinct use times for backends that score by clock
-		must(t, "Open", b.Events.Open(ctx, x2, cluster.StreamMeta{Session: sess}, l))
-		time.Sleep(2 * time.Millisecond)
-		appendN(t, b, sess, x1, 1, l) // x1 becomes most recently used
-		time.Sleep(2 * time.Millisecond)
-		must(t, "Open", b.Events.Open(ctx, x3, cluster.StreamMeta{Session: sess}, l))
-		_, _, err := b.Events.Read(ctx, sess, x2, 0)
+		ended(x1)
+		ended(x2)
+		ended(x3)
+		_, _, err := b.Events.Read(ctx, sess, x1, 0)
 		wantErr(t, "Read of the LRU-evicted stream", err, cluster.ErrNotFound)
-		_, err = b.Events.Append(ctx, sess, x2, nil, false, l)
-		wantErr(t, "Append to the LRU-evicted stream", err, cluster.ErrNotFound)
-		for _, x := range []string{x1, x3} {
+		for _, x := range []string{x2, x3} {
 			if _, _, err := b.Events.Read(ctx, sess, x, 0); err != nil {
 				t.Fatalf("Read of a kept stream: %v", err)
 			}
 		}
-		time.Sleep(2 * time.Millisecond)
-		appendN(t, b, sess, x3, 1, l)
-		time.Sleep(2 * time.Millisecond)
-		must(t, "Open", b.Events.Open(ctx, x4, cluster.StreamMeta{Session: sess}, l))
-		appendN(t, b, sess, x4, 3, l)
-		_, _, err = b.Events.Read(ctx, sess, x1, 0)
+		ended(x4)
+		_, _, err = b.Events.Read(ctx, sess, x2, 0)
 		wantErr(t, "Read of the next LRU-evicted stream", err, cluster.ErrNotFound)
 		evs, _, err := b.Events.Read(ctx, sess, x3, 0)
 		if err != nil || len(evs) != 1 {
@@ -191,6 +190,67 @@ func (s *suite) testEvents(t *testing.T) {
 		}
 		if _, _, err := b.Events.Read(ctx, other, o1, 0); err != nil {
 			t.Fatalf("another session's stream was evicted: %v", err)
+		}
+	})
+
+	// A stream that has not ended may have a live connection: the LRU
+	// bound never takes it, however many streams the session uses after
+	// it; once it ends it is evicted like any other.
+	t.Run("LRUKeepsOpenStreams", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		l := cluster.Limits{MaxEvents: 10, MaxStreams: 3, TTL: time.Minute}
+		sess := uniq("s")
+		get, post := uniq("get"), uniq("post")
+		must(t, "Open", b.Events.Open(ctx, get, cluster.StreamMeta{Session: sess}, l))
+		appendN(t, b, sess, get, 1, l)
+		must(t, "Open", b.Events.Open(ctx, post, cluster.StreamMeta{Session: sess, Owner: "n", Request: "1"}, l))
+		appendN(t, b, sess, post, 1, l)
+		var done []string
+		for i := range 4 * l.MaxStreams {
+			x := uniq(fmt.Sprintf("x%d", i))
+			must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess, Owner: "n", Request: "2"}, l))
+			if _, err := b.Events.Append(ctx, sess, x, []byte("final"), true, l); err != nil {
+				t.Fatalf("final Append: %v", err)
+			}
+			done = append(done, x)
+			time.Sleep(time.Millisecond)
+		}
+		for _, x := range []string{get, post} {
+			if _, err := b.Events.Append(ctx, sess, x, []byte("live"), false, l); err != nil {
+				t.Fatalf("Append to an open stream after %d others ended: %v", len(done), err)
+			}
+			evs, _, err := b.Events.Read(ctx, sess, x, 0)
+			if err != nil || len(evs) != 2 {
+				t.Fatalf("Read of an open stream: %v, %v; want 2 events", seqs(evs), err)
+			}
+		}
+		kept := 0
+		for _, x := range done {
+			if _, _, err := b.Events.Read(ctx, sess, x, 0); err == nil {
+				kept++
+			}
+		}
+		if kept > l.MaxStreams {
+			t.Errorf("%d ended streams kept, want at most MaxStreams = %d", kept, l.MaxStreams)
+		}
+		// Once ended, the POST stream is an ordinary LRU entry.
+		if _, err := b.Events.Append(ctx, sess, post, []byte("final"), true, l); err != nil {
+			t.Fatal(err)
+		}
+		for i := range l.MaxStreams + 1 {
+			x := uniq(fmt.Sprintf("y%d", i))
+			must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess}, l))
+			if _, err := b.Events.Append(ctx, sess, x, nil, true, l); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		_, _, err := b.Events.Read(ctx, sess, post, 0)
+		wantErr(t, "Read of the ended, least recently used stream", err, cluster.ErrNotFound)
+		if _, _, err := b.Events.Read(ctx, sess, get, 0); err != nil {
+			t.Fatalf("the GET stream was evicted: %v", err)
 		}
 	})
 

@@ -71,7 +71,8 @@ func (s *store) removeStreamLocked(id string, st *stream) {
 }
 
 // useLocked makes st the most recently used stream of its session and
-// evicts the least recently used ones beyond max.
+// evicts the least recently used ended ones beyond max. Streams that
+// have not ended are kept: they may have live connections.
 func (s *store) useLocked(st *stream, max int) {
 	g := s.groups[st.meta.Session]
 	if g == nil {
@@ -83,9 +84,14 @@ func (s *store) useLocked(st *stream, max int) {
 	} else {
 		g.lru.MoveToFront(st.elem)
 	}
-	for g.lru.Len() > max {
-		old := g.lru.Back().Value.(*stream)
-		s.removeStreamLocked(old.id, old)
+	excess := g.lru.Len() - max
+	for e := g.lru.Back(); e != st.elem && excess > 0; {
+		old := e.Value.(*stream)
+		e = e.Prev()
+		if old.done {
+			s.removeStreamLocked(old.id, old)
+			excess--
+		}
 	}
 }
 

@@ -35,21 +35,26 @@ end
 
 // touchLRU is the per-session stream LRU: it marks stream used now,
 // forgets streams idle past their TTL, and removes the history of the
-// least recently used streams beyond max (publishing a re-read hint to
-// their followers).
+// least recently used ended streams beyond max (publishing a re-read hint
+// to their followers). A stream that has not ended (a GET stream, a POST
+// stream before its final) is never removed for the bound: it may have a
+// live connection, which must receive every event.
 const touchLRU = `
 local function touch_lru(lru, stream, ttl, max, pfx, chan_pfx)
   local now = now_us()
   redis.call('ZADD', lru, string.format('%.0f', now), stream)
   redis.call('ZREMRANGEBYSCORE', lru, '-inf', '(' .. string.format('%.0f', now - ttl * 1000))
-  local n = redis.call('ZCARD', lru)
-  if n > max then
-    local old = redis.call('ZRANGE', lru, 0, n - max - 1)
-    for _, s in ipairs(old) do
-      redis.call('DEL', pfx .. 'm:' .. s, pfx .. 'e:' .. s)
-      redis.call('PUBLISH', chan_pfx .. s, '0')
+  local excess = redis.call('ZCARD', lru) - max
+  if excess > 0 then
+    for _, s in ipairs(redis.call('ZRANGE', lru, 0, -2)) do
+      if s ~= stream and redis.call('HGET', pfx .. 'm:' .. s, 'done') ~= '0' then
+        redis.call('DEL', pfx .. 'm:' .. s, pfx .. 'e:' .. s)
+        redis.call('PUBLISH', chan_pfx .. s, '0')
+        redis.call('ZREM', lru, s)
+        excess = excess - 1
+        if excess == 0 then break end
+      end
     end
-    redis.call('ZREMRANGEBYRANK', lru, 0, n - max - 1)
   end
   extend(lru, ttl)
 end
