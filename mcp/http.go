@@ -93,6 +93,11 @@ type HTTPOptions struct {
 	// distinct ones wait; past that they are dropped and counted in
 	// mcp_fanouts_dropped_total.
 	MaxFanOuts int
+	// RecordTimeout is how long a node keeps trying to record a
+	// request's final response in history when the store fails (the
+	// live connection gets it at once); past it, clients resuming the
+	// stream get an error instead (default 1m).
+	RecordTimeout time.Duration
 	// Logger receives transport logs, among them one access line per
 	// request at info level (see ServeHTTP).
 	Logger *zerolog.Logger
@@ -118,6 +123,7 @@ func (o *HTTPOptions) defaults() {
 	def(&o.HistoryTTL, 10*time.Minute)
 	def(&o.ResumeGrace, 10*time.Second)
 	def(&o.LeaseTTL, 5*time.Second)
+	def(&o.RecordTimeout, time.Minute)
 	defInt(&o.MaxSessions, 10000)
 	defInt(&o.MaxEvents, 1000)
 	defInt(&o.MaxStreams, 100)

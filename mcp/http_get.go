@@ -209,7 +209,7 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *c
 	defer sw.close()
 	sw.start(nil)
 	jobs := upkeepJobs{conn: conn, claim: key}
-	if !info.Done && info.Owner != "" && info.Owner != h.instance {
+	if !info.Done && info.Owner != "" {
 		jobs.owner = &ownerWatch{session: sid, stream: eid.Stream, info: info}
 	}
 	go h.upkeep(ctx, sw, jobs)
@@ -428,10 +428,12 @@ type upkeepJobs struct {
 }
 
 // ownerWatch ends a followed stream with an error for its request when
-// the node producing it loses its membership lease.
+// the node producing it loses its membership lease, or its producer
+// stops holding the stream (see holdStream).
 type ownerWatch struct {
 	session, stream string
 	info            cluster.StreamInfo
+	unheld          int // consecutive checks that found no producer
 }
 
 // upkeep runs a stream's chores on one goroutine until ctx ends: comment
@@ -484,19 +486,37 @@ func (h *HTTPHandler) upkeep(ctx context.Context, sw *sseWriter, j upkeepJobs) {
 }
 
 // ownerLost appends an error for the stream's request, ending it, when
-// its producing node is gone; it reports whether it did. The owner is a
-// process (node id and incarnation), so a node restarted with the same
-// id does not keep the streams of its previous process open.
+// its producing node is gone, or when its producer has not held the
+// stream on two checks in a row (one lapse may be a store outage the
+// producer has not yet seen the end of); it reports whether it did.
+// The owner is a process (node id and incarnation), so a node restarted
+// with the same id does not keep the streams of its previous process open.
 func (h *HTTPHandler) ownerLost(ctx context.Context, w *ownerWatch) bool {
 	alive, err := h.be.Members.Alive(ctx, w.info.Owner)
-	if err != nil || alive {
+	if err != nil {
 		return false
+	}
+	if alive {
+		holder, err := h.be.Claims.Holder(ctx, produceKey(w.session, w.stream))
+		if err != nil {
+			return false
+		}
+		if holder != "" {
+			w.unheld = 0
+			return false
+		}
+		if w.unheld++; w.unheld < 2 {
+			return false
+		}
 	}
 	id, err := jsonrpc.ParseKey(w.info.Request)
 	if err != nil {
 		return true
 	}
 	msg := jsonrpc.ErrorResponse(id, jsonrpc.NewError(jsonrpc.CodeNodeLost, "the node running this request stopped; retry it", map[string]any{"node": nodeOf(w.info.Owner)}))
+	if alive {
+		msg = abandonedError(id, nodeOf(w.info.Owner))
+	}
 	data, _ := jsonrpc.Encode(msg)
 	if _, err := h.be.Events.Append(ctx, w.session, w.stream, data, true, h.lim); err != nil {
 		h.log.Debug().Err(err).Str("stream", w.stream).Msg("lost-node error not appended")

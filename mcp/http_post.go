@@ -407,6 +407,7 @@ type postOut struct {
 	unlist   func()        // removes the stream from the node's live connections
 	detached chan struct{} // closed when the server closed the connection early
 	detachMu sync.Once
+	unhold   func(recorded bool) // stops renewing the producer claim (legacy streams)
 }
 
 func (h *HTTPHandler) newPostOut(w http.ResponseWriter, r *http.Request, req *Request, session string) *postOut {
@@ -463,6 +464,11 @@ func (p *postOut) upgrade(ctx context.Context) error {
 		if err := p.h.be.Events.Open(ctx, p.stream, meta, p.h.lim); err != nil {
 			return rpcError(err)
 		}
+		unhold, err := p.h.holdStream(ctx, p.session, p.stream)
+		if err != nil {
+			return rpcError(err)
+		}
+		p.unhold = unhold
 	}
 	p.sw = sw
 	sw.start(nil)
@@ -504,13 +510,29 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final bool) er
 	if p.legacy {
 		seq, err := p.h.be.Events.Append(ctx, p.session, p.stream, data, final, p.h.lim)
 		if err != nil {
-			return rpcError(err)
+			if final {
+				// The live connection gets its final message whatever
+				// happens to the history (without an id: it cannot
+				// be resumed from); the caller records it later.
+				_ = p.sw.event(ev)
+			}
+			return &unrecorded{data: data, err: rpcError(err), cause: err}
 		}
 		ev.ID = sse.EventID{Stream: p.stream, Seq: seq}.String()
 	}
 	_ = p.sw.event(ev) // a dead connection is not an error: the history has it
 	return nil
 }
+
+// unrecorded is emit's error when a message could not be appended to the
+// stream's history: err for the client, cause from the backend.
+type unrecorded struct {
+	data       []byte
+	err, cause error
+}
+
+func (u *unrecorded) Error() string { return u.err.Error() }
+func (u *unrecorded) Unwrap() error { return u.err }
 
 func (p *postOut) notify(ctx context.Context, msg *jsonrpc.Message) error {
 	return p.emit(ctx, msg, false)
@@ -597,8 +619,18 @@ func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
 	upgraded, refused := p.sw != nil, p.refused
 	p.mu.Unlock()
 	if upgraded {
+		unhold, recorded := p.unhold, true
 		if err := p.emit(context.WithoutCancel(ctx), msg, true); err != nil {
-			p.h.log.Warn().Err(err).Str("session", telemetry.SessionTag(p.session)).Msg("final response not recorded")
+			recorded = false
+			var u *unrecorded
+			if errors.As(err, &u) && errors.Is(u.cause, cluster.ErrUnavailable) {
+				// Resumers wait for the final: record it once the
+				// store is back, holding the stream meanwhile.
+				p.h.recordLater(p.session, p.stream, u.data, unhold)
+				unhold = nil
+			} else {
+				p.h.log.Warn().Err(err).Str("session", telemetry.SessionTag(p.session)).Msg("final response not recorded")
+			}
 		}
 		p.mu.Lock()
 		if p.stopKeep != nil {
@@ -612,6 +644,9 @@ func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
 		}
 		p.sw.close()
 		p.mu.Unlock()
+		if unhold != nil {
+			unhold(recorded)
+		}
 		return
 	}
 	if refused {

@@ -43,6 +43,7 @@ type Config struct {
 	MaxURI          int
 	MaxFanOuts      int
 	LeaseTTL        time.Duration
+	RecordTimeout   time.Duration
 	SessionCache    time.Duration
 	PageSize        int
 	AllowedOrigins  string
@@ -141,6 +142,7 @@ func settings() []setting {
 		{"max-uri-bytes", "MCP_MAX_URI_BYTES", "2048", "longest uri resources/subscribe accepts; the session stores it", intSetter(func(c *Config) *int { return &c.MaxURI })},
 		{"max-fanouts", "MCP_MAX_FANOUTS", "4", "notification fan-outs (list_changed, resources/updated) a node runs at once; the same notification waits at most once", intSetter(func(c *Config) *int { return &c.MaxFanOuts })},
 		{"lease-ttl", "MCP_LEASE_TTL", "5s", "membership lease of a node; a dead node's streams end this long after it stops", durationSetter(func(c *Config) *time.Duration { return &c.LeaseTTL })},
+		{"record-timeout", "MCP_RECORD_TIMEOUT", "1m", "how long a node keeps trying to record a request's final response when Redis fails (the live connection gets it at once); past it, clients resuming the stream get an error", durationSetter(func(c *Config) *time.Duration { return &c.RecordTimeout })},
 		{"session-cache-ttl", "MCP_SESSION_CACHE_TTL", "0s", "reuse a loaded session this long instead of reading Redis on every request (0 reads every time; a positive value lets a change made on another node be seen up to this late)", func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {
@@ -244,6 +246,7 @@ func (c *Config) Validate() error {
 	pos("request-timeout", c.RequestTimeout)
 	pos("resume-grace", c.ResumeGrace)
 	pos("lease-ttl", c.LeaseTTL)
+	pos("record-timeout", c.RecordTimeout)
 	pos("drain-timeout", c.DrainTimeout)
 	pos("backend-retry-max", c.BackendRetryMax)
 	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "max-subscriptions": c.MaxSubs, "max-client-info-bytes": c.MaxClientInfo, "max-capabilities-bytes": c.MaxCaps, "max-uri-bytes": c.MaxURI, "max-fanouts": c.MaxFanOuts, "page-size": c.PageSize} {

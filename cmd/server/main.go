@@ -206,6 +206,7 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 			MaxFanOuts:           cfg.MaxFanOuts,
 			ResumeGrace:          cfg.ResumeGrace,
 			LeaseTTL:             cfg.LeaseTTL,
+			RecordTimeout:        cfg.RecordTimeout,
 			SessionCacheTTL:      cfg.SessionCache,
 			AllowedOrigins:       splitList(cfg.AllowedOrigins),
 			AllowedHosts:         splitList(cfg.AllowedHosts),

@@ -101,8 +101,12 @@ func (m *claims) Renew(ctx context.Context, key, owner string, ttl time.Duration
 
 func (m *claims) Release(ctx context.Context, key, owner string) error {
 	b := (*backend)(m)
-	rk, _, _ := b.keys.claim(key)
-	if err := releaseScript.Run(ctx, b.client, []string{rk}, owner).Err(); err != nil {
+	rk, index, member := b.keys.claim(key)
+	keys := []string{rk}
+	if index != "" {
+		keys = append(keys, index)
+	}
+	if err := releaseScript.Run(ctx, b.client, keys, owner, member).Err(); err != nil {
 		return b.fail(ctx, "release claim", err)
 	}
 	return nil

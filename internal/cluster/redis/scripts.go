@@ -422,8 +422,11 @@ if KEYS[2] then extend(KEYS[2], tonumber(ARGV[2])) end
 return 1
 `)
 
-// KEYS: claim. ARGV: owner.
+// KEYS: claim [, session claim index]. ARGV: owner, index member.
 var releaseScript = script(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  if KEYS[2] then redis.call('SREM', KEYS[2], ARGV[2]) end
+end
 return 1
 `)

@@ -1,0 +1,112 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+)
+
+// A POST stream is held by its producer: a claim renewed while the
+// request runs and until its final response is recorded. A node that
+// follows the stream for a resumed connection ends it with an error for
+// the request when its producer lets the claim lapse (it gave up
+// recording, its process died or was restarted under the same node id),
+// so no resumed stream waits for an end that nobody will append.
+
+// produceKey names the claim of the producer of a POST stream.
+func produceKey(session, stream string) string {
+	return "session:" + session + ":produce:" + stream
+}
+
+// holdStream claims the production of stream and renews the claim every
+// LeaseTTL/3 (retrying sooner while the store fails, taking the claim
+// back if it lapsed meanwhile) until the returned function is called
+// with whether the final response was recorded: the claim is released
+// then, or left to lapse.
+func (h *HTTPHandler) holdStream(ctx context.Context, session, stream string) (func(recorded bool), error) {
+	key, holder := produceKey(session, stream), h.instance+"/"+randomToken(9)
+	if _, err := h.be.Claims.Claim(ctx, key, holder, h.opts.LeaseTTL); err != nil {
+		return nil, err
+	}
+	hctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		every := h.opts.LeaseTTL / 3
+		t := time.NewTimer(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-t.C:
+			}
+			ok, err := h.be.Claims.Renew(hctx, key, holder, h.opts.LeaseTTL)
+			if err == nil && !ok {
+				_, err = h.be.Claims.Claim(hctx, key, holder, h.opts.LeaseTTL)
+			}
+			if err != nil {
+				t.Reset(min(every, 100*time.Millisecond))
+				continue
+			}
+			t.Reset(every)
+		}
+	}()
+	return func(recorded bool) {
+		cancel()
+		<-done
+		if recorded {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = h.be.Claims.Release(rctx, key, holder)
+		}
+	}, nil
+}
+
+// recordLater appends a final message the store refused, retrying with
+// backoff for up to RecordTimeout (and while the node runs); unhold is
+// called at the end, so the stream's claim lapses if the final never
+// made it. A store that answers with anything but ErrUnavailable (the
+// stream ended, expired or its session is gone) ends the attempts.
+func (h *HTTPHandler) recordLater(session, stream string, data []byte, unhold func(recorded bool)) {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		recorded := false
+		defer func() { unhold(recorded) }()
+		ctx, cancel := context.WithTimeout(h.ctx, h.opts.RecordTimeout)
+		defer cancel()
+		wait := 50 * time.Millisecond
+		for {
+			select {
+			case <-ctx.Done():
+				h.log.Warn().Str("session", session).Str("stream", stream).Msg("final response not recorded: gave up; resumers get an error")
+				return
+			case <-time.After(wait):
+			}
+			_, err := h.be.Events.Append(ctx, session, stream, data, true, h.lim)
+			if err == nil {
+				recorded = true
+				h.log.Info().Str("session", session).Str("stream", stream).Msg("final response recorded after a store outage")
+				return
+			}
+			if !errors.Is(err, cluster.ErrUnavailable) {
+				if ctx.Err() == nil {
+					h.log.Warn().Err(err).Str("stream", stream).Msg("final response not recorded")
+				}
+				return
+			}
+			wait = min(2*wait, time.Second)
+		}
+	}()
+}
+
+// abandonedError ends a resumed stream whose producer stopped holding it.
+func abandonedError(id jsonrpc.ID, owner string) *jsonrpc.Message {
+	return jsonrpc.ErrorResponse(id, jsonrpc.NewError(jsonrpc.CodeNodeLost,
+		"the node running this request stopped before its response was recorded; retry it",
+		map[string]any{"node": owner}))
+}
