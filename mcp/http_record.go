@@ -2,13 +2,20 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
+// The end of a POST stream: its final response, which the live
+// connection gets even when recording it fails, and is recorded once the
+// store answers again.
+//
 // A POST stream is held by its producer: a claim renewed while the
 // request runs and until its final response is recorded. A node that
 // follows the stream for a resumed connection ends it with an error for
@@ -109,4 +116,72 @@ func abandonedError(id jsonrpc.ID, owner string) *jsonrpc.Message {
 	return jsonrpc.ErrorResponse(id, jsonrpc.NewError(jsonrpc.CodeNodeLost,
 		"the node running this request stopped before its response was recorded; retry it",
 		map[string]any{"node": owner}))
+}
+
+// unrecorded is emit's error when a message could not be appended to the
+// stream's history: err for the client, cause from the backend.
+type unrecorded struct {
+	data       []byte
+	err, cause error
+}
+
+func (u *unrecorded) Error() string { return u.err.Error() }
+func (u *unrecorded) Unwrap() error { return u.err }
+
+// finish sends the final response: the terminating SSE event, or a JSON
+// body (406 when the response needed a stream the client refused).
+func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
+	p.h.observe(p.req, res, err, time.Since(p.start))
+	var msg *jsonrpc.Message
+	if err != nil {
+		msg = jsonrpc.ErrorResponse(p.req.id, rpcError(err))
+	} else {
+		msg = &jsonrpc.Message{ID: p.req.id, Result: res}
+	}
+	p.mu.Lock()
+	upgraded, refused := p.sw != nil, p.refused
+	p.mu.Unlock()
+	if upgraded {
+		unhold, recorded := p.unhold, true
+		if err := p.emit(context.WithoutCancel(ctx), msg, true); err != nil {
+			recorded = false
+			var u *unrecorded
+			if errors.As(err, &u) && errors.Is(u.cause, cluster.ErrUnavailable) {
+				// Resumers wait for the final: record it once the
+				// store is back, holding the stream meanwhile.
+				p.h.recordLater(p.session, p.stream, u.data, unhold)
+				unhold = nil
+			} else {
+				p.h.log.Warn().Err(err).Str("session", telemetry.SessionTag(p.session)).Msg("final response not recorded")
+			}
+		}
+		p.mu.Lock()
+		if p.stopKeep != nil {
+			p.stopKeep()
+		}
+		if p.unlist != nil {
+			p.unlist()
+		}
+		if p.closed != nil {
+			p.closed()
+		}
+		p.sw.close()
+		p.mu.Unlock()
+		if unhold != nil {
+			unhold(recorded)
+		}
+		return
+	}
+	if refused {
+		writeError(p.w, http.StatusNotAcceptable, p.req.id, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "this response needs text/event-stream, which the client's Accept excludes"))
+		return
+	}
+	status := http.StatusOK
+	if err != nil {
+		status = statusOf(err, p.req.modern)
+	}
+	b, _ := jsonrpc.Encode(msg)
+	p.w.Header().Set("Content-Type", "application/json")
+	p.w.WriteHeader(status)
+	_, _ = p.w.Write(b)
 }
