@@ -497,7 +497,7 @@ func (h *HTTPHandler) ownerLost(ctx context.Context, w *ownerWatch) bool {
 		return false
 	}
 	if alive {
-		holder, err := h.be.Claims.Holder(ctx, produceKey(w.session, w.stream))
+		holder, err := h.be.Claims.Holder(ctx, produceKey(w.stream))
 		if err != nil {
 			return false
 		}

@@ -406,7 +406,7 @@ type postOut struct {
 	unlist   func()        // removes the stream from the node's live connections
 	detached chan struct{} // closed when the server closed the connection early
 	detachMu sync.Once
-	unhold   func(recorded bool) // stops renewing the producer claim (legacy streams)
+	unhold   func() // stops renewing the producer claim (legacy streams)
 }
 
 func (h *HTTPHandler) newPostOut(w http.ResponseWriter, r *http.Request, req *Request, session string) *postOut {
@@ -463,7 +463,7 @@ func (p *postOut) upgrade(ctx context.Context) error {
 		if err := p.h.be.Events.Open(ctx, p.stream, meta, p.h.lim); err != nil {
 			return rpcError(err)
 		}
-		unhold, err := p.h.holdStream(ctx, p.session, p.stream)
+		unhold, err := p.h.holdStream(ctx, p.stream)
 		if err != nil {
 			return rpcError(err)
 		}

@@ -23,18 +23,17 @@ import (
 // recording, its process died or was restarted under the same node id),
 // so no resumed stream waits for an end that nobody will append.
 
-// produceKey names the claim of the producer of a POST stream.
-func produceKey(session, stream string) string {
-	return "session:" + session + ":produce:" + stream
-}
+// produceKey names the claim of the producer of a POST stream. Stream
+// ids are unique in the deployment, and the claim outside the session's
+// namespace needs no release: it lapses within LeaseTTL of its last
+// renewal, and after the final is recorded nobody asks for it.
+func produceKey(stream string) string { return "produce:" + stream }
 
 // holdStream claims the production of stream and renews the claim every
 // LeaseTTL/3 (retrying sooner while the store fails, taking the claim
-// back if it lapsed meanwhile) until the returned function is called
-// with whether the final response was recorded: the claim is released
-// then, or left to lapse.
-func (h *HTTPHandler) holdStream(ctx context.Context, session, stream string) (func(recorded bool), error) {
-	key, holder := produceKey(session, stream), h.instance+"/"+randomToken(9)
+// back if it lapsed meanwhile) until the returned function is called.
+func (h *HTTPHandler) holdStream(ctx context.Context, stream string) (func(), error) {
+	key, holder := produceKey(stream), h.instance+"/"+randomToken(9)
 	if _, err := h.be.Claims.Claim(ctx, key, holder, h.opts.LeaseTTL); err != nil {
 		return nil, err
 	}
@@ -62,15 +61,7 @@ func (h *HTTPHandler) holdStream(ctx context.Context, session, stream string) (f
 			t.Reset(every)
 		}
 	}()
-	return func(recorded bool) {
-		cancel()
-		<-done
-		if recorded {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = h.be.Claims.Release(rctx, key, holder)
-		}
-	}, nil
+	return func() { cancel(); <-done }, nil
 }
 
 // recordLater appends a final message the store refused, retrying with
@@ -78,12 +69,11 @@ func (h *HTTPHandler) holdStream(ctx context.Context, session, stream string) (f
 // called at the end, so the stream's claim lapses if the final never
 // made it. A store that answers with anything but ErrUnavailable (the
 // stream ended, expired or its session is gone) ends the attempts.
-func (h *HTTPHandler) recordLater(session, stream string, data []byte, unhold func(recorded bool)) {
+func (h *HTTPHandler) recordLater(session, stream string, data []byte, unhold func()) {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		recorded := false
-		defer func() { unhold(recorded) }()
+		defer unhold()
 		ctx, cancel := context.WithTimeout(h.ctx, h.opts.RecordTimeout)
 		defer cancel()
 		wait := 50 * time.Millisecond
@@ -96,7 +86,6 @@ func (h *HTTPHandler) recordLater(session, stream string, data []byte, unhold fu
 			}
 			_, err := h.be.Events.Append(ctx, session, stream, data, true, h.lim)
 			if err == nil {
-				recorded = true
 				h.log.Info().Str("session", session).Str("stream", stream).Msg("final response recorded after a store outage")
 				return
 			}
@@ -142,9 +131,8 @@ func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
 	upgraded, refused := p.sw != nil, p.refused
 	p.mu.Unlock()
 	if upgraded {
-		unhold, recorded := p.unhold, true
+		unhold := p.unhold
 		if err := p.emit(context.WithoutCancel(ctx), msg, true); err != nil {
-			recorded = false
 			var u *unrecorded
 			if errors.As(err, &u) && errors.Is(u.cause, cluster.ErrUnavailable) {
 				// Resumers wait for the final: record it once the
@@ -168,7 +156,7 @@ func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
 		p.sw.close()
 		p.mu.Unlock()
 		if unhold != nil {
-			unhold(recorded)
+			unhold()
 		}
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -205,4 +206,33 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 			t.Fatalf("second Once: %v, %v; want false", again, err)
 		}
 	})
+}
+
+// Releasing a session's claim also drops it from the session's claim
+// index, so a long session that claims and releases many keys keeps a
+// bounded index.
+func TestReleaseDropsSessionClaimIndexEntry(t *testing.T) {
+	srv := redistest.Start(t)
+	c := client(t, srv, "")
+	b := backend(t, c, redis.Options{Prefix: "rel"})
+	ctx := t.Context()
+	for i := range 20 {
+		key := "session:s:follow:x" + strconv.Itoa(i)
+		if _, err := b.Claims.Claim(ctx, key, "conn", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Claims.Release(ctx, key, "conn"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Claims.Claim(ctx, "session:s:get", "conn", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	members, err := c.SMembers(ctx, "rel:{s}:claims").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 1 || members[0] != "get" {
+		t.Fatalf("claim index %q, want only the held claim [get]", members)
+	}
 }
