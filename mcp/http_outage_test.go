@@ -61,12 +61,17 @@ func finalOf(t *testing.T, st *mcptest.Stream, within time.Duration, what string
 }
 
 // callThroughOutage starts a streaming call that sends progress, kills
-// Redis, and lets the handler return while Redis is down. It returns
-// the session, the call's live stream and the id of its last event.
-func callThroughOutage(t *testing.T, n *node, srv *redistest.Server) (*mcptest.Client, *mcptest.Stream, string) {
+// Redis, and lets the handler go on while Redis is down: it sends more
+// progress (which fails) when more is set, and returns. It returns the
+// session, the call's live stream and the id of its last event.
+func callThroughOutage(t *testing.T, n *node, srv *redistest.Server, more bool) (*mcptest.Client, *mcptest.Stream, string) {
 	t.Helper()
 	c := session(t, n.url, mcp.Version20251125, nil)
-	live, _ := openLegacy(t, c, n.url, "tools/call", toolCall("gate", map[string]any{"phases": []int{1, 0}}, true))
+	phases := []int{1, 0}
+	if more {
+		phases[1] = 1
+	}
+	live, _ := openLegacy(t, c, n.url, "tools/call", toolCall("gate", map[string]any{"phases": phases}, true))
 	n.probe.waitReached(t, 0)
 	if !live.WaitFor(5*time.Second, countAtLeast("notifications/progress", 1)) {
 		t.Fatal("no progress before the outage")
@@ -82,7 +87,7 @@ func callThroughOutage(t *testing.T, n *node, srv *redistest.Server) (*mcptest.C
 // back the response is recorded, so a client resuming the stream gets it.
 func TestOutageFinalReachesLiveAndResumedClients(t *testing.T) {
 	n, srv := outageNode(t, mcp.HTTPOptions{RecordTimeout: 30 * time.Second})
-	c, live, lastID := callThroughOutage(t, n, srv)
+	c, live, lastID := callThroughOutage(t, n, srv, false)
 	got := finalOf(t, live, 10*time.Second, "live connection during the outage")
 	if got != nil && (got.Error != nil || !strings.Contains(string(got.Result), "gated")) {
 		t.Errorf("live final: %s / %v, want the result", got.Result, got.Error)
@@ -96,12 +101,32 @@ func TestOutageFinalReachesLiveAndResumedClients(t *testing.T) {
 	}
 }
 
+// The sequence seen under load: the handler's progress fails while
+// Redis is down, so the call fails, and its final (the error) cannot be
+// recorded either. The live client gets the error at once; a client
+// resuming once Redis is back gets the same error from history.
+func TestOutageFailedCallEndsWithErrorEverywhere(t *testing.T) {
+	n, srv := outageNode(t, mcp.HTTPOptions{RecordTimeout: 30 * time.Second})
+	c, live, lastID := callThroughOutage(t, n, srv, true)
+	got := finalOf(t, live, 10*time.Second, "live connection during the outage")
+	if got != nil && (got.Error == nil || got.Error.Code != jsonrpc.CodeUnavailable) {
+		t.Errorf("live final: %s / %v, want a %d error", got.Result, got.Error, jsonrpc.CodeUnavailable)
+	}
+	srv.Restart()
+
+	resumed := resumeOnceUp(t, c, n.url, lastID)
+	got = finalOf(t, resumed, 10*time.Second, "resumed stream")
+	if got != nil && (got.Error == nil || got.Error.Code != jsonrpc.CodeUnavailable) {
+		t.Fatalf("resumed final: %s / %v, want the recorded %d error", got.Result, got.Error, jsonrpc.CodeUnavailable)
+	}
+}
+
 // When the outage outlasts RecordTimeout the producer gives up recording
 // the final: a client resuming the stream afterwards gets a clear
 // JSON-RPC error instead of waiting forever for an end nobody appends.
 func TestOutageAbandonedStreamEndsWithError(t *testing.T) {
 	n, srv := outageNode(t, mcp.HTTPOptions{RecordTimeout: 200 * time.Millisecond, LeaseTTL: 3 * time.Second})
-	c, live, lastID := callThroughOutage(t, n, srv)
+	c, live, lastID := callThroughOutage(t, n, srv, false)
 	finalOf(t, live, 10*time.Second, "live connection during the outage")
 	time.Sleep(time.Second) // past RecordTimeout, within the node's lease
 	srv.Restart()
