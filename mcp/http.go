@@ -46,8 +46,10 @@ type HTTPOptions struct {
 	KeepAlive time.Duration
 	// MaxEvents is the history kept per stream (default 1000).
 	MaxEvents int
-	// MaxStreams is the number of streams per session keeping history,
-	// least recently used evicted first (default 100).
+	// MaxStreams is the number of ended streams per session keeping
+	// history for resumption, least recently used evicted first (default
+	// 100). Streams not yet ended (the GET stream, POST streams before
+	// their final response) are never evicted for it.
 	MaxStreams int
 	// HistoryTTL is how long a stream's history lives after its last
 	// event (default 10m).

@@ -130,7 +130,7 @@ func settings() []setting {
 		{"retry", "MCP_RETRY", "1s", "SSE retry hint sent to clients", durationSetter(func(c *Config) *time.Duration { return &c.RetryHint })},
 		{"keepalive", "MCP_KEEPALIVE", "15s", "interval of SSE comment keep-alives", durationSetter(func(c *Config) *time.Duration { return &c.KeepAlive })},
 		{"max-events", "MCP_MAX_EVENTS", "1000", "events kept per stream for resumption", intSetter(func(c *Config) *int { return &c.MaxEvents })},
-		{"max-streams", "MCP_MAX_STREAMS", "100", "streams per session keeping history (LRU)", intSetter(func(c *Config) *int { return &c.MaxStreams })},
+		{"max-streams", "MCP_MAX_STREAMS", "100", "ended streams per session keeping history for resumption (LRU); a stream not yet ended (a live GET or POST stream) is always kept", intSetter(func(c *Config) *int { return &c.MaxStreams })},
 		{"history-ttl", "MCP_HISTORY_TTL", "10m", "how long a stream's history lives after its last event", durationSetter(func(c *Config) *time.Duration { return &c.HistoryTTL })},
 		{"request-timeout", "MCP_REQUEST_TIMEOUT", "60s", "how long a server→client request waits for its reply", durationSetter(func(c *Config) *time.Duration { return &c.RequestTimeout })},
 		{"resume-grace", "MCP_RESUME_GRACE", "10s", "how long a request waits for a dropped stream to be resumed", durationSetter(func(c *Config) *time.Duration { return &c.ResumeGrace })},
