@@ -69,12 +69,16 @@ func (h *HTTPHandler) holdStream(ctx context.Context, stream string) (func(), er
 // called at the end, so the stream's claim lapses if the final never
 // made it. A store that answers with anything but ErrUnavailable (the
 // stream ended, expired or its session is gone) ends the attempts.
+// A drain waits for it like for a running request; the session's end
+// stops it.
 func (h *HTTPHandler) recordLater(session, stream string, data []byte, unhold func()) {
+	ctx, cancel := context.WithTimeout(h.ctx, h.opts.RecordTimeout)
+	removeInflight := h.local.addInflight(session, "record:"+stream, cancel)
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		defer unhold()
-		ctx, cancel := context.WithTimeout(h.ctx, h.opts.RecordTimeout)
+		defer removeInflight()
 		defer cancel()
 		wait := 50 * time.Millisecond
 		for {
