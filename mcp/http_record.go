@@ -84,13 +84,13 @@ func (h *HTTPHandler) recordLater(session, stream string, data []byte, unhold fu
 		for {
 			select {
 			case <-ctx.Done():
-				h.log.Warn().Str("session", session).Str("stream", stream).Msg("final response not recorded: gave up; resumers get an error")
+				h.log.Warn().Str("session", telemetry.SessionTag(session)).Str("stream", stream).Msg("final response not recorded: gave up; resumers get an error")
 				return
 			case <-time.After(wait):
 			}
 			_, err := h.be.Events.Append(ctx, session, stream, data, true, h.lim)
 			if err == nil {
-				h.log.Info().Str("session", session).Str("stream", stream).Msg("final response recorded after a store outage")
+				h.log.Info().Str("session", telemetry.SessionTag(session)).Str("stream", stream).Msg("final response recorded after a store outage")
 				return
 			}
 			if !errors.Is(err, cluster.ErrUnavailable) {
