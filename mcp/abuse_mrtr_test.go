@@ -11,17 +11,18 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/mcp"
+	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
 )
 
 // redisNodes starts n nodes on one test-started redis-server (returned
 // too), sharing a state key; ro tunes each node's Redis backend.
-func redisNodes(t *testing.T, n int, o nodeOptions, ro *mcp.RedisOptions) ([]*node, *redistest.Server) {
+func redisNodes(t *testing.T, n int, o nodeOptions, ro *redisbackend.Options) ([]*node, *redistest.Server) {
 	t.Helper()
 	rs := redistest.Start(t)
 	o.Server.StateKeys = [][]byte{bytes.Repeat([]byte{3}, 32)}
 	var nodes []*node
 	for range n {
-		be, err := mcp.NewRedisBackend(context.Background(), rs.URL(), ro)
+		be, err := redisbackend.Open(context.Background(), rs.URL(), ro)
 		if err != nil {
 			t.Fatal(err)
 		}

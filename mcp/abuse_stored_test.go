@@ -11,6 +11,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 	"github.com/mcpcluster/mcpcluster/mcp"
+	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
 )
 
 // wantCode checks that resp ends with a JSON-RPC error of code.
@@ -31,7 +32,7 @@ func wantCode(t *testing.T, what string, resp *mcptest.Response, code int64) *js
 // error about a huge input does not echo it back.
 func TestAbuseStoredSizes(t *testing.T) {
 	const maxSubs = 5
-	nodes, rs := redisNodes(t, 1, nodeOptions{}, &mcp.RedisOptions{MaxSubscriptions: maxSubs})
+	nodes, rs := redisNodes(t, 1, nodeOptions{}, &redisbackend.Options{MaxSubscriptions: maxSubs})
 	n := nodes[0]
 	rdb := goredis.NewClient(&goredis.Options{Addr: rs.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })

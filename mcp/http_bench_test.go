@@ -11,6 +11,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/internal/toolpack/demo"
 	"github.com/mcpcluster/mcpcluster/mcp"
+	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
 )
 
 // benchNode is a handler serving the demo pack, driven in process
@@ -28,7 +29,7 @@ func newBenchNode(b *testing.B, backend string, cacheTTL time.Duration) *benchNo
 	case "redis":
 		srv := redistest.Start(b)
 		var err error
-		if be, err = mcp.NewRedisBackend(context.Background(), srv.URL(), nil); err != nil {
+		if be, err = redisbackend.Open(context.Background(), srv.URL(), nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/mcp"
+	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
 )
 
 // logSink collects the JSON lines of a logger.
@@ -82,11 +83,11 @@ func TestAccessLog(t *testing.T) {
 }
 
 // The Redis backend's own warnings and go-redis's messages reach the
-// logger given in RedisOptions as JSON lines.
+// logger given in redisbackend.Options as JSON lines.
 func TestRedisBackendLogs(t *testing.T) {
 	rs := redistest.Start(t)
 	var sink logSink
-	be, err := mcp.NewRedisBackend(context.Background(), rs.URL(), &mcp.RedisOptions{Logger: sink.logger()})
+	be, err := redisbackend.Open(context.Background(), rs.URL(), &redisbackend.Options{Logger: sink.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/toolpack/conformance"
 	"github.com/mcpcluster/mcpcluster/internal/toolpack/demo"
 	"github.com/mcpcluster/mcpcluster/mcp"
+	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -120,7 +121,7 @@ func newLogger(cfg *Config, w io.Writer) zerolog.Logger {
 }
 
 func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Logger, stdout io.Writer, handlerOut **mcp.HTTPHandler) int {
-	shutdownTracing, err := telemetry.SetupTracing(ctx, "mcpcluster", cfg.NodeID)
+	shutdownTracing, err := setupTracing(ctx, "mcpcluster", cfg.NodeID)
 	if err != nil {
 		log.Error().Err(err).Msg("tracing set-up failed")
 		return 1
@@ -274,7 +275,7 @@ func openBackend(ctx context.Context, cfg *Config, log *zerolog.Logger) (*mcp.Ba
 	if cfg.RedisURL == "" {
 		return mcp.NewMemoryBackendWith(mcp.MemoryOptions{MaxSubscriptions: cfg.MaxSubs}), nil
 	}
-	return mcp.NewRedisBackend(ctx, cfg.RedisURL, &mcp.RedisOptions{MaxSubscriptions: cfg.MaxSubs, Logger: log})
+	return redisbackend.Open(ctx, cfg.RedisURL, &redisbackend.Options{MaxSubscriptions: cfg.MaxSubs, Logger: log})
 }
 
 // splitList splits a comma-separated setting, dropping empty items.

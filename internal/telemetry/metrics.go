@@ -1,7 +1,8 @@
 // Package telemetry holds the node's metrics (Prometheus text on
-// /metrics) and its tracing set-up (OpenTelemetry, configured by the
-// standard OTEL_* environment variables; with none set there is no
-// exporter and no cost).
+// /metrics), its tracer and the propagation of trace context
+// (OpenTelemetry). It sets up no exporter: that is the program's choice
+// (cmd/server installs an OTLP one when the OTEL_* variables ask for it),
+// so a program importing mcp links none.
 package telemetry
 
 import (

@@ -1,0 +1,95 @@
+// Package redisbackend is the Redis backend of package mcp: the shared
+// state that lets any number of nodes serve the same clients. It is a
+// package of its own so that a program links go-redis only when it
+// imports it; a stdio server or a single node on mcp.NewMemoryBackend
+// does not.
+//
+// New takes a go-redis client the program made and configured (a
+// standalone server, Sentinel or Cluster: any redis.UniversalClient);
+// Open makes one from a URL.
+package redisbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/extra/redisotel/v9"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	clusterredis "github.com/mcpcluster/mcpcluster/internal/cluster/redis"
+	"github.com/mcpcluster/mcpcluster/mcp"
+	"github.com/mcpcluster/mcpcluster/mcp/internal/backendwrap"
+)
+
+// Options tune New and Open. The zero value means the defaults.
+type Options struct {
+	// Prefix starts every key and channel (default "mcp"); deployments
+	// sharing one Redis use different prefixes.
+	Prefix string
+	// MaxSubscriptions bounds the resource subscriptions of one session
+	// (default 1024); past it resources/subscribe gets -32602.
+	MaxSubscriptions int
+	// Logger receives the backend's warnings (lost pub/sub connection,
+	// janitor failures) and go-redis's own messages, which would
+	// otherwise go to the standard library's logger as plain text. nil
+	// discards the backend's warnings and leaves go-redis's logger as it
+	// is. go-redis has one logger per process: the last backend given a
+	// Logger sets it.
+	Logger *zerolog.Logger
+}
+
+// New returns a backend on client that the nodes of one deployment
+// share. It checks that Redis answers: if not, the error matches
+// mcp.ErrBackendUnavailable and is worth retrying. The backend does not
+// close client (the caller made it, and closes it after the backend), and
+// adds no hook to it: to trace Redis commands, instrument the client
+// before (e.g. with redisotel.InstrumentTracing).
+func New(ctx context.Context, client redis.UniversalClient, opts *Options) (*mcp.Backend, error) {
+	if client == nil {
+		return nil, errors.New("redisbackend: nil client")
+	}
+	return newBackend(ctx, client, opts, false)
+}
+
+// Open connects to Redis at url and returns a backend that owns the
+// client it made: closing the backend closes it. url is redis://,
+// rediss:// or unix://, or redis-sentinel://host1:port,host2:port/master
+// and redis-cluster://host1:port,host2:port for Sentinel and Cluster.
+// Redis commands become spans of the caller's trace (no cost while no
+// OpenTelemetry tracer provider is installed).
+func Open(ctx context.Context, url string, opts *Options) (*mcp.Backend, error) {
+	uo, err := clusterredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redisbackend: %w", err)
+	}
+	client := redis.NewUniversalClient(uo)
+	if err := redisotel.InstrumentTracing(client); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("redisbackend: tracing: %w", err)
+	}
+	b, err := newBackend(ctx, client, opts, true)
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func newBackend(ctx context.Context, client redis.UniversalClient, opts *Options, own bool) (*mcp.Backend, error) {
+	o := clusterredis.Options{CloseClient: own}
+	if opts != nil {
+		o.Prefix = opts.Prefix
+		o.MaxSubscriptions = opts.MaxSubscriptions
+		if opts.Logger != nil {
+			o.Logger = *opts.Logger
+			clusterredis.RouteClientLogs(*opts.Logger)
+		}
+	}
+	b, err := clusterredis.New(ctx, client, o)
+	if err != nil {
+		return nil, err
+	}
+	return backendwrap.Wrap(b).(*mcp.Backend), nil
+}
