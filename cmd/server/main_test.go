@@ -295,7 +295,7 @@ func TestHTTPHandlerErrorIsReported(t *testing.T) {
 	}
 	defer func() { newHTTPHandler = old }()
 	var out, errOut bytes.Buffer
-	if code := run(context.Background(), []string{"--addr", "127.0.0.1:0"}, strings.NewReader(""), &out, &errOut); code != 1 {
+	if code := run(context.Background(), []string{"--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"}, strings.NewReader(""), &out, &errOut); code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
 	if !strings.Contains(errOut.String(), "endpoint refused") {
