@@ -3,9 +3,9 @@ package mcp
 import (
 	"context"
 
+	"github.com/mcpcluster/mcpcluster/internal/backendwrap"
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/cluster/memory"
-	"github.com/mcpcluster/mcpcluster/mcp/internal/backendwrap"
 )
 
 // Backend is the state nodes share: sessions, stream histories, the bus

@@ -18,9 +18,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpcluster/mcpcluster/internal/backendwrap"
 	clusterredis "github.com/mcpcluster/mcpcluster/internal/cluster/redis"
 	"github.com/mcpcluster/mcpcluster/mcp"
-	"github.com/mcpcluster/mcpcluster/mcp/internal/backendwrap"
 )
 
 // Options tune New and Open. The zero value means the defaults.
