@@ -8,6 +8,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/mcp"
+	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
 )
 
 // backends returns a constructor per backend a test runs on: memory, and
@@ -21,7 +22,7 @@ func backends() map[string]func(t *testing.T) *mcp.Backend {
 		},
 		"redis": func(t *testing.T) *mcp.Backend {
 			srv := redistest.Start(t)
-			be, err := mcp.NewRedisBackend(context.Background(), srv.URL(), nil)
+			be, err := redisbackend.Open(context.Background(), srv.URL(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

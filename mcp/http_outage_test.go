@@ -10,6 +10,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/mcp"
+	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
 )
 
 // outageNode starts a node on a Redis that keeps its data across a kill
@@ -17,7 +18,7 @@ import (
 func outageNode(t *testing.T, opts mcp.HTTPOptions) (*node, *redistest.Server) {
 	t.Helper()
 	srv := redistest.StartWith(t, redistest.Options{Persist: true})
-	be, err := mcp.NewRedisBackend(context.Background(), srv.URL(), nil)
+	be, err := redisbackend.Open(context.Background(), srv.URL(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
