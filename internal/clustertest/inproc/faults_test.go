@@ -1,0 +1,131 @@
+package inproc_test
+
+// Faults between nodes: a node cut off the bus, and bus messages dropped
+// or delayed on their way to a node.
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/clustertest/inproc"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/mcptest"
+	"github.com/mcpcluster/mcpcluster/mcp"
+)
+
+// sampleOnB starts the sample tool on B and returns its stream and a
+// reply to its sampling request.
+func sampleOnB(t *testing.T, r *rig) (*mcptest.Client, *mcptest.Stream, *jsonrpc.Message) {
+	t.Helper()
+	cl := r.session(t, 0, map[string]any{"sampling": map[string]any{}})
+	_, st := openCall(t, cl, r.Nodes[1].URL, "tools/call", tool("sample", nil))
+	mustWait(t, st, "sampling request", has("sampling/createMessage", 1))
+	res, _ := json.Marshal(map[string]any{"role": "assistant", "model": "m", "content": map[string]any{"type": "text", "text": "answer"}})
+	return cl, st, &jsonrpc.Message{ID: st.Messages()[0].ID, Result: res}
+}
+
+// A reply for a node cut off the bus is refused with 503 and Retry-After
+// (not accepted and lost); once the node is back, the same reply is
+// accepted and wakes the waiter.
+func TestReplyToCutNodeRetriedAfterHeal(t *testing.T) {
+	r := newRig(t, inproc.Options{})
+	cl, st, reply := sampleOnB(t, r)
+	r.Nodes[1].Cut()
+	resp := post(t, cl, r.Nodes[2].URL, reply)
+	if resp.Status != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("reply to a cut node: got %d (Retry-After %q), want 503 with Retry-After", resp.Status, resp.Header.Get("Retry-After"))
+	}
+	if m := resp.Final(); m == nil || m.Error == nil || m.Error.Code != jsonrpc.CodeUnavailable {
+		t.Fatalf("reply to a cut node: body %s", resp.Body)
+	}
+	r.Nodes[1].Heal(t)
+	if resp := post(t, cl, r.Nodes[2].URL, reply); resp.Status != http.StatusAccepted {
+		t.Fatalf("reply after heal: got %d %s", resp.Status, resp.Body)
+	}
+	mustWait(t, st, "final response", hasFinal)
+	if got := text(t, final(st.Messages())); got != "answer via n1" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+// A cancellation broadcast while B is cut off the bus does not reach B,
+// but is recorded: B catches up when its bus comes back.
+func TestCancelWhileCutReachesBOnHeal(t *testing.T) {
+	r := newRig(t, inproc.Options{})
+	cl := r.session(t, 0, nil)
+	id, _ := openCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 2}))
+	r.waitStep(t, "n1 1")
+	r.Nodes[1].Cut()
+	cancel(t, cl, r.Nodes[2].URL, id)
+	select {
+	case n := <-r.cancelled:
+		t.Fatalf("cancelled on %s while cut off the bus", n)
+	default:
+	}
+	r.Nodes[1].Heal(t)
+	waitCancelled(t, r, "n1")
+}
+
+// A routed reply lost on the bus on its way to B (accepted, then dropped)
+// does not hang the call: B's handler gets a timeout after
+// RequestTimeout and the call ends with an error.
+func TestDroppedReplyDoesNotHangTheCall(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	r := newRig(t, inproc.Options{Server: mcp.ServerOptions{RequestTimeout: timeout}})
+	var dropped atomic.Int32
+	r.Nodes[1].Faults.Filter(func(topic string, _ []byte) inproc.Verdict {
+		if strings.HasPrefix(topic, "reply:") {
+			dropped.Add(1)
+			return inproc.Verdict{Drop: true}
+		}
+		return inproc.Verdict{}
+	})
+	cl, st, reply := sampleOnB(t, r)
+	sent := time.Now()
+	if resp := post(t, cl, r.Nodes[2].URL, reply); resp.Status != http.StatusAccepted {
+		t.Fatalf("reply: got %d %s", resp.Status, resp.Body)
+	}
+	mustWait(t, st, "final response", hasFinal)
+	if dropped.Load() != 1 {
+		t.Fatalf("%d replies dropped, want 1", dropped.Load())
+	}
+	if took := time.Since(sent); took > timeout+time.Second {
+		t.Fatalf("the call ended %v after the reply, want about %v", took, timeout)
+	}
+	f := final(st.Messages())
+	var res mcp.CallToolResult
+	if f.Error == nil && (json.Unmarshal(f.Result, &res) != nil || !res.IsError) {
+		t.Fatalf("got %s, want an error", describe(st.Messages()))
+	}
+}
+
+// Bus messages delayed on their way to B still do their work: the routed
+// reply wakes the waiter, and the cancellation reaches the handler.
+func TestDelayedBusMessagesStillArrive(t *testing.T) {
+	r := newRig(t, inproc.Options{})
+	var delayed atomic.Int32
+	r.Nodes[1].Faults.Filter(func(string, []byte) inproc.Verdict {
+		delayed.Add(1)
+		return inproc.Verdict{Delay: 30 * time.Millisecond}
+	})
+	cl, st, reply := sampleOnB(t, r)
+	if resp := post(t, cl, r.Nodes[2].URL, reply); resp.Status != http.StatusAccepted {
+		t.Fatalf("reply: got %d %s", resp.Status, resp.Body)
+	}
+	mustWait(t, st, "final response", hasFinal)
+	if got := text(t, final(st.Messages())); got != "answer via n1" {
+		t.Fatalf("got %q", got)
+	}
+
+	id, _ := openCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 2}))
+	r.waitStep(t, "n1 1")
+	cancel(t, cl, r.Nodes[2].URL, id)
+	waitCancelled(t, r, "n1")
+	if delayed.Load() < 2 {
+		t.Fatalf("%d messages delayed, want the reply and the cancellation", delayed.Load())
+	}
+}
