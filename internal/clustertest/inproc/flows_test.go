@@ -298,3 +298,24 @@ func TestDrain(t *testing.T) {
 }
 
 func httpOpts(lease time.Duration) mcp.HTTPOptions { return mcp.HTTPOptions{LeaseTTL: lease} }
+
+// Behind the router, a session's requests spread over every node; once a
+// node is killed, the router skips it and the others serve the session.
+func TestRouterSpreadsAndSkipsKilledNode(t *testing.T) {
+	r := newRig(t, inproc.Options{})
+	cl := mcptest.New(t, r.Router.URL)
+	cl.Initialize(mcp.Version20251125, nil)
+	ran := map[string]int{}
+	for range 6 {
+		ran[text(t, cl.Call("tools/call", map[string]any{"name": "whoami"}, nil).Final())]++
+	}
+	if len(ran) != 3 {
+		t.Fatalf("calls ran on %v, want every node", ran)
+	}
+	r.Nodes[1].Kill()
+	for range 6 {
+		if got := text(t, cl.Call("tools/call", map[string]any{"name": "whoami"}, nil).Final()); got == "n1" {
+			t.Fatal("a call ran on the killed node")
+		}
+	}
+}
