@@ -4,6 +4,9 @@
 // request to the next node round robin or to a random one. Nodes can be
 // killed abruptly (SIGKILL), drained (SIGTERM) and restarted, and Redis
 // restarted, while the test waits for conditions.
+//
+// The flows that need no process or Redis fault run faster and
+// deterministically in process: see package clustertest/inproc.
 package clustertest
 
 import (
