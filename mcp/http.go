@@ -95,6 +95,34 @@ type HTTPOptions struct {
 	// distinct ones wait; past that they are dropped and counted in
 	// mcp_fanouts_dropped_total.
 	MaxFanOuts int
+	// MaxHandlers bounds the request handlers running at once on this
+	// node; each member of a batch counts (default DefaultMaxHandlers).
+	// More work is refused with 503 and Retry-After.
+	MaxHandlers int
+	// MaxSessionHandlers is one session's share of MaxHandlers on this
+	// node (default DefaultMaxSessionHandlers); more is refused with 429.
+	MaxSessionHandlers int
+	// MaxBatch bounds the members of a 2025-03-26 batch (default
+	// DefaultMaxBatch); a larger batch is refused with 413.
+	MaxBatch int
+	// MaxInflightBytes is the budget of request bodies held by this node
+	// at once, each counted from the moment its reading starts until its
+	// handler returns (default DefaultMaxInflightBytes, at least
+	// MaxBodyBytes). New work past it is refused with 503 and Retry-After
+	// before its body is read.
+	MaxInflightBytes int64
+	// BodyReadTimeout bounds the reading of a POST body; a client that
+	// stalls gets 408 (default DefaultBodyReadTimeout). Streams are not
+	// affected: the deadline is lifted once the body is read.
+	BodyReadTimeout time.Duration
+	// MaxOpenStreams bounds the GET, resumed and subscriptions/listen
+	// streams open on this node (default DefaultMaxOpenStreams); more are
+	// refused with 503 and Retry-After.
+	MaxOpenStreams int
+	// StreamWriteTimeout bounds one write on an SSE stream; a client that
+	// stops reading loses the stream after it (default
+	// DefaultStreamWriteTimeout).
+	StreamWriteTimeout time.Duration
 	// RecordTimeout is how long a node keeps trying to record a
 	// request's final response in history when the store fails (the
 	// live connection gets it at once); past it, clients resuming the
@@ -126,6 +154,12 @@ func (o *HTTPOptions) defaults() {
 	def(&o.ResumeGrace, 10*time.Second)
 	def(&o.LeaseTTL, 5*time.Second)
 	def(&o.RecordTimeout, time.Minute)
+	def(&o.BodyReadTimeout, DefaultBodyReadTimeout)
+	def(&o.StreamWriteTimeout, DefaultStreamWriteTimeout)
+	defInt(&o.MaxHandlers, DefaultMaxHandlers)
+	defInt(&o.MaxSessionHandlers, DefaultMaxSessionHandlers)
+	defInt(&o.MaxBatch, DefaultMaxBatch)
+	defInt(&o.MaxOpenStreams, DefaultMaxOpenStreams)
 	defInt(&o.MaxSessions, 10000)
 	defInt(&o.MaxEvents, 1000)
 	defInt(&o.MaxStreams, 100)
@@ -135,6 +169,11 @@ func (o *HTTPOptions) defaults() {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 4 << 20
 	}
+	if o.MaxInflightBytes <= 0 {
+		o.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	o.MaxInflightBytes = max(o.MaxInflightBytes, o.MaxBodyBytes)
+	o.MaxSessionHandlers = min(o.MaxSessionHandlers, o.MaxHandlers)
 	if o.NodeID == "" {
 		o.NodeID = randomToken(6)
 	}
@@ -155,6 +194,7 @@ type HTTPHandler struct {
 	// process restarted with the same node id never inherits (nor keeps
 	// alive) what the previous one owned.
 	instance string
+	admit    *limits // handler slots, bytes in flight and open streams of this node
 
 	ctx      context.Context // lives until Close
 	cancel   context.CancelFunc
@@ -206,6 +246,13 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.reload = make(chan struct{}, 1)
 	h.metrics = telemetry.NewMetrics(h.opts.NodeID)
 	h.fanOutDropped = h.metrics.Counter("mcp_fanouts_dropped_total", "Notification fan-outs dropped because too many distinct ones waited for a slot.")
+	h.admit = newLimits(&h.opts)
+	h.metrics.GaugeFunc("mcp_handlers_running", "Request handlers running on this node (each batch member counts).",
+		func() float64 { n, _, _ := h.admit.usage(); return float64(n) })
+	h.metrics.GaugeFunc("mcp_inflight_bytes", "Request body bytes held by this node's running requests.",
+		func() float64 { _, b, _ := h.admit.usage(); return float64(b) })
+	h.metrics.GaugeFunc("mcp_streams_admitted", "GET, resumed and subscriptions/listen streams open on this node.",
+		func() float64 { _, _, s := h.admit.usage(); return float64(s) })
 	h.metrics.GaugeFunc("mcp_pending_requests", "Server→client requests waiting for a reply on this node.",
 		func() float64 { return float64(h.coord.Pending()) })
 	h.metrics.GaugeFunc("mcp_sessions_live", "Live sessions in the deployment (read from the shared store at scrape time).",

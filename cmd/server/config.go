@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/seal"
+	"github.com/mcpcluster/mcpcluster/mcp"
 )
 
 // Config is every setting of the reference node. Each has a flag and an
@@ -45,6 +46,13 @@ type Config struct {
 	LeaseTTL        time.Duration
 	RecordTimeout   time.Duration
 	SessionCache    time.Duration
+	MaxHandlers     int
+	MaxSessionHdl   int
+	MaxBatch        int
+	MaxInflight     int64
+	BodyTimeout     time.Duration
+	MaxOpenStreams  int
+	WriteTimeout    time.Duration
 	PageSize        int
 	AllowedOrigins  string
 	AllowedHosts    string
@@ -101,6 +109,17 @@ func intSetter(f func(*Config) *int) func(*Config, string) error {
 	}
 }
 
+func int64Setter(f func(*Config) *int64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("not an integer: %q", v)
+		}
+		*f(c) = n
+		return nil
+	}
+}
+
 func stringSetter(f func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error { *f(c) = v; return nil }
 }
@@ -119,14 +138,14 @@ func settings() []setting {
 		{"state-key-file", "MCP_STATE_KEY_FILE", "", "file holding the state key in the form of --state-key (keys separated by commas or newlines, newest first), e.g. a mounted secret", stringSetter(func(c *Config) *string { return &c.StateKeyFile })},
 		{"session-ttl", "MCP_SESSION_TTL", "30m", "idle timeout of a session", durationSetter(func(c *Config) *time.Duration { return &c.SessionTTL })},
 		{"max-sessions", "MCP_MAX_SESSIONS", "10000", "cap on live sessions in the deployment", intSetter(func(c *Config) *int { return &c.MaxSessions })},
-		{"max-body-bytes", "MCP_MAX_BODY_BYTES", "4194304", "maximum POST body size", func(c *Config, v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return fmt.Errorf("not an integer: %q", v)
-			}
-			c.MaxBodyBytes = n
-			return nil
-		}},
+		{"max-body-bytes", "MCP_MAX_BODY_BYTES", "4194304", "maximum POST body size", int64Setter(func(c *Config) *int64 { return &c.MaxBodyBytes })},
+		{"max-handlers", "MCP_MAX_HANDLERS", strconv.Itoa(mcp.DefaultMaxHandlers), "request handlers running at once on a node (each batch member counts); more get 503 with Retry-After", intSetter(func(c *Config) *int { return &c.MaxHandlers })},
+		{"max-session-handlers", "MCP_MAX_SESSION_HANDLERS", strconv.Itoa(mcp.DefaultMaxSessionHandlers), "one session's share of --max-handlers on a node; more get 429 with Retry-After", intSetter(func(c *Config) *int { return &c.MaxSessionHdl })},
+		{"max-batch", "MCP_MAX_BATCH", strconv.Itoa(mcp.DefaultMaxBatch), "members of a 2025-03-26 JSON-RPC batch; a larger batch gets 413", intSetter(func(c *Config) *int { return &c.MaxBatch })},
+		{"max-inflight-bytes", "MCP_MAX_INFLIGHT_BYTES", strconv.Itoa(mcp.DefaultMaxInflightBytes), "request body bytes a node holds at once (at least --max-body-bytes); new work past it gets 503 with Retry-After before its body is read", int64Setter(func(c *Config) *int64 { return &c.MaxInflight })},
+		{"body-read-timeout", "MCP_BODY_READ_TIMEOUT", mcp.DefaultBodyReadTimeout.String(), "time to receive a POST body after its headers; a stalled body gets 408 (streams are not affected)", durationSetter(func(c *Config) *time.Duration { return &c.BodyTimeout })},
+		{"max-open-streams", "MCP_MAX_OPEN_STREAMS", strconv.Itoa(mcp.DefaultMaxOpenStreams), "GET, resumed and subscriptions/listen streams open on a node; more get 503 with Retry-After", intSetter(func(c *Config) *int { return &c.MaxOpenStreams })},
+		{"stream-write-timeout", "MCP_STREAM_WRITE_TIMEOUT", mcp.DefaultStreamWriteTimeout.String(), "time one SSE write may block; a client that stops reading loses its stream after it", durationSetter(func(c *Config) *time.Duration { return &c.WriteTimeout })},
 		{"retry", "MCP_RETRY", "1s", "SSE retry hint sent to clients", durationSetter(func(c *Config) *time.Duration { return &c.RetryHint })},
 		{"keepalive", "MCP_KEEPALIVE", "15s", "interval of SSE comment keep-alives", durationSetter(func(c *Config) *time.Duration { return &c.KeepAlive })},
 		{"max-events", "MCP_MAX_EVENTS", "1000", "events kept per stream for resumption", intSetter(func(c *Config) *int { return &c.MaxEvents })},
@@ -249,13 +268,22 @@ func (c *Config) Validate() error {
 	pos("record-timeout", c.RecordTimeout)
 	pos("drain-timeout", c.DrainTimeout)
 	pos("backend-retry-max", c.BackendRetryMax)
-	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "max-subscriptions": c.MaxSubs, "max-client-info-bytes": c.MaxClientInfo, "max-capabilities-bytes": c.MaxCaps, "max-uri-bytes": c.MaxURI, "max-fanouts": c.MaxFanOuts, "page-size": c.PageSize} {
+	pos("body-read-timeout", c.BodyTimeout)
+	pos("stream-write-timeout", c.WriteTimeout)
+	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "max-subscriptions": c.MaxSubs, "max-client-info-bytes": c.MaxClientInfo, "max-capabilities-bytes": c.MaxCaps, "max-uri-bytes": c.MaxURI, "max-fanouts": c.MaxFanOuts, "page-size": c.PageSize,
+		"max-handlers": c.MaxHandlers, "max-session-handlers": c.MaxSessionHdl, "max-batch": c.MaxBatch, "max-open-streams": c.MaxOpenStreams} {
 		if n <= 0 {
 			bad(name, "must be positive, not %d", n)
 		}
 	}
 	if c.MaxBodyBytes < 1024 {
 		bad("max-body-bytes", "must be at least 1024, not %d", c.MaxBodyBytes)
+	}
+	if c.MaxInflight < c.MaxBodyBytes {
+		bad("max-inflight-bytes", "must be at least --max-body-bytes (%d), not %d", c.MaxBodyBytes, c.MaxInflight)
+	}
+	if c.MaxSessionHdl > c.MaxHandlers {
+		bad("max-session-handlers", "must not exceed --max-handlers (%d), not %d", c.MaxHandlers, c.MaxSessionHdl)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -1,0 +1,208 @@
+package mcp
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+)
+
+// Defaults of the node's admission bounds (HTTPOptions; cmd/server's
+// settings table takes them from here).
+const (
+	DefaultMaxHandlers        = 1024
+	DefaultMaxSessionHandlers = 64
+	DefaultMaxBatch           = 100
+	DefaultMaxInflightBytes   = 64 << 20
+	DefaultBodyReadTimeout    = 30 * time.Second
+	DefaultMaxOpenStreams     = 5000
+	DefaultStreamWriteTimeout = 30 * time.Second
+)
+
+// refusal is work a node turns away before running it: the HTTP status
+// (503 when the node is full, 429 when one session used its share) and
+// the JSON-RPC error of the body. Refusals carry Retry-After.
+type refusal struct {
+	status int
+	err    *jsonrpc.Error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+func refuse(status int, format string, args ...any) *refusal {
+	return &refusal{status: status, err: jsonrpc.NewError(jsonrpc.CodeUnavailable, fmt.Sprintf(format, args...), nil)}
+}
+
+// limits admits work on one node: handler slots for the node and for
+// each session, a budget of request bytes in flight, and open streams.
+// It is safe for concurrent use.
+type limits struct {
+	o *HTTPOptions
+
+	mu       sync.Mutex
+	handlers int
+	shares   map[string]int // session → handlers running
+	bytes    int64
+	streams  int
+}
+
+func newLimits(o *HTTPOptions) *limits {
+	return &limits{o: o, shares: map[string]int{}}
+}
+
+// ticket is what one POST holds: body bytes and handler slots. release
+// gives everything back once; a handler that outlives its response takes
+// the ticket over with handOver.
+type ticket struct {
+	l       *limits
+	mu      sync.Mutex
+	bytes   int64
+	share   string
+	n       int
+	handed  bool
+	settled bool
+}
+
+// reserve takes n bytes of the in-flight budget for a body about to be
+// read, or refuses.
+func (l *limits) reserve(n int64) (*ticket, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.bytes+n > l.o.MaxInflightBytes {
+		return nil, refuse(http.StatusServiceUnavailable, "this node holds as many request bytes as it may (%d); retry shortly", l.o.MaxInflightBytes)
+	}
+	l.bytes += n
+	return &ticket{l: l, bytes: n}, nil
+}
+
+// shrink returns the part of the reservation the body did not use.
+func (t *ticket) shrink(used int64) {
+	t.l.mu.Lock()
+	defer t.l.mu.Unlock()
+	if used < t.bytes {
+		t.l.bytes -= t.bytes - used
+		t.bytes = used
+	}
+}
+
+// admit takes n handler slots for session (empty: no session share), or
+// refuses: 503 when the node is full, 429 when the session's share is.
+func (t *ticket) admit(session string, n int) error {
+	l := t.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.handlers+n > l.o.MaxHandlers {
+		return refuse(http.StatusServiceUnavailable, "this node runs as many requests as it may (%d); retry shortly", l.o.MaxHandlers)
+	}
+	if session != "" && l.shares[session]+n > l.o.MaxSessionHandlers {
+		return refuse(http.StatusTooManyRequests, "this session runs as many requests on this node as it may (%d); wait for some to finish", l.o.MaxSessionHandlers)
+	}
+	l.handlers += n
+	if session != "" {
+		l.shares[session] += n
+	}
+	t.share, t.n = session, n
+	return nil
+}
+
+// handOver moves the ticket to a handler that outlives the response:
+// release no longer frees it, the returned function does.
+func (t *ticket) handOver() func() {
+	t.mu.Lock()
+	t.handed = true
+	t.mu.Unlock()
+	return t.settle
+}
+
+// release frees the ticket unless it was handed over.
+func (t *ticket) release() {
+	t.mu.Lock()
+	handed := t.handed
+	t.mu.Unlock()
+	if !handed {
+		t.settle()
+	}
+}
+
+func (t *ticket) settle() {
+	t.mu.Lock()
+	if t.settled {
+		t.mu.Unlock()
+		return
+	}
+	t.settled = true
+	t.mu.Unlock()
+	l := t.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.bytes -= t.bytes
+	l.handlers -= t.n
+	if t.share != "" {
+		if l.shares[t.share] -= t.n; l.shares[t.share] <= 0 {
+			delete(l.shares, t.share)
+		}
+	}
+}
+
+// openStream takes one of the node's open-stream slots, or refuses.
+func (l *limits) openStream() (func(), error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.streams >= l.o.MaxOpenStreams {
+		return nil, refuse(http.StatusServiceUnavailable, "this node has as many open streams as it may (%d); retry shortly", l.o.MaxOpenStreams)
+	}
+	l.streams++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.streams--
+			l.mu.Unlock()
+		})
+	}, nil
+}
+
+// usage reports the handlers running, the bytes held and the streams
+// open (for metrics and tests).
+func (l *limits) usage() (handlers int, bytes int64, streams int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.handlers, l.bytes, l.streams
+}
+
+// writeRefusal answers work the node turned away: its status, a
+// Retry-After of the retry hint (at least a second) and the JSON-RPC
+// error.
+func (h *HTTPHandler) writeRefusal(w http.ResponseWriter, id jsonrpc.ID, err error) {
+	var rf *refusal
+	if !errors.As(err, &rf) {
+		writeError(w, statusOf(err, false), id, rpcError(err))
+		return
+	}
+	secs := int(math.Ceil(h.opts.RetryHint.Seconds()))
+	w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+	writeError(w, rf.status, id, rf.err)
+}
+
+// errBodyTimeout answers a body that did not arrive in time.
+func (h *HTTPHandler) errBodyTimeout() error {
+	return jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the request body did not arrive within %v", h.opts.BodyReadTimeout)
+}
+
+// readDeadline bounds the reading of r's body by BodyReadTimeout; the
+// returned function lifts the deadline (so that a response streamed
+// afterwards, and the server's watch for the client going away, are not
+// cut). A ResponseWriter that cannot set deadlines reads unbounded.
+func (h *HTTPHandler) readDeadline(w http.ResponseWriter) func() {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(h.opts.BodyReadTimeout)) != nil {
+		return func() {}
+	}
+	return func() { _ = rc.SetReadDeadline(time.Time{}) }
+}
