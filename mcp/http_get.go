@@ -112,6 +112,12 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *ca
 		streamError(w, cluster.ErrNotFound)
 		return
 	}
+	slot, err := h.admit.openStream()
+	if err != nil {
+		h.writeRefusal(w, jsonrpc.ID{}, err)
+		return
+	}
+	defer slot()
 	ctx, conn, done := h.liveStream(r, sid, sid)
 	defer done()
 	defer h.metrics.StreamOpened("get")()
@@ -132,7 +138,7 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *ca
 		_ = h.be.Claims.Release(bg, key, conn.id)
 		_ = h.publish(bg, busMsg{T: "getdrop", S: sid})
 	}()
-	sw := newSSEWriter(w)
+	sw := h.streamWriter(w, conn)
 	defer sw.close()
 	sw.start(nil)
 	if atLeast(sess.st.Version, Version20251125) {
@@ -192,6 +198,12 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *c
 		streamError(w, cluster.ErrNotFound)
 		return
 	}
+	slot, err := h.admit.openStream()
+	if err != nil {
+		h.writeRefusal(w, jsonrpc.ID{}, err)
+		return
+	}
+	defer slot()
 	ctx, conn, done := h.liveStream(r, sid, "")
 	defer done()
 	defer h.metrics.StreamOpened("resume")()
@@ -205,7 +217,7 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *c
 		defer cancel()
 		_ = h.be.Claims.Release(bg, key, conn.id)
 	}()
-	sw := newSSEWriter(w)
+	sw := h.streamWriter(w, conn)
 	defer sw.close()
 	sw.start(nil)
 	jobs := upkeepJobs{conn: conn, claim: key}
@@ -290,11 +302,18 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 		writeError(w, http.StatusNotAcceptable, req.id, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "subscriptions/listen needs text/event-stream"))
 		return
 	}
+	slot, err := h.admit.openStream()
+	if err != nil {
+		h.writeRefusal(w, req.id, err)
+		return
+	}
+	defer slot()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(h.ctx, cancel)
 	defer stop()
-	c := &listenConn{id: req.id, filter: f, sw: newSSEWriter(w), end: cancel}
+	c := &listenConn{id: req.id, filter: f, sw: newSSEWriter(w, h.opts.StreamWriteTimeout), end: cancel}
+	c.sw.onFail = cancel // a client that stopped reading loses the stream
 	defer c.sw.close()
 	// The stream is listed before the acknowledgement, so nothing changed
 	// after it is missed, and c.mu is held until the acknowledgement is

@@ -3,7 +3,9 @@ package mcp
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -190,11 +192,6 @@ func (h *HTTPHandler) writeRefusal(w http.ResponseWriter, id jsonrpc.ID, err err
 	writeError(w, rf.status, id, rf.err)
 }
 
-// errBodyTimeout answers a body that did not arrive in time.
-func (h *HTTPHandler) errBodyTimeout() error {
-	return jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the request body did not arrive within %v", h.opts.BodyReadTimeout)
-}
-
 // readDeadline bounds the reading of r's body by BodyReadTimeout; the
 // returned function lifts the deadline (so that a response streamed
 // afterwards, and the server's watch for the client going away, are not
@@ -205,4 +202,54 @@ func (h *HTTPHandler) readDeadline(w http.ResponseWriter) func() {
 		return func() {}
 	}
 	return func() { _ = rc.SetReadDeadline(time.Time{}) }
+}
+
+// readBody reads a POST body within MaxBodyBytes and BodyReadTimeout,
+// holding its bytes in the node's budget; the ticket it returns is
+// released by the caller (or handed to the handler). When the body
+// cannot be had it writes the answer: 503 when the budget is spent,
+// 413 too large, 408 too slow.
+func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *ticket, bool) {
+	need := r.ContentLength
+	if need < 0 || need > h.opts.MaxBodyBytes {
+		need = h.opts.MaxBodyBytes
+	}
+	tk, err := h.admit.reserve(need)
+	if err != nil {
+		h.writeRefusal(w, jsonrpc.ID{}, err)
+		return nil, nil, false
+	}
+	lift := h.readDeadline(w)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		// The deadline stays: the server must not wait for the rest of
+		// a stalled body before it closes the connection.
+		tk.release()
+		var mbe *http.MaxBytesError
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
+			writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "body exceeds %d bytes", h.opts.MaxBodyBytes))
+		case errors.As(err, &ne) && ne.Timeout():
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusRequestTimeout, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the request body did not arrive within %v", h.opts.BodyReadTimeout))
+		default:
+			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "reading body: %v", err))
+		}
+		return nil, nil, false
+	}
+	lift()
+	tk.shrink(int64(len(body)))
+	return body, tk, true
+}
+
+// errStalled ends a stream whose client stopped reading it.
+var errStalled = errors.New("mcp: the client stopped reading the stream")
+
+// streamWriter returns the SSE writer of a live connection: a write that
+// blocks past StreamWriteTimeout ends the connection's stream.
+func (h *HTTPHandler) streamWriter(w http.ResponseWriter, conn *liveConn) *sseWriter {
+	sw := newSSEWriter(w, h.opts.StreamWriteTimeout)
+	sw.onFail = func() { conn.cancel(errStalled) }
+	return sw
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -42,23 +41,18 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotAcceptable, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Accept must allow application/json and text/event-stream"))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "body exceeds %d bytes", h.opts.MaxBodyBytes))
-			return
-		}
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "reading body: %v", err))
+	body, tk, ok := h.readBody(w, r)
+	if !ok {
 		return
 	}
+	defer tk.release()
 	version := r.Header.Get(headerVersion)
 	if jsonrpc.IsBatch(body) {
 		if version != "" && !IsSupportedVersion(version) {
 			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, UnsupportedVersionError(version))
 			return
 		}
-		h.postBatch(w, r, body, version)
+		h.postBatch(w, r, body, version, tk)
 		return
 	}
 	msg, err := jsonrpc.Decode(body)
@@ -79,7 +73,7 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 	// its header says: checkHeaders then reports a mismatched header.
 	modern := IsModernVersion(version) || (sid == "" && msg.Method != "initialize" && IsModernMessage(msg.Params))
 	if modern {
-		h.postModern(w, r, msg, version)
+		h.postModern(w, r, msg, version, tk)
 		return
 	}
 	if !h.busReady() {
@@ -115,7 +109,7 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.ErrDraining)
 			return
 		}
-		h.legacyRequest(w, r, sess, msg)
+		h.legacyRequest(w, r, sess, msg, tk)
 	}
 }
 
@@ -203,32 +197,42 @@ func (h *HTTPHandler) legacyNotification(ctx context.Context, sid string, msg *j
 }
 
 // legacyRequest runs a request on a session. The handler's context is
-// not tied to the connection (a disconnect is not a cancellation before
-// 2026-07-28): it ends on notifications/cancelled, on session end, or
-// when the handler returns.
-func (h *HTTPHandler) legacyRequest(w http.ResponseWriter, r *http.Request, sess *cachedSession, msg *jsonrpc.Message) {
+// not tied to the HTTP request (a disconnect is not a cancellation before
+// 2026-07-28, and a stream detached by the server goes on in history
+// while the client resumes elsewhere), but work is tied to its client:
+// once the connection is gone and no stream can resume the request, it
+// is cancelled (abandoned). It also ends on notifications/cancelled and
+// on session end.
+func (h *HTTPHandler) legacyRequest(w http.ResponseWriter, r *http.Request, sess *cachedSession, msg *jsonrpc.Message, tk *ticket) {
+	sid := sess.st.SessionID
+	if err := tk.admit(sid, 1); err != nil {
+		h.writeRefusal(w, msg.ID, err)
+		return
+	}
 	req, err := h.srv.newLegacyRequest(msg, &sess.st)
 	if err != nil {
 		writeError(w, statusOf(err, false), msg.ID, err)
 		return
 	}
-	// The handler outlives the connection: a disconnect is not a
-	// cancellation before 2026-07-28, and a stream detached by the server
-	// (drain) goes on in history while the client resumes elsewhere.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	ctx, cancelCause := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	cancel := func() { cancelCause(nil) }
 	stopOnClose := context.AfterFunc(h.ctx, cancel)
-	removeInflight := h.local.addInflight(sess.st.SessionID, msg.ID.Key(), cancel)
-	out := h.newPostOut(w, r, req, sess.st.SessionID)
+	removeInflight := h.local.addInflight(sid, msg.ID.Key(), cancel)
+	out := h.newPostOut(w, r, req, sid)
 	req.out = out
+	stopWatch := context.AfterFunc(r.Context(), func() { out.abandoned(ctx, cancelCause) })
+	release := tk.handOver()
 	done := make(chan struct{})
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		defer close(done)
+		defer release()
 		defer cancel()
 		defer stopOnClose()
 		defer removeInflight()
-		res, err := h.srv.call(ctx, req, &httpSession{h: h, id: sess.st.SessionID})
+		defer stopWatch()
+		res, err := h.srv.call(ctx, req, &httpSession{h: h, id: sid})
 		out.finish(ctx, res, err)
 	}()
 	select {
@@ -239,7 +243,7 @@ func (h *HTTPHandler) legacyRequest(w http.ResponseWriter, r *http.Request, sess
 
 // postModern serves a 2026-07-28 request: headers checked against the
 // body, no session, and a disconnect cancels the handler.
-func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, version string) {
+func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, version string, tk *ticket) {
 	switch msg.Kind() {
 	case jsonrpc.KindResponse:
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "clients do not send responses in protocol version %s", Version20260728))
@@ -271,7 +275,13 @@ func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *js
 			writeError(w, http.StatusServiceUnavailable, msg.ID, errBusDown)
 			return
 		}
+		tk.release() // a stream holds a stream slot, not its body
 		h.listen(w, r, req)
+		return
+	}
+	// Modern requests have no session: they share the node's slots.
+	if err := tk.admit("", 1); err != nil {
+		h.writeRefusal(w, msg.ID, err)
 		return
 	}
 	ctx := r.Context()
@@ -292,11 +302,15 @@ var modernMethods = map[string]bool{
 }
 
 // postBatch serves a JSON-RPC batch: only on 2025-03-26 sessions.
-func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []byte, version string) {
+func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []byte, version string, tk *ticket) {
 	msgs, errs, _, err := jsonrpc.DecodeBatch(body)
 	if err != nil {
 		de, _ := jsonrpc.IsDecodeError(err)
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, de.Err)
+		return
+	}
+	if len(msgs) > h.opts.MaxBatch {
+		writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "a batch has at most %d members, not %d", h.opts.MaxBatch, len(msgs)))
 		return
 	}
 	methods := make([]string, 0, len(msgs))
@@ -319,17 +333,24 @@ func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []b
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "batches are only accepted on protocol version 2025-03-26"))
 		return
 	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	defer cancel()
-	hasRequest := false
+	requests := 0
 	var replyMu sync.Mutex
 	var replyStatus int // the first undelivered reply's answer
 	var replyErr error
 	for i, m := range msgs {
 		if errs[i] == nil && m.Kind() == jsonrpc.KindRequest {
-			hasRequest = true
+			requests++
 		}
 	}
+	hasRequest := requests > 0
+	// Each member runs a handler; the batch answers as one JSON array on
+	// its connection, so nothing can resume it: it is cancelled with it.
+	if err := tk.admit(sid, requests); err != nil {
+		h.writeRefusal(w, jsonrpc.ID{}, err)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
 	out := serveBatch(ctx, msgs, errs, func(ctx context.Context, m *jsonrpc.Message) *jsonrpc.Message {
 		switch m.Kind() {
 		case jsonrpc.KindResponse:
@@ -456,7 +477,12 @@ func (p *postOut) upgrade(ctx context.Context) error {
 		p.refused = true
 		return errNotAcceptable
 	}
-	sw := newSSEWriter(p.w)
+	sw := newSSEWriter(p.w, p.h.opts.StreamWriteTimeout)
+	if p.legacy {
+		// A client that stopped reading loses the connection; the
+		// request goes on in history for as long as a resume may come.
+		sw.onFail = func() { go p.detach() }
+	}
 	if p.legacy {
 		p.stream = sse.NewStreamID()
 		meta := cluster.StreamMeta{Session: p.session, Owner: p.h.instance, Request: p.req.id.Key()}
@@ -572,26 +598,38 @@ func (p *postOut) request(ctx context.Context, method string, params any) (json.
 		}
 		return nil, err
 	}
-	watchCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go p.watchConnection(watchCtx, waiter)
 	res, err := waiter.Wait(ctx)
 	if err != nil && ctx.Err() != nil && !errors.Is(err, jsonrpc.ErrConnectionClosed) {
+		if errors.Is(context.Cause(ctx), errClientGone) {
+			return nil, errNotResumed
+		}
 		return nil, jsonrpc.Errorf(jsonrpc.CodeRequestTimeout, "%s: no reply from the client in time", method)
 	}
 	return res, err
 }
 
-// watchConnection fails waiter when the POST connection is gone and no
-// resumed connection follows the stream within ResumeGrace.
-func (p *postOut) watchConnection(ctx context.Context, waiter interface{ Fail(error) }) {
-	select {
-	case <-ctx.Done():
+// causeFail cancels a context with the cause it is failed with.
+type causeFail context.CancelCauseFunc
+
+func (f causeFail) Fail(err error) { f(err) }
+
+// errClientGone cancels a request whose client left: its connection is
+// gone and no stream resumes it.
+var errClientGone = errors.New("mcp: the client's connection closed and nothing resumed the request")
+
+// errNotResumed fails a server→client request of an abandoned request.
+var errNotResumed = jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "the client's connection closed and the stream was not resumed", nil)
+
+// abandoned runs once the request's connection is gone. An answer that
+// was not streamed gave the client nothing to resume from, so the request
+// is cancelled at once; a streamed one is cancelled when no connection
+// follows its stream for ResumeGrace. It returns when ctx ends.
+func (p *postOut) abandoned(ctx context.Context, cancel context.CancelCauseFunc) {
+	if !p.streaming() {
+		cancel(errClientGone)
 		return
-	case <-p.conn.Done():
 	}
-	p.h.watchClaim(ctx, followKey(p.session, p.stream), p.h.opts.ResumeGrace, waiter,
-		jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "the client's connection closed and the stream was not resumed", nil))
+	p.h.watchClaim(ctx, followKey(p.session, p.stream), p.h.opts.ResumeGrace, causeFail(cancel), errClientGone)
 }
 
 // followKey names the claim of a connection following a stream.

@@ -1,0 +1,178 @@
+package mcp_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/mcptest"
+	"github.com/mcpcluster/mcpcluster/mcp"
+)
+
+// rawRequest writes a request head (and the start of a body) on a fresh
+// TCP connection to n and returns the connection; the test closes it.
+func rawRequest(t testing.TB, n *node, dial *net.Dialer, head string) net.Conn {
+	t.Helper()
+	if dial == nil {
+		dial = &net.Dialer{}
+	}
+	conn, err := dial.Dial("tcp", n.ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// A POST that sends its headers and then stalls gets 408 with a JSON-RPC
+// error once BodyReadTimeout passed, and its connection is closed; a
+// streamed response and a GET stream outlive the deadline untouched.
+func TestAbuseStalledBody(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{BodyReadTimeout: timeout, KeepAlive: 50 * time.Millisecond}})
+	c := session(t, n.url, mcp.Version20250618, nil)
+	base := len(goroutines())
+
+	const stalled = 20
+	conns := make([]net.Conn, stalled)
+	for i := range conns {
+		conns[i] = rawRequest(t, n, nil, fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+			"Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\n"+
+			"Content-Length: 1000\r\n\r\n{\"jsonrpc\":", c.Session, c.Version))
+	}
+	start := time.Now()
+	for _, conn := range conns {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer to a stalled body after %v: %v", time.Since(start), err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		wantRPCError(t, &mcptest.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, http.StatusRequestTimeout, jsonrpc.CodeInvalidRequest)
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Fatalf("the connection of a stalled body stayed open: %v", err)
+		}
+	}
+	t.Logf("%d stalled bodies answered 408 within %v", stalled, time.Since(start))
+	settle(t, base, 2, 5*time.Second, "the stalled requests' goroutines to end")
+
+	// Streams are not cut by the body deadline.
+	get := getStream(t, c, n.url, "")
+	st, id := openLegacy(t, c, n.url, "tools/call", toolCall("block", map[string]any{"progress": true}, true))
+	n.probe.waitStarted(t)
+	time.Sleep(4 * timeout)
+	n.probe.release <- struct{}{}
+	if !st.WaitFor(5*time.Second, finalResponse) {
+		t.Fatalf("the streamed response did not outlive the body deadline: %v", st.Err())
+	}
+	if msgs := st.Messages(); msgs[len(msgs)-1].ID.String() != id.String() {
+		t.Fatalf("final message %+v", msgs[len(msgs)-1])
+	}
+	select {
+	case <-get.Done():
+		t.Fatalf("the GET stream ended: %v", get.Err())
+	default:
+	}
+	if err := n.h.NotifySession(context.Background(), c.Session, "notifications/message", map[string]any{"level": "info", "data": "still here"}); err != nil {
+		t.Fatal(err)
+	}
+	if !get.WaitFor(5*time.Second, hasMethod("notifications/message")) {
+		t.Fatal("the GET stream stopped delivering after the body deadline")
+	}
+}
+
+// GET, resumed and subscriptions/listen streams per node are capped: past
+// MaxOpenStreams they get 503 with Retry-After; a closed stream frees its
+// slot.
+func TestAbuseOpenStreams(t *testing.T) {
+	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{MaxOpenStreams: 2}})
+	var sessions []*mcptest.Client
+	for range 3 {
+		sessions = append(sessions, session(t, n.url, mcp.Version20250618, nil))
+	}
+	first := getStream(t, sessions[0], n.url, "")
+	getStream(t, sessions[1], n.url, "")
+	c := sessions[2]
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := c.Raw(ctx, http.MethodGet, n.url, nil, header("Accept", "text/event-stream"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRefused(t, resp, http.StatusServiceUnavailable)
+	m := mcptest.New(t, n.url)
+	params := modernParams(map[string]any{"notifications": map[string]any{"toolsListChanged": true}}, nil)
+	b, _ := encodeRequest(t, m, "subscriptions/listen", params)
+	resp, err = m.PostRaw(context.Background(), n.url, b, modernMod("subscriptions/listen", params, nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRefused(t, resp, http.StatusServiceUnavailable)
+	first.Close()
+	mcptest.Eventually(t, 5*time.Second, "a stream slot to be free again", func() bool {
+		st, err := c.Get(n.url, "")
+		if err != nil {
+			return false
+		}
+		st.Close()
+		return true
+	})
+}
+
+// A client that opens GET streams and never reads them does not pin the
+// node's goroutines: once a write blocks for StreamWriteTimeout the
+// stream ends, although the client keeps its connections open.
+func TestAbuseUnreadStreams(t *testing.T) {
+	const (
+		streams  = 10
+		writeMax = 300 * time.Millisecond
+	)
+	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{StreamWriteTimeout: writeMax, KeepAlive: 50 * time.Millisecond}})
+	// A small receive window, so that the server's writes block soon.
+	dial := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	var ids []string
+	for range streams {
+		ids = append(ids, session(t, n.url, mcp.Version20250618, nil).Session)
+	}
+	base := len(goroutines())
+	for _, sid := range ids {
+		conn := rawRequest(t, n, dial, fmt.Sprintf("GET / HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n"+
+			"Mcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\n\r\n", sid, mcp.Version20250618))
+		_ = conn // never read
+	}
+	mcptest.Eventually(t, 5*time.Second, "the GET streams to open", func() bool {
+		return len(goroutines()) >= base+2*streams
+	})
+	open := len(goroutines())
+	big := strings.Repeat("x", 256<<10)
+	for range 8 {
+		for _, sid := range ids {
+			if err := n.h.NotifySession(context.Background(), sid, "notifications/message", map[string]any{"level": "info", "data": big}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	start := time.Now()
+	left := settle(t, base, 2, 10*time.Second, "the unread streams' goroutines to end")
+	t.Logf("%d unread streams: %d goroutines while open, %d %v after the writes blocked (baseline %d)", streams, open, left, time.Since(start), base)
+}
