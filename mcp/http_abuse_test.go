@@ -190,6 +190,9 @@ func TestAbuseDisconnectCancels(t *testing.T) {
 	t.Run("stream resumed", func(t *testing.T) {
 		st, id := openLegacy(t, c, n.url, "tools/call", toolCall("block", map[string]any{"progress": true}, true))
 		n.probe.waitStarted(t)
+		if !st.WaitFor(5*time.Second, hasMethod("notifications/progress")) {
+			t.Fatal("no progress on the stream")
+		}
 		evs := st.Events()
 		if len(evs) == 0 || evs[len(evs)-1].ID == "" {
 			t.Fatalf("no event id to resume from: %+v", evs)
