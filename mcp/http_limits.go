@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
@@ -19,7 +20,7 @@ import (
 const (
 	DefaultMaxHandlers        = 1024
 	DefaultMaxSessionHandlers = 64
-	DefaultMaxBatch           = 100
+	DefaultMaxBatch           = 64
 	DefaultMaxInflightBytes   = 64 << 20
 	DefaultBodyReadTimeout    = 30 * time.Second
 	DefaultMaxOpenStreams     = 5000
@@ -62,13 +63,12 @@ func newLimits(o *HTTPOptions) *limits {
 // gives everything back once; a handler that outlives its response takes
 // the ticket over with handOver.
 type ticket struct {
-	l       *limits
-	mu      sync.Mutex
-	bytes   int64
-	share   string
-	n       int
-	handed  bool
-	settled bool
+	l      *limits
+	bytes  int64
+	share  string
+	n      int
+	handed atomic.Bool
+	once   sync.Once
 }
 
 // reserve takes n bytes of the in-flight budget for a body about to be
@@ -116,30 +116,18 @@ func (t *ticket) admit(session string, n int) error {
 // handOver moves the ticket to a handler that outlives the response:
 // release no longer frees it, the returned function does.
 func (t *ticket) handOver() func() {
-	t.mu.Lock()
-	t.handed = true
-	t.mu.Unlock()
-	return t.settle
+	t.handed.Store(true)
+	return func() { t.once.Do(t.settle) }
 }
 
 // release frees the ticket unless it was handed over.
 func (t *ticket) release() {
-	t.mu.Lock()
-	handed := t.handed
-	t.mu.Unlock()
-	if !handed {
-		t.settle()
+	if !t.handed.Load() {
+		t.once.Do(t.settle)
 	}
 }
 
 func (t *ticket) settle() {
-	t.mu.Lock()
-	if t.settled {
-		t.mu.Unlock()
-		return
-	}
-	t.settled = true
-	t.mu.Unlock()
 	l := t.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
