@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -176,4 +178,85 @@ func TestAbuseUnreadStreams(t *testing.T) {
 	}
 	left := settle(t, base, 2, 10*time.Second, "the unread streams' goroutines to end")
 	t.Logf("%d unread streams: %d goroutines while open, %d %v after the first push (baseline %d)", streams, open, left, time.Since(start), base)
+}
+
+// A subscriptions/listen stream that is never read does not hold up the
+// notifications of the node's other listen streams (they are delivered
+// from the node's one bus subscription): it falls behind, is ended, and
+// its goroutines go.
+func TestAbuseUnreadListenStream(t *testing.T) {
+	const writeMax = 10 * time.Second
+	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{StreamWriteTimeout: writeMax}})
+	uri := "demo://abuse/" + strings.Repeat("u", 6000)
+	params := modernParams(map[string]any{"notifications": map[string]any{"resourceSubscriptions": []string{uri}}}, nil)
+	base := len(goroutines())
+
+	// The stalled listener: a small receive window, never read.
+	m := mcptest.New(t, n.url)
+	b, _ := encodeRequest(t, m, "subscriptions/listen", params)
+	dial := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }); err != nil {
+			return err
+		}
+		return serr
+	}}
+	req, _ := http.NewRequest(http.MethodPost, n.url, strings.NewReader(string(b)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	modernMod("subscriptions/listen", params, nil)(req)
+	var head strings.Builder
+	_ = req.Header.Write(&head)
+	rawRequest(t, n, dial, fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n%s\r\n%s", len(b), head.String(), b))
+
+	good := openModern(t, m, n.url, "subscriptions/listen", m.NextID(), map[string]any{"notifications": map[string]any{"resourceSubscriptions": []string{uri}}}, nil)
+	if !good.WaitFor(5*time.Second, hasMethod("notifications/subscriptions/acknowledged")) {
+		t.Fatal("no acknowledgement")
+	}
+	// About 5.5 MB to each listener, more than the socket buffers hold, in
+	// fewer messages than the bus queues (at most once: a full queue drops).
+	const updates = 900
+	start := time.Now()
+	go func() {
+		for range updates {
+			n.srv.ResourceUpdated(context.Background(), uri)
+		}
+	}()
+	// The reading listener must never wait long for the next update (the
+	// bus would wait a whole StreamWriteTimeout on the unread stream).
+	got, last, gap := 0, time.Now(), time.Duration(0)
+	for got < updates && time.Since(start) < time.Minute {
+		time.Sleep(20 * time.Millisecond)
+		if c := good.Count("notifications/resources/updated"); c > got {
+			got, last = c, time.Now()
+		}
+		gap = max(gap, time.Since(last))
+	}
+	if got < updates || gap > writeMax/2 {
+		t.Fatalf("the reading listener got %d of %d updates in %v, once waiting %v for the next: the unread one held them up", got, updates, time.Since(start), gap)
+	}
+	t.Logf("%d updates reached the reading listener in %v, never waiting more than %v for the next", updates, time.Since(start), gap)
+	good.Close()
+	mcptest.Eventually(t, 2*writeMax, "the unread listen stream to end", func() bool {
+		return gauge(t, n, "mcp_streams_admitted") == 0
+	})
+	settle(t, base, 2, 2*writeMax, "the unread listen stream's goroutines to end")
+}
+
+// gauge reads one of the node's metrics.
+func gauge(t testing.TB, n *node, name string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	n.h.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && (f[0] == name || strings.HasPrefix(f[0], name+"{")) {
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
@@ -272,6 +273,49 @@ type listenConn struct {
 	mu     sync.Mutex // orders the acknowledgement, notifications and the result
 	over   bool       // the result was sent: nothing may follow it
 	abrupt bool       // end without the result: the client should listen again
+
+	// queue holds notifications for the stream's handler to write, so
+	// that the bus does not wait on one client's connection.
+	queue  chan *jsonrpc.Message
+	closed atomic.Bool // the handler takes no more notifications
+}
+
+// A listen stream may fall behind by listenQueue notifications; past
+// that the bus waits for room while the stream's writes make progress,
+// and ends the stream once one write has been blocked for listenWait:
+// its client stopped reading.
+const (
+	listenQueue = 256
+	listenWait  = time.Second
+)
+
+// enqueue hands a notification to the stream's handler.
+func (c *listenConn) enqueue(msg *jsonrpc.Message) {
+	if c.closed.Load() {
+		return
+	}
+	select {
+	case c.queue <- msg:
+		return
+	default:
+	}
+	t := time.NewTicker(listenWait / 10)
+	defer t.Stop()
+	for {
+		select {
+		case c.queue <- msg:
+			return
+		case <-t.C:
+		}
+		if c.closed.Load() {
+			return
+		}
+		if c.sw.blockedFor() > listenWait {
+			c.closed.Store(true)
+			c.end()
+			return
+		}
+	}
 }
 
 func (c *listenConn) send(msg *jsonrpc.Message) {
@@ -312,7 +356,7 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 	defer cancel()
 	stop := context.AfterFunc(h.ctx, cancel)
 	defer stop()
-	c := &listenConn{id: req.id, filter: f, sw: newSSEWriter(w, h.opts.StreamWriteTimeout), end: cancel}
+	c := &listenConn{id: req.id, filter: f, sw: newSSEWriter(w, h.opts.StreamWriteTimeout), end: cancel, queue: make(chan *jsonrpc.Message, listenQueue)}
 	c.sw.onFail = cancel // a client that stopped reading loses the stream
 	defer c.sw.close()
 	// The stream is listed before the acknowledgement, so nothing changed
@@ -335,7 +379,15 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 		h.local.mu.Unlock()
 	}()
 	go c.sw.keepAlive(ctx, h.opts.KeepAlive)
-	<-ctx.Done()
+	for open := true; open; {
+		select {
+		case <-ctx.Done():
+			open = false
+		case msg := <-c.queue:
+			c.send(msg)
+		}
+	}
+	c.closed.Store(true)
 	c.mu.Lock()
 	if r.Context().Err() == nil && !c.abrupt {
 		c.sendLocked(h.srv.listenResult(req.id)) // graceful end

@@ -231,8 +231,8 @@ func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 	return body, tk, true
 }
 
-// errStalled ends a stream whose client stopped reading it.
-var errStalled = errors.New("mcp: the client stopped reading the stream")
+// errStalled ends a stream whose client stopped reading it (or left).
+var errStalled = errors.New("mcp: a write to the stream failed or blocked past StreamWriteTimeout")
 
 // streamWriter returns the SSE writer of a live connection: a write that
 // blocks past StreamWriteTimeout ends the connection's stream.

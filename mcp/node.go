@@ -215,7 +215,7 @@ func (h *HTTPHandler) onBus(b []byte) {
 		}
 		l.mu.Unlock()
 		for _, c := range hit {
-			c.send(listenNotification(c.id, m.M, m.U))
+			c.enqueue(listenNotification(c.id, m.M, m.U))
 		}
 	}
 }

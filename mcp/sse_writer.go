@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/sse"
@@ -24,6 +25,15 @@ type sseWriter struct {
 	started bool
 	err     error
 	buf     []byte
+	busy    atomic.Int64 // start of the write in progress (unix ns), 0 when idle
+}
+
+// blockedFor reports how long the write in progress has been blocked.
+func (s *sseWriter) blockedFor() time.Duration {
+	if t := s.busy.Load(); t != 0 {
+		return time.Since(time.Unix(0, t))
+	}
+	return 0
 }
 
 func newSSEWriter(w http.ResponseWriter, timeout time.Duration) *sseWriter {
@@ -44,10 +54,12 @@ func (s *sseWriter) write(fn func() error) error {
 		// Not every ResponseWriter can: then writes are unbounded.
 		_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
 	}
+	s.busy.Store(time.Now().UnixNano())
 	err := fn()
 	if err == nil {
 		err = s.rc.Flush()
 	}
+	s.busy.Store(0)
 	s.err = err
 	s.mu.Unlock()
 	if err != nil && s.onFail != nil {
