@@ -44,7 +44,7 @@ func main() {
 		run  func()
 	}{
 		{"batch of 30000 slow calls, then the socket closed", a.bigBatch},
-		{"300 slow calls, then their connections closed", a.disconnects},
+		{"300 slow calls on 10 sessions, then their connections closed", a.disconnects},
 		{"40 concurrent 3.9 MB calls", a.largeBodies},
 		{"150 bodies that stall after their headers", a.stalledBodies},
 		{"300 GET streams never read", a.openStreams},
@@ -194,7 +194,11 @@ func (a *abuser) bigBatch() {
 }
 
 func (a *abuser) disconnects() {
-	sid := a.session("2025-06-18")
+	// Ten sessions, so that all 300 run (a session's share is 64).
+	var sids []string
+	for range 10 {
+		sids = append(sids, a.session("2025-06-18"))
+	}
 	base := a.gauge("go_goroutines")
 	fmt.Println("before:", a.state())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -205,7 +209,7 @@ func (a *abuser) disconnects() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, _, _, _ := a.post(ctx, sid, slowCall(i+1, 0))
+			st, _, _, _ := a.post(ctx, sids[i%len(sids)], slowCall(i+1, 0))
 			mu.Lock()
 			statuses[st]++
 			mu.Unlock()
