@@ -4,8 +4,8 @@
 // its /metrics before, during and after each attempt.
 //
 //	go build -o /tmp/mcpnode ./cmd/server
-//	/tmp/mcpnode --addr 127.0.0.1:18080 --body-read-timeout 2s &
-//	cd bench && go run ./cmd/abuse --url http://127.0.0.1:18080/mcp
+//	/tmp/mcpnode --addr 127.0.0.1:18080 --metrics-addr 127.0.0.1:18081 --body-read-timeout 2s --max-open-streams 100 &
+//	cd bench && go run ./cmd/abuse --url http://127.0.0.1:18080/mcp --metrics http://127.0.0.1:18081/metrics
 package main
 
 import (
@@ -28,7 +28,7 @@ import (
 
 func main() {
 	target := flag.String("url", "http://127.0.0.1:18080/mcp", "MCP endpoint of the node (loopback only)")
-	metrics := flag.String("metrics", "", "its /metrics (default: same host)")
+	metrics := flag.String("metrics", "", "its /metrics on the node's --metrics-addr (default: /metrics on the host of --url)")
 	flag.Parse()
 	u, err := url.Parse(*target)
 	if err != nil || !isLoopback(u.Hostname()) {
