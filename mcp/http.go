@@ -390,6 +390,11 @@ func requestLogger(ctx context.Context, method string) *zerolog.Logger {
 }
 
 func (h *HTTPHandler) route(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		// Bounds the body whether it is read or, after an early answer,
+		// discarded by the server; lifted once it is read (readBody).
+		h.bodyDeadline(w)
+	}
 	if !h.hostAllowed(r) {
 		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "host %q is not allowed", r.Host))
 		return

@@ -180,16 +180,15 @@ func (h *HTTPHandler) writeRefusal(w http.ResponseWriter, id jsonrpc.ID, err err
 	writeError(w, rf.status, id, rf.err)
 }
 
-// readDeadline bounds the reading of r's body by BodyReadTimeout; the
-// returned function lifts the deadline (so that a response streamed
-// afterwards, and the server's watch for the client going away, are not
-// cut). A ResponseWriter that cannot set deadlines reads unbounded.
-func (h *HTTPHandler) readDeadline(w http.ResponseWriter) func() {
-	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(h.opts.BodyReadTimeout)) != nil {
-		return func() {}
-	}
-	return func() { _ = rc.SetReadDeadline(time.Time{}) }
+// bodyDeadline bounds the arrival of a request's body by
+// BodyReadTimeout. It is set before anything else: a request answered
+// early (refused) has its unread body discarded by the server, which
+// must not wait for a body that stalls either. readBody lifts it once
+// the body is in, so that a response streamed afterwards, and the
+// server's watch for the client going away, are not cut. A
+// ResponseWriter that cannot set deadlines reads unbounded.
+func (h *HTTPHandler) bodyDeadline(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.opts.BodyReadTimeout))
 }
 
 // readBody reads a POST body within MaxBodyBytes and BodyReadTimeout,
@@ -207,7 +206,6 @@ func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 		h.writeRefusal(w, jsonrpc.ID{}, err)
 		return nil, nil, false
 	}
-	lift := h.readDeadline(w)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
 	if err != nil {
 		// The deadline stays: the server must not wait for the rest of
@@ -226,7 +224,7 @@ func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 		}
 		return nil, nil, false
 	}
-	lift()
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	tk.shrink(int64(len(body)))
 	return body, tk, true
 }
