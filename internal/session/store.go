@@ -1,0 +1,211 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// DefaultMaxCached is Options.MaxCached when zero.
+const DefaultMaxCached = 50000
+
+// Options configure a Store.
+type Options struct {
+	// TTL is the idle timeout of a session: Create sets it, and Load and
+	// Touch slide it. It must be positive.
+	TTL time.Duration
+	// MaxSessions caps live sessions in the deployment (0: no cap);
+	// past it Create fails with an error wrapping cluster.ErrLimit.
+	MaxSessions int
+	// CacheTTL, when positive, lets Load answer from a node-local copy
+	// of a session read at most that long ago, instead of reading the
+	// store (see Store).
+	CacheTTL time.Duration
+	// MaxCached bounds the cached sessions (default DefaultMaxCached);
+	// past it an arbitrary one is dropped.
+	MaxCached int
+	// Live reports whether Invalidate reaches this node for changes made
+	// on the others (the bus is up). While it is false the cache is
+	// bypassed. nil means always.
+	Live func() bool
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Store keeps sessions in a cluster.SessionStore. Every method costs one
+// call of the underlying store (Load none when it hits the cache).
+//
+// The cache: with Options.CacheTTL > 0, a session read by Load is kept
+// that long and Load answers from it. A change made through a Store
+// (SetLogLevel, End) drops this node's copy at once; the caller tells the
+// other nodes, which call Invalidate. Until they do, a request racing
+// the change on another node may see the session's old state (or serve
+// an ended session), for at most CacheTTL. A load that an invalidation
+// overtakes (it read the store before the change and returns after the
+// invalidation) is not cached, so a stale copy never outlives the
+// invalidation that should have dropped it. While Options.Live is false
+// invalidations may be lost, so the cache is bypassed; call Flush when
+// they flow again.
+type Store struct {
+	be   cluster.SessionStore
+	opts Options
+
+	mu     sync.Mutex
+	cached map[string]*Session
+	gen    uint64 // counts invalidations: a load overtaken by one is not cached
+}
+
+// NewStore returns a Store over be.
+func NewStore(be cluster.SessionStore, opts Options) *Store {
+	if opts.MaxCached <= 0 {
+		opts.MaxCached = DefaultMaxCached
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{be: be, opts: opts, cached: map[string]*Session{}}
+}
+
+// Create records a new session under s.ID. A zero s.Created is set to
+// now. It fails like cluster.SessionStore.Create (ErrLimit past
+// MaxSessions) or like Encode.
+func (st *Store) Create(ctx context.Context, s *Session) error {
+	if s.Created.IsZero() {
+		s.Created = st.opts.Now()
+	}
+	f, err := Encode(s)
+	if err != nil {
+		return err
+	}
+	if err := st.be.Create(ctx, s.ID, f, st.opts.TTL, st.opts.MaxSessions); err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	s.LastUsed = s.Created
+	return nil
+}
+
+// Load returns session id and slides its idle timeout (or answers from
+// the cache). An unknown, expired or ended session is an error wrapping
+// cluster.ErrNotFound; a record that does not decode one wrapping
+// ErrCorrupt or ErrFormat. The session is shared with the cache: do not
+// change it.
+func (st *Store) Load(ctx context.Context, id string) (*Session, error) {
+	caching := st.caching()
+	var gen uint64
+	if caching {
+		st.mu.Lock()
+		gen = st.gen
+		s := st.cached[id]
+		st.mu.Unlock()
+		if s != nil && st.opts.Now().Sub(s.LastUsed) < st.opts.CacheTTL {
+			return s, nil
+		}
+	}
+	f, err := st.be.Load(ctx, id, st.opts.TTL)
+	if err != nil {
+		if errors.Is(err, cluster.ErrNotFound) {
+			st.Invalidate(id)
+		}
+		return nil, fmt.Errorf("load session: %w", err)
+	}
+	s, err := Decode(id, f)
+	if err != nil {
+		return nil, err
+	}
+	s.LastUsed = st.opts.Now()
+	if caching && st.caching() {
+		st.mu.Lock()
+		if st.gen == gen {
+			if _, ok := st.cached[id]; !ok && len(st.cached) >= st.opts.MaxCached {
+				for k := range st.cached { // an arbitrary one
+					delete(st.cached, k)
+					break
+				}
+			}
+			st.cached[id] = s
+		}
+		st.mu.Unlock()
+	}
+	return s, nil
+}
+
+// caching reports whether Load may use the cache now.
+func (st *Store) caching() bool {
+	return st.opts.CacheTTL > 0 && (st.opts.Live == nil || st.opts.Live())
+}
+
+// Touch slides the idle timeout of session id without reading it. An
+// ended session is an error wrapping cluster.ErrNotFound.
+func (st *Store) Touch(ctx context.Context, id string) error {
+	if err := st.be.Touch(ctx, id, st.opts.TTL); err != nil {
+		if errors.Is(err, cluster.ErrNotFound) {
+			st.Invalidate(id)
+		}
+		return fmt.Errorf("touch session: %w", err)
+	}
+	return nil
+}
+
+// SetLogLevel records the log level of session id and drops this node's
+// cached copy; the caller tells the other nodes to Invalidate theirs.
+func (st *Store) SetLogLevel(ctx context.Context, id, level string) error {
+	if level == "" {
+		return fmt.Errorf("session %q: empty log level", id)
+	}
+	err := st.be.Set(ctx, id, map[string]string{fieldLevel: level})
+	st.Invalidate(id)
+	if err != nil {
+		return fmt.Errorf("set log level: %w", err)
+	}
+	return nil
+}
+
+// Subscribe records that session id wants notifications/resources/updated
+// for uri. Past the store's bound it fails wrapping cluster.ErrLimit.
+func (st *Store) Subscribe(ctx context.Context, id, uri string) error {
+	if err := st.be.Subscribe(ctx, id, uri); err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	return nil
+}
+
+// Unsubscribe removes the subscription of session id to uri.
+func (st *Store) Unsubscribe(ctx context.Context, id, uri string) error {
+	if err := st.be.Unsubscribe(ctx, id, uri); err != nil {
+		return fmt.Errorf("unsubscribe: %w", err)
+	}
+	return nil
+}
+
+// End removes session id and what is stored under it, drops this node's
+// cached copy, and reports whether the session was live; the caller
+// tells the other nodes.
+func (st *Store) End(ctx context.Context, id string) (bool, error) {
+	live, err := st.be.End(ctx, id)
+	st.Invalidate(id)
+	if err != nil {
+		return live, fmt.Errorf("end session: %w", err)
+	}
+	return live, nil
+}
+
+// Invalidate drops this node's cached copy of session id, and keeps a
+// load already under way from caching what it read.
+func (st *Store) Invalidate(id string) {
+	st.mu.Lock()
+	st.gen++
+	delete(st.cached, id)
+	st.mu.Unlock()
+}
+
+// Flush drops every cached session (invalidations may have been lost).
+func (st *Store) Flush() {
+	st.mu.Lock()
+	st.gen++
+	clear(st.cached)
+	st.mu.Unlock()
+}
