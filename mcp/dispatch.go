@@ -14,19 +14,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/session"
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
-
-// legacyState is what a handshake-era session knows about its client.
-type legacyState struct {
-	SessionID   string
-	Version     string
-	Caps        ClientCapabilities
-	ClientInfo  *Implementation
-	LogLevel    LogLevel
-	Initialized bool
-	Principal   string
-}
 
 // sessionOps are the session mutations some legacy methods make. The
 // transport implements them against its session store.
@@ -157,21 +147,20 @@ func (s *Server) newModernRequest(msg *jsonrpc.Message, principal string) (*Requ
 }
 
 // newLegacyRequest builds the context of a request on a session.
-func (s *Server) newLegacyRequest(msg *jsonrpc.Message, st *legacyState) (*Request, error) {
+func (s *Server) newLegacyRequest(msg *jsonrpc.Message, st *session.Session) (*Request, error) {
 	m, err := readMeta(msg.Params)
 	if err != nil {
 		return nil, err
 	}
-	level := st.LogLevel
-	if level == "" {
-		level = LevelDebug // no setLevel yet: everything is sent
-	}
-	return &Request{
+	req := &Request{
 		Method: msg.Method, Params: msg.Params, id: msg.ID, srv: s,
-		sessionID: st.SessionID, version: st.Version, caps: st.Caps,
-		clientInfo: st.ClientInfo, principal: st.Principal, logLevel: level,
+		sessionID: st.ID, version: st.Version, principal: st.Principal,
 		progressToken: m.ProgressToken,
-	}, nil
+	}
+	if err := req.readSession(st); err != nil {
+		return nil, err
+	}
+	return req, nil
 }
 
 // initializeParams are the params of initialize.
@@ -182,8 +171,8 @@ type initializeParams struct {
 }
 
 // initialize negotiates a session: it returns the result to send and the
-// session's initial state.
-func (s *Server) initialize(params json.RawMessage) (json.RawMessage, *legacyState, error) {
+// session's initial state (without its id).
+func (s *Server) initialize(params json.RawMessage) (json.RawMessage, *session.Session, error) {
 	var p initializeParams
 	if len(params) == 0 {
 		return nil, nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "initialize needs params", nil)
@@ -210,7 +199,7 @@ func (s *Server) initialize(params json.RawMessage) (json.RawMessage, *legacySta
 	if !IsLegacyVersion(v) {
 		v = LatestLegacyVersion
 	}
-	st := &legacyState{Version: v, Caps: p.Capabilities, ClientInfo: p.ClientInfo}
+	st := newSession(v, sizes.Capabilities, sizes.ClientInfo)
 	res := map[string]any{
 		"protocolVersion": v,
 		"capabilities":    s.capabilities(v),

@@ -19,6 +19,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/session"
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
@@ -202,7 +203,7 @@ type HTTPHandler struct {
 	stops    []func()
 	wg       sync.WaitGroup
 
-	sessions *sessionCache
+	sessions *session.Store
 	local    *localState
 	metrics  *telemetry.Metrics
 	fanOuts  *fanOutLimiter
@@ -240,7 +241,10 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.coord = coordinator.New(h.opts.NodeID, incarnation, h.be.Bus, h.opts.MaxWaiters)
 	h.coord.SetSessionShare(h.opts.MaxWaitersPerSession)
 	h.instance = h.coord.Instance()
-	h.sessions = newSessionCache(h)
+	h.sessions = session.NewStore(h.be.Sessions, session.Options{
+		TTL: h.opts.SessionTTL, MaxSessions: h.opts.MaxSessions,
+		CacheTTL: h.opts.SessionCacheTTL, Live: h.busReady,
+	})
 	h.local = newLocalState()
 	h.fanOuts = newFanOutLimiter(h.opts.MaxFanOuts, maxWaitingFanOuts)
 	h.reload = make(chan struct{}, 1)
@@ -433,6 +437,10 @@ func statusOf(err error, modern bool) int {
 		return http.StatusServiceUnavailable
 	case errors.Is(err, cluster.ErrLimit):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, session.ErrFormat):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, session.ErrCorrupt):
+		return http.StatusInternalServerError
 	}
 	e := jsonrpc.AsError(err)
 	switch e.Code {
@@ -455,6 +463,12 @@ func rpcError(err error) error {
 		return jsonrpc.NewError(jsonrpc.CodeUnavailable, "shared state is unavailable; retry later", nil)
 	case errors.Is(err, cluster.ErrLimit):
 		return jsonrpc.NewError(jsonrpc.CodeUnavailable, "too many sessions; retry later", nil)
+	case errors.Is(err, session.ErrFormat):
+		// A node of a newer release made the session (a rolling upgrade):
+		// another node may read it.
+		return jsonrpc.NewError(jsonrpc.CodeUnavailable, "this session was made by a newer release of the server; retry later", nil)
+	case errors.Is(err, session.ErrCorrupt):
+		return jsonrpc.NewError(jsonrpc.CodeInternalError, "the session's stored state is unreadable; initialize a new session", nil)
 	case errors.Is(err, context.Canceled):
 		// The answer of a cancelled request (notifications/cancelled,
 		// session end) that must still end its HTTP response.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/session"
 	"github.com/mcpcluster/mcpcluster/internal/sse"
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
@@ -58,7 +59,7 @@ func (h *HTTPHandler) serveGet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "malformed Last-Event-ID"))
 		return
 	}
-	if eid.Stream == sess.getStream {
+	if eid.Stream == getStreamID(sess.ID) {
 		h.followGet(w, r, sess, eid.Seq, true)
 		return
 	}
@@ -92,8 +93,8 @@ func (h *HTTPHandler) liveStream(r *http.Request, session, getFor string) (conte
 // followGet serves the session's GET stream: it takes the stream over
 // (one connection per session holds it, the newest wins), replays from
 // after when resuming, and follows new events until the client leaves.
-func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *cachedSession, after uint64, resume bool) {
-	sid, stream := sess.st.SessionID, sess.getStream
+func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *session.Session, after uint64, resume bool) {
+	sid, stream := sess.ID, getStreamID(sess.ID)
 	if err := h.be.Events.Open(r.Context(), stream, cluster.StreamMeta{Session: sid}, h.lim); err != nil {
 		streamError(w, err)
 		return
@@ -142,7 +143,7 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *ca
 	sw := h.streamWriter(w, conn)
 	defer sw.close()
 	sw.start(nil)
-	if atLeast(sess.st.Version, Version20251125) {
+	if atLeast(sess.Version, Version20251125) {
 		// Priming: the client gets a cursor to resume from even if the
 		// stream carries nothing before the connection ends.
 		_ = sw.event(sse.Event{ID: sse.EventID{Stream: stream, Seq: after}.String(), Retry: h.opts.RetryHint})
@@ -188,8 +189,8 @@ func (h *HTTPHandler) endStream(sw *sseWriter, ctx context.Context, err error) {
 // resumePost replays a POST stream after eid and follows it live until
 // its final response. If the node producing it dies first, the stream
 // ends with a JSON-RPC error for the request.
-func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *cachedSession, eid sse.EventID) {
-	sid := sess.st.SessionID
+func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *session.Session, eid sse.EventID) {
+	sid := sess.ID
 	_, info, err := h.be.Events.Read(r.Context(), sid, eid.Stream, eid.Seq)
 	if err != nil {
 		streamError(w, err)
@@ -246,12 +247,11 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "missing %s header", headerSession))
 		return
 	}
-	live, err := h.be.Sessions.End(r.Context(), sid)
+	live, err := h.sessions.End(r.Context(), sid)
 	if err != nil {
 		writeError(w, statusOf(err, false), jsonrpc.ID{}, rpcError(err))
 		return
 	}
-	h.sessions.invalidate(sid)
 	if !live {
 		writeError(w, http.StatusNotFound, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "session not found"))
 		return
@@ -544,7 +544,7 @@ func (h *HTTPHandler) upkeep(ctx context.Context, sw *sseWriter, j upkeepJobs) {
 				return
 			}
 		case <-touch:
-			if err := h.be.Sessions.Touch(ctx, j.session, h.opts.SessionTTL); errors.Is(err, cluster.ErrNotFound) {
+			if err := h.sessions.Touch(ctx, j.session); errors.Is(err, cluster.ErrNotFound) {
 				j.conn.cancel(errSessionEnded)
 				return
 			}

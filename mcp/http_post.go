@@ -13,7 +13,9 @@ import (
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/session"
 	"github.com/mcpcluster/mcpcluster/internal/sse"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 const (
@@ -133,8 +135,8 @@ func headerVersionError(version string, params json.RawMessage) error {
 
 // loadSession loads the session named by the request or writes the
 // error (404 unknown/ended, 503 store down).
-func (h *HTTPHandler) loadSession(w http.ResponseWriter, r *http.Request, sid string, id jsonrpc.ID) (*cachedSession, bool) {
-	sess, err := h.sessions.load(r.Context(), sid)
+func (h *HTTPHandler) loadSession(w http.ResponseWriter, r *http.Request, sid string, id jsonrpc.ID) (*session.Session, bool) {
+	sess, err := h.sessions.Load(r.Context(), sid)
 	if err != nil {
 		if errors.Is(err, cluster.ErrNotFound) {
 			writeError(w, http.StatusNotFound, id, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "session not found: it expired or was ended; initialize a new one"))
@@ -142,6 +144,9 @@ func (h *HTTPHandler) loadSession(w http.ResponseWriter, r *http.Request, sid st
 		}
 		if errors.Is(err, cluster.ErrUnavailable) {
 			h.metrics.BackendError()
+		}
+		if errors.Is(err, session.ErrCorrupt) || errors.Is(err, session.ErrFormat) {
+			h.log.Warn().Err(err).Str("session", telemetry.SessionTag(sid)).Msg("session record unreadable")
 		}
 		writeError(w, statusOf(err, false), id, rpcError(err))
 		return nil, false
@@ -164,10 +169,10 @@ func (h *HTTPHandler) initialize(w http.ResponseWriter, r *http.Request, msg *js
 		return
 	}
 	sid := newSessionID()
-	st.SessionID = sid
+	st.ID = sid
 	requestLogger(r.Context(), msg.Method)
 	start := time.Now()
-	if err := h.be.Sessions.Create(r.Context(), sid, sessionFields(st), h.opts.SessionTTL, h.opts.MaxSessions); err != nil {
+	if err := h.sessions.Create(r.Context(), st); err != nil {
 		if errors.Is(err, cluster.ErrUnavailable) {
 			h.metrics.BackendError()
 		}
@@ -203,15 +208,15 @@ func (h *HTTPHandler) legacyNotification(ctx context.Context, sid string, msg *j
 // once the connection is gone and no stream can resume the request, it
 // is cancelled (abandoned). It also ends on notifications/cancelled and
 // on session end.
-func (h *HTTPHandler) legacyRequest(w http.ResponseWriter, r *http.Request, sess *cachedSession, msg *jsonrpc.Message, tk *ticket) {
-	sid := sess.st.SessionID
+func (h *HTTPHandler) legacyRequest(w http.ResponseWriter, r *http.Request, sess *session.Session, msg *jsonrpc.Message, tk *ticket) {
+	sid := sess.ID
 	if err := tk.admit(sid, 1); err != nil {
 		h.writeRefusal(w, msg.ID, err)
 		return
 	}
-	req, err := h.srv.newLegacyRequest(msg, &sess.st)
+	req, err := h.srv.newLegacyRequest(msg, sess)
 	if err != nil {
-		writeError(w, statusOf(err, false), msg.ID, err)
+		writeError(w, statusOf(err, false), msg.ID, rpcError(err))
 		return
 	}
 	ctx, cancelCause := context.WithCancelCause(context.WithoutCancel(r.Context()))
@@ -329,7 +334,7 @@ func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []b
 	if !ok {
 		return
 	}
-	if sess.st.Version != Version20250326 || (version != "" && version != Version20250326) {
+	if sess.Version != Version20250326 || (version != "" && version != Version20250326) {
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "batches are only accepted on protocol version 2025-03-26"))
 		return
 	}
@@ -369,9 +374,9 @@ func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []b
 		if m.Method == "initialize" {
 			return jsonrpc.ErrorResponse(m.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "initialize must not be part of a batch"))
 		}
-		req, err := h.srv.newLegacyRequest(m, &sess.st)
+		req, err := h.srv.newLegacyRequest(m, sess)
 		if err != nil {
-			return jsonrpc.ErrorResponse(m.ID, err)
+			return jsonrpc.ErrorResponse(m.ID, rpcError(err))
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()

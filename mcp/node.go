@@ -171,7 +171,7 @@ func (h *HTTPHandler) onBus(b []byte) {
 			cancel()
 		}
 	case "inv":
-		h.sessions.invalidate(m.S)
+		h.sessions.Invalidate(m.S)
 	case "getdrop":
 		h.coord.FailTag(m.S, "get", errGetDropped)
 	case "takeover":
@@ -223,7 +223,7 @@ func (h *HTTPHandler) onBus(b []byte) {
 // endLocal ends what this node holds of an ended session: its cached
 // state, its waiters, its running requests and its open streams.
 func (h *HTTPHandler) endLocal(sid string) {
-	h.sessions.invalidate(sid)
+	h.sessions.Invalidate(sid)
 	h.coord.FailSession(sid, jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "session ended", nil))
 	l := h.local
 	l.mu.Lock()
@@ -338,124 +338,6 @@ func (h *HTTPHandler) appendGet(ctx context.Context, sid string, data []byte) er
 func getStreamID(sid string) string {
 	sum := sha256.Sum256([]byte("mcp-get-stream:" + sid))
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:10]))
-}
-
-// sessionCache loads sessions from the store on every request by default
-// (one round trip, which also slides the idle timeout). With
-// SessionCacheTTL > 0 it keeps loaded sessions that long: changes are
-// broadcast, but a request racing the broadcast on another node may see
-// the old state (or an ended session) for up to that long. The cache is
-// bypassed while the bus is down.
-type sessionCache struct {
-	h  *HTTPHandler
-	mu sync.Mutex
-	m  map[string]*cachedSession
-}
-
-type cachedSession struct {
-	st        legacyState
-	getStream string
-	loaded    time.Time
-}
-
-const maxCachedSessions = 50000
-
-func newSessionCache(h *HTTPHandler) *sessionCache {
-	return &sessionCache{h: h, m: map[string]*cachedSession{}}
-}
-
-// Session fields in the store.
-const (
-	fVersion   = "v"
-	fCaps      = "caps"
-	fInfo      = "info"
-	fLevel     = "lvl"
-	fPrincipal = "p"
-	fCreated   = "c"
-)
-
-func sessionFields(st *legacyState) map[string]string {
-	f := map[string]string{
-		fVersion: st.Version, fCaps: string(mustMarshal(st.Caps)),
-		fCreated: time.Now().UTC().Format(time.RFC3339), fPrincipal: st.Principal,
-	}
-	if st.ClientInfo != nil {
-		f[fInfo] = string(mustMarshal(st.ClientInfo))
-	}
-	return f
-}
-
-func (c *sessionCache) load(ctx context.Context, id string) (*cachedSession, error) {
-	if ttl := c.h.opts.SessionCacheTTL; ttl > 0 && c.h.busReady() {
-		c.mu.Lock()
-		e := c.m[id]
-		c.mu.Unlock()
-		if e != nil && time.Since(e.loaded) < ttl {
-			return e, nil
-		}
-	}
-	f, err := c.h.be.Sessions.Load(ctx, id, c.h.opts.SessionTTL)
-	if err != nil {
-		if errors.Is(err, cluster.ErrNotFound) {
-			c.invalidate(id)
-		}
-		return nil, err
-	}
-	e := &cachedSession{getStream: getStreamID(id), loaded: time.Now()}
-	e.st = legacyState{SessionID: id, Version: f[fVersion], LogLevel: LogLevel(f[fLevel]), Principal: f[fPrincipal], Initialized: true}
-	_ = json.Unmarshal([]byte(f[fCaps]), &e.st.Caps)
-	if f[fInfo] != "" {
-		e.st.ClientInfo = &Implementation{}
-		_ = json.Unmarshal([]byte(f[fInfo]), e.st.ClientInfo)
-	}
-	if c.h.opts.SessionCacheTTL <= 0 {
-		return e, nil
-	}
-	c.mu.Lock()
-	if len(c.m) >= maxCachedSessions {
-		c.m = map[string]*cachedSession{}
-	}
-	c.m[id] = e
-	c.mu.Unlock()
-	return e, nil
-}
-
-func (c *sessionCache) invalidate(id string) {
-	c.mu.Lock()
-	delete(c.m, id)
-	c.mu.Unlock()
-}
-
-func (c *sessionCache) flush() {
-	c.mu.Lock()
-	c.m = map[string]*cachedSession{}
-	c.mu.Unlock()
-}
-
-// sessionOps of an HTTP session.
-type httpSession struct {
-	h  *HTTPHandler
-	id string
-}
-
-func (s *httpSession) setLogLevel(ctx context.Context, l LogLevel) error {
-	if err := s.h.be.Sessions.Set(ctx, s.id, map[string]string{fLevel: string(l)}); err != nil {
-		return rpcError(err)
-	}
-	s.h.sessions.invalidate(s.id)
-	return s.h.publish(ctx, busMsg{T: "inv", S: s.id})
-}
-
-func (s *httpSession) subscribe(ctx context.Context, uri string) error {
-	err := s.h.be.Sessions.Subscribe(ctx, s.id, uri)
-	if errors.Is(err, cluster.ErrLimit) {
-		return invalidParam("uri", "cannot be subscribed: this session has reached its subscription limit")
-	}
-	return rpcError(err)
-}
-
-func (s *httpSession) unsubscribe(ctx context.Context, uri string) error {
-	return rpcError(s.h.be.Sessions.Unsubscribe(ctx, s.id, uri))
 }
 
 // busReady reports whether messages between nodes flow (always true on

@@ -61,7 +61,7 @@ func (h *HTTPHandler) cancelRequest(ctx context.Context, sid, id string) {
 // shared store, on what the messages lost meanwhile would have told this
 // node.
 func (h *HTTPHandler) resync() {
-	h.sessions.flush()
+	h.sessions.Flush()
 	h.local.mu.Lock()
 	var listens []*listenConn
 	for c := range h.local.listens {
@@ -95,7 +95,7 @@ func (h *HTTPHandler) resync() {
 		defer cancel()
 		ended := map[string]bool{}
 		for sid := range sessions {
-			if err := h.be.Sessions.Touch(ctx, sid, h.opts.SessionTTL); errors.Is(err, cluster.ErrNotFound) {
+			if err := h.sessions.Touch(ctx, sid); errors.Is(err, cluster.ErrNotFound) {
 				ended[sid] = true
 				h.endLocal(sid)
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/session"
 	"github.com/mcpcluster/mcpcluster/internal/stdio"
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
@@ -44,7 +45,7 @@ const DefaultStdioDrainTimeout = 20 * time.Second
 func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, opts *StdioOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := &stdioConn{srv: s, ctx: ctx, inputEnd: make(chan struct{}), inflight: map[jsonrpc.ID]*inflightReq{}, subs: map[string]bool{}, listens: map[jsonrpc.ID]*listenFilter{}}
+	c := &stdioConn{srv: s, ctx: ctx, inputEnd: make(chan struct{}), inflight: map[jsonrpc.ID]*inflightReq{}, listens: map[jsonrpc.ID]*listenFilter{}}
 	o := stdio.Options{
 		Logger:    s.log,
 		OnInbound: c.inbound,
@@ -104,11 +105,11 @@ type stdioConn struct {
 
 	nextID atomic.Uint64 // server→client requests are "srv-1", "srv-2", ...
 
-	mu       sync.Mutex
-	sess     *legacyState // nil until initialize
-	inflight map[jsonrpc.ID]*inflightReq
-	subs     map[string]bool
-	listens  map[jsonrpc.ID]*listenFilter
+	mu          sync.Mutex
+	sess        *session.Session // nil until initialize
+	initialized bool             // notifications/initialized was read after it
+	inflight    map[jsonrpc.ID]*inflightReq
+	listens     map[jsonrpc.ID]*listenFilter
 }
 
 // inflightReq is a running request. Its id is in use until the request
@@ -190,9 +191,7 @@ func (c *stdioConn) notification(msg *jsonrpc.Message) {
 	switch msg.Method {
 	case "notifications/initialized":
 		c.mu.Lock()
-		if c.sess != nil {
-			c.sess.Initialized = true
-		}
+		c.initialized = c.sess != nil
 		c.mu.Unlock()
 	case "notifications/cancelled":
 		var p struct {
@@ -219,7 +218,7 @@ func (c *stdioConn) initialize(msg *jsonrpc.Message) *jsonrpc.Message {
 		return jsonrpc.ErrorResponse(msg.ID, err)
 	}
 	c.mu.Lock()
-	c.sess = st
+	c.sess, c.initialized = st, false
 	c.mu.Unlock()
 	return &jsonrpc.Message{ID: msg.ID, Result: res}
 }
@@ -236,13 +235,13 @@ func (c *stdioConn) prepare(msg *jsonrpc.Message) (*Request, *jsonrpc.Message) {
 	} else {
 		c.mu.Lock()
 		st := c.sess
-		var snap legacyState
+		var snap session.Session
 		if st != nil {
 			snap = *st
 		}
 		c.mu.Unlock()
 		if st == nil && msg.Method != "ping" {
-			return nil, jsonrpc.ErrorResponse(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "session not initialized: send initialize first"))
+			return nil, jsonrpc.ErrorResponse(msg.ID, errNoSession)
 		}
 		if st == nil {
 			snap.Version = LatestLegacyVersion
@@ -403,14 +402,18 @@ func serveBatch(ctx context.Context, msgs []*jsonrpc.Message, errs []error, fn f
 	return out
 }
 
-// sessionOps for the process session.
+// sessionOps for the process session. Requests that change the session
+// run only on one (prepare refuses them before initialize).
+
+var errNoSession = jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "session not initialized: send initialize first")
 
 func (c *stdioConn) setLogLevel(_ context.Context, l LogLevel) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.sess != nil {
-		c.sess.LogLevel = l
+	if c.sess == nil {
+		return errNoSession
 	}
+	c.sess.LogLevel = string(l)
 	return nil
 }
 
@@ -421,28 +424,30 @@ const maxStdioSubscriptions = 1024
 func (c *stdioConn) subscribe(_ context.Context, uri string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.subs[uri] && len(c.subs) >= maxStdioSubscriptions {
-		return invalidParam("uri", "cannot be subscribed: this session has reached its subscription limit")
+	if c.sess == nil {
+		return errNoSession
 	}
-	c.subs[uri] = true
-	return nil
+	return subscriptionError(c.sess.Subscribe(uri, maxStdioSubscriptions))
 }
 
 func (c *stdioConn) unsubscribe(_ context.Context, uri string) error {
 	c.mu.Lock()
-	delete(c.subs, uri)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if c.sess == nil {
+		return errNoSession
+	}
+	c.sess.Unsubscribe(uri)
 	return nil
 }
 
 // hub: unsolicited notifications.
 
 func (c *stdioConn) listChanged(_ context.Context, method string) {
-	c.deliver(method, "", func() bool { return c.sess != nil && c.sess.Initialized })
+	c.deliver(method, "", func() bool { return c.initialized })
 }
 
 func (c *stdioConn) resourceUpdated(_ context.Context, uri string) {
-	c.deliver("notifications/resources/updated", uri, func() bool { return c.subs[uri] })
+	c.deliver("notifications/resources/updated", uri, func() bool { return c.sess != nil && c.sess.Subscribed(uri) })
 }
 
 func (c *stdioConn) deliver(method, uri string, legacy func() bool) {
