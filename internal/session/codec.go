@@ -25,7 +25,8 @@ import (
 // during a rolling upgrade, in either direction. A field that older
 // readers may ignore can be added without a new format; a change they
 // would misread needs one, and then older readers fail with ErrFormat
-// instead of serving a misread session.
+// instead of serving a misread session. Field names are short ASCII; the
+// Redis store reserves "\x00" for itself.
 const (
 	// Format is the format Encode writes.
 	Format = 2
