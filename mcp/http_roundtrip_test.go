@@ -59,7 +59,9 @@ func TestRedisRoundTripsPerToolCall(t *testing.T) {
 			}
 			perCall := float64(sent) / calls
 			t.Logf("%s: %.2f round trips per tools/call (client commands %v, in scripts %v)", c.name, perCall, client, script)
-			if perCall > c.max {
+			// Background work (a heartbeat, the janitor) may add a
+			// command or two to the window.
+			if limit := int64(c.max*calls) + 2; sent > limit {
 				t.Errorf("got %.2f round trips per tools/call, want at most %v", perCall, c.max)
 			}
 		})
