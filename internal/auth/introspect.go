@@ -66,7 +66,7 @@ type IntrospectionVerifier struct {
 	mu    sync.Mutex
 	cache map[[32]byte]*list.Element
 	lru   *list.List // of *cached, most recent at the front
-	calls int       // introspection requests made, for tests
+	calls int        // introspection requests made, for tests
 }
 
 var _ TokenVerifier = (*IntrospectionVerifier)(nil)

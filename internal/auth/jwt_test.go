@@ -56,8 +56,10 @@ func TestJWTVerifierRealTokens(t *testing.T) {
 			wantScopes: []string{"mcp:read"},
 		},
 		{
-			name:       "client credentials, default resource",
-			token:      func() (string, error) { return p.ClientCredentials(ctx, "svc", "svc-secret", "", "mcp:read", "mcp:write") },
+			name: "client credentials, default resource",
+			token: func() (string, error) {
+				return p.ClientCredentials(ctx, "svc", "svc-secret", "", "mcp:read", "mcp:write")
+			},
 			wantSub:    "svc",
 			wantScopes: []string{"mcp:read", "mcp:write"},
 		},
@@ -90,8 +92,10 @@ func TestJWTVerifierRealTokens(t *testing.T) {
 			wantErr: ErrInvalidToken,
 		},
 		{
-			name:    "opaque token is not a JWT",
-			token:   func() (string, error) { return p.ClientCredentials(ctx, "opaque", "opaque-secret", testResource, "mcp:read") },
+			name: "opaque token is not a JWT",
+			token: func() (string, error) {
+				return p.ClientCredentials(ctx, "opaque", "opaque-secret", testResource, "mcp:read")
+			},
 			wantErr: ErrInvalidToken,
 		},
 	}
