@@ -26,7 +26,7 @@ type issuer struct {
 	fetches atomic.Int32                 // JWKS requests served
 }
 
-func newIssuer(t *testing.T) *issuer {
+func newIssuer(t testing.TB) *issuer {
 	t.Helper()
 	is := &issuer{keys: map[string]*ecdsa.PrivateKey{}}
 	mux := http.NewServeMux()
@@ -51,7 +51,7 @@ func newIssuer(t *testing.T) *issuer {
 }
 
 // addKey makes a key; published keys appear in the JWKS.
-func (is *issuer) addKey(t *testing.T, kid string, publish bool) *ecdsa.PrivateKey {
+func (is *issuer) addKey(t testing.TB, kid string, publish bool) *ecdsa.PrivateKey {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

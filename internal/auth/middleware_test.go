@@ -226,6 +226,8 @@ func TestCanonicalURI(t *testing.T) {
 		{"https://mcp.example.com/mcp/", "https://mcp.example.com/mcp"},
 		{"https://mcp.example.com", "https://mcp.example.com"},
 		{"https://mcp.example.com/", "https://mcp.example.com"},
+		{"HTTP://0//", "http://0"},
+		{"https://mcp.example.com/mcp//", "https://mcp.example.com/mcp"},
 		{"http://127.0.0.1:8080/MCP", "http://127.0.0.1:8080/MCP"},
 		{"https://mcp.example.com/mcp#frag", ""},
 		{"https://mcp.example.com/mcp?x=1", ""},

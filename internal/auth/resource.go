@@ -33,7 +33,7 @@ func CanonicalURI(s string) (string, error) {
 	case u.User != nil:
 		return "", fmt.Errorf("%q has user info", s)
 	}
-	return scheme + "://" + strings.ToLower(u.Host) + strings.TrimSuffix(u.EscapedPath(), "/"), nil
+	return scheme + "://" + strings.ToLower(u.Host) + strings.TrimRight(u.EscapedPath(), "/"), nil
 }
 
 // Resource describes this protected resource: what the metadata says
@@ -102,7 +102,7 @@ func (r *Resource) path() string {
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSuffix(u.EscapedPath(), "/")
+	return strings.TrimRight(u.EscapedPath(), "/")
 }
 
 // metadata is the RFC 9728 §2 document.
