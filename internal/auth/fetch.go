@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -125,4 +126,34 @@ func discover(ctx context.Context, c *http.Client, issuer string) (*discovery, e
 		return nil, fmt.Errorf("%w: discovery of %s: %s", ErrUnavailable, issuer, strings.Join(errs, "; "))
 	}
 	return nil, fmt.Errorf("discovery of %s: %s", issuer, strings.Join(errs, "; "))
+}
+
+// endpoint is one URL of the issuer's (the JWKS, the introspection
+// endpoint): configured, or read from the discovery document on first
+// use. A failed discovery is tried again on the next use.
+type endpoint struct {
+	client *http.Client
+	issuer string
+	member string // the metadata member, for errors
+	pick   func(*discovery) string
+
+	mu  sync.Mutex
+	url string
+}
+
+func (e *endpoint) get(ctx context.Context) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.url != "" {
+		return e.url, nil
+	}
+	d, err := discover(ctx, e.client, e.issuer)
+	if err != nil {
+		return "", err
+	}
+	if e.pick(d) == "" {
+		return "", fmt.Errorf("issuer %s publishes no %s", e.issuer, e.member)
+	}
+	e.url = e.pick(d)
+	return e.url, nil
 }

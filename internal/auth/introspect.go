@@ -60,8 +60,7 @@ type IntrospectionVerifier struct {
 	audience string
 	client   *http.Client
 
-	endpointMu sync.Mutex
-	endpoint   string
+	endpoint *endpoint
 
 	mu    sync.Mutex
 	cache map[[32]byte]*list.Element
@@ -98,13 +97,15 @@ func NewIntrospectionVerifier(opts IntrospectionOptions) (*IntrospectionVerifier
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	client := httpClient(opts.HTTPClient)
 	return &IntrospectionVerifier{
 		opts:     opts,
 		audience: aud,
-		client:   httpClient(opts.HTTPClient),
-		endpoint: opts.Endpoint,
-		cache:    map[[32]byte]*list.Element{},
-		lru:      list.New(),
+		client:   client,
+		endpoint: &endpoint{client: client, issuer: opts.Issuer, member: "introspection_endpoint", url: opts.Endpoint,
+			pick: func(d *discovery) string { return d.IntrospectionEndpoint }},
+		cache: map[[32]byte]*list.Element{},
+		lru:   list.New(),
 	}, nil
 }
 
@@ -166,25 +167,8 @@ func (v *IntrospectionVerifier) store(c *cached) {
 	v.cache[c.key] = v.lru.PushFront(c)
 }
 
-func (v *IntrospectionVerifier) resolveEndpoint(ctx context.Context) (string, error) {
-	v.endpointMu.Lock()
-	defer v.endpointMu.Unlock()
-	if v.endpoint != "" {
-		return v.endpoint, nil
-	}
-	d, err := discover(ctx, v.client, v.opts.Issuer)
-	if err != nil {
-		return "", err
-	}
-	if d.IntrospectionEndpoint == "" {
-		return "", fmt.Errorf("issuer %s publishes no introspection_endpoint", v.opts.Issuer)
-	}
-	v.endpoint = d.IntrospectionEndpoint
-	return v.endpoint, nil
-}
-
 func (v *IntrospectionVerifier) introspect(ctx context.Context, token string) (*Principal, error) {
-	endpoint, err := v.resolveEndpoint(ctx)
+	endpoint, err := v.endpoint.get(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -72,9 +71,6 @@ type JWTVerifier struct {
 	audience string
 	algs     []jose.SignatureAlgorithm
 	keys     *keySet
-
-	jwksMu  sync.Mutex
-	jwksURL string
 }
 
 var _ TokenVerifier = (*JWTVerifier)(nil)
@@ -109,10 +105,13 @@ func NewJWTVerifier(opts JWTOptions) (*JWTVerifier, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	v := &JWTVerifier{opts: opts, audience: aud, algs: algs, jwksURL: opts.JWKSURL}
+	client := httpClient(opts.HTTPClient)
+	jwks := &endpoint{client: client, issuer: opts.Issuer, member: "jwks_uri", url: opts.JWKSURL,
+		pick: func(d *discovery) string { return d.JWKSURI }}
+	v := &JWTVerifier{opts: opts, audience: aud, algs: algs}
 	v.keys = &keySet{
-		client:     httpClient(opts.HTTPClient),
-		url:        v.resolveJWKS,
+		client:     client,
+		url:        jwks.get,
 		maxKeys:    opts.MaxKeys,
 		minRefresh: opts.MinRefresh,
 		maxAge:     opts.MaxKeyAge,
@@ -141,24 +140,6 @@ func allowedAlgorithms(names []string) ([]jose.SignatureAlgorithm, error) {
 		out = append(out, a)
 	}
 	return out, nil
-}
-
-// resolveJWKS returns the configured JWKS URL, or discovers it once.
-func (v *JWTVerifier) resolveJWKS(ctx context.Context) (string, error) {
-	v.jwksMu.Lock()
-	defer v.jwksMu.Unlock()
-	if v.jwksURL != "" {
-		return v.jwksURL, nil
-	}
-	d, err := discover(ctx, v.keys.client, v.opts.Issuer)
-	if err != nil {
-		return "", err
-	}
-	if d.JWKSURI == "" {
-		return "", fmt.Errorf("issuer %s publishes no jwks_uri", v.opts.Issuer)
-	}
-	v.jwksURL = d.JWKSURI
-	return v.jwksURL, nil
 }
 
 // Verify checks the token's signature, issuer, audience and validity

@@ -145,11 +145,11 @@ func Start(t testing.TB, opts Options) *Provider {
 	p.store = &storage{p: p, keys: []*signingKey{key}, requests: map[string]*authRequest{}, codes: map[string]string{}, tokens: map[string]*issued{}}
 	var cryptoKey [32]byte
 	_, _ = rand.Read(cryptoKey[:])
-	p.op, err = op.NewOpenIDProvider(p.Issuer, &op.Config{
+	p.op, err = op.NewProvider(&op.Config{
 		CryptoKey:      cryptoKey,
 		CodeMethodS256: true,
 		AuthMethodPost: true,
-	}, p.store, op.WithAllowInsecure(), op.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	}, p.store, op.StaticIssuer(p.Issuer), op.WithAllowInsecure(), op.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
