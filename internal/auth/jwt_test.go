@@ -3,8 +3,10 @@ package auth
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -341,5 +343,41 @@ func TestJWTVerifierAlgorithmAllowList(t *testing.T) {
 	tok := sign(t, is.key("k1"), "k1", is.claims(testResource, time.Now()))
 	if _, err := v.Verify(t.Context(), tok); !errors.Is(err, ErrInvalidToken) {
 		t.Fatalf("got %v, want ErrInvalidToken", err)
+	}
+}
+
+// TestJWTVerifierConcurrent: verifiers are shared by every request of a
+// node; concurrent first use does one discovery and one JWKS fetch.
+func TestJWTVerifierConcurrent(t *testing.T) {
+	is := newIssuer(t)
+	v, err := NewJWTVerifier(JWTOptions{Issuer: is.url, Audience: testResource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := sign(t, is.key("k1"), "k1", is.claims(testResource, time.Now()))
+	forged := sign(t, is.addKey(t, "zz", false), "zz", is.claims(testResource, time.Now()))
+	var wg sync.WaitGroup
+	errs := make(chan error, 16*20)
+	for g := range 16 {
+		wg.Go(func() {
+			for range 20 {
+				tok, wantOK := good, true
+				if g%2 == 1 {
+					tok, wantOK = forged, false
+				}
+				_, err := v.Verify(t.Context(), tok)
+				if (err == nil) != wantOK {
+					errs <- fmt.Errorf("goroutine %d: got %v, want ok=%v", g, err, wantOK)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := is.fetches.Load(); n != 1 {
+		t.Errorf("got %d JWKS fetches, want 1", n)
 	}
 }
