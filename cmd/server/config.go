@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpcluster/mcpcluster/internal/auth"
 	"github.com/mcpcluster/mcpcluster/internal/seal"
 	"github.com/mcpcluster/mcpcluster/mcp"
 )
@@ -61,6 +62,7 @@ type Config struct {
 	LogFormat       string
 	AccessLog       bool
 	BackendRetryMax time.Duration
+	Auth            auth.Config // off unless --auth-issuer is set
 
 	stateKeys [][]byte // parsed from StateKey or StateKeyFile by Validate
 }
@@ -173,6 +175,13 @@ func settings() []setting {
 		{"page-size", "MCP_PAGE_SIZE", "100", "items per page of list results", intSetter(func(c *Config) *int { return &c.PageSize })},
 		{"allowed-origins", "MCP_ALLOWED_ORIGINS", "", "comma-separated Origin values accepted besides loopback ones on a loopback address (* for any)", stringSetter(func(c *Config) *string { return &c.AllowedOrigins })},
 		{"allowed-hosts", "MCP_ALLOWED_HOSTS", "", "comma-separated Host names accepted besides loopback ones (name or name:port; * for any); empty: a request arriving on a loopback address must name a loopback host (DNS-rebinding protection), others any; set: every request must name a listed or loopback host", stringSetter(func(c *Config) *string { return &c.AllowedHosts })},
+		{"auth-issuer", "MCP_AUTH_ISSUER", "", "OAuth authorization server (issuer identifier) whose access tokens this node accepts; empty: authorization off, anyone who reaches the endpoint may call it", stringSetter(func(c *Config) *string { return &c.Auth.Issuer })},
+		{"auth-resource", "MCP_AUTH_RESOURCE", "", "canonical URI of the MCP endpoint as clients reach it (e.g. https://mcp.example.com/mcp): tokens must name it as audience (RFC 8707); required with --auth-issuer", stringSetter(func(c *Config) *string { return &c.Auth.Resource })},
+		{"auth-scopes", "MCP_AUTH_SCOPES", "", "scopes every request needs (comma- or space-separated); a token without them gets 403 insufficient_scope", stringSetter(func(c *Config) *string { return &c.Auth.Scopes })},
+		{"auth-jwks-url", "MCP_AUTH_JWKS_URL", "", "JWKS of the issuer; empty: found by RFC 8414 or OpenID Connect discovery", stringSetter(func(c *Config) *string { return &c.Auth.JWKSURL })},
+		{"auth-introspection-url", "MCP_AUTH_INTROSPECTION_URL", "", "RFC 7662 introspection endpoint; empty: found by discovery (used with --auth-client-id)", stringSetter(func(c *Config) *string { return &c.Auth.IntrospectionURL })},
+		{"auth-client-id", "MCP_AUTH_CLIENT_ID", "", "client id of this node at the authorization server; set: tokens are introspected instead of verified as JWTs", stringSetter(func(c *Config) *string { return &c.Auth.ClientID })},
+		{"auth-client-secret", "MCP_AUTH_CLIENT_SECRET", "", "client secret for introspection (prefer the environment variable to the flag)", stringSetter(func(c *Config) *string { return &c.Auth.ClientSecret })},
 		{"backend-retry-max", "MCP_BACKEND_RETRY_MAX", "5s", "longest wait between attempts to reach Redis at start-up (waits start at 100ms and double); the node answers 503 and /readyz fails until Redis answers", durationSetter(func(c *Config) *time.Duration { return &c.BackendRetryMax })},
 		{"drain-timeout", "MCP_DRAIN_TIMEOUT", "20s", "grace period for in-flight requests on SIGTERM, and over stdio at end of input", durationSetter(func(c *Config) *time.Duration { return &c.DrainTimeout })},
 		{"log-level", "MCP_LOG_LEVEL", "info", "log level: debug, info, warn, error", stringSetter(func(c *Config) *string { return &c.LogLevel })},
@@ -292,6 +301,13 @@ func (c *Config) Validate() error {
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		bad("log-format", "must be json or console, not %q", c.LogFormat)
+	}
+	if c.Auth != (auth.Config{}) {
+		if c.Stdio {
+			bad("auth-issuer", "applies to HTTP only; stdio takes its credentials from the environment")
+		} else if _, _, err := c.Auth.New(nil); err != nil {
+			bad("auth-issuer", "%v", err)
+		}
 	}
 	c.stateKeys = nil
 	switch keys, name, err := c.readStateKeys(); {

@@ -153,7 +153,12 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 	}
 	// HTTP server spans; the MCP layer adds a span per method and takes
 	// trace context from headers or from the request's _meta.
-	r.Handle(cfg.Path, otelhttp.NewHandler(http.HandlerFunc(g.serveMCP), "mcp", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+	mcpHandler, ok := protect(r, cfg, ln.Addr(), nodeLog)
+	if !ok {
+		_ = ln.Close()
+		return 1
+	}
+	r.Handle(cfg.Path, otelhttp.NewHandler(mcpHandler(http.HandlerFunc(g.serveMCP)), "mcp", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 		return "HTTP " + r.Method + " " + cfg.Path
 	})))
 	hs := &http.Server{
