@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -121,15 +122,30 @@ type resourceKey struct{}
 // Start runs a provider on a loopback port until the test ends.
 func Start(t testing.TB, opts Options) *Provider {
 	t.Helper()
+	p, err := New("127.0.0.1:0", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// New runs a provider listening on addr (a loopback host:port; port 0
+// picks a free one) until Close. The issuer is http://<the address>.
+func New(addr string, opts Options) (*Provider, error) {
 	if opts.DefaultUser == "" {
 		opts.DefaultUser = "alice"
 	}
 	if opts.TokenLifetime == 0 {
 		opts.TokenLifetime = 5 * time.Minute
 	}
-	srv := httptest.NewUnstartedServer(nil)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{ReadHeaderTimeout: 10 * time.Second}}
 	p := &Provider{
-		Issuer:        "http://" + srv.Listener.Addr().String(),
+		Issuer:        "http://" + ln.Addr().String(),
 		TokenLifetime: opts.TokenLifetime,
 		opts:          opts,
 		clients:       map[string]*Client{},
@@ -140,7 +156,8 @@ func Start(t testing.TB, opts Options) *Provider {
 	}
 	key, err := newSigningKey()
 	if err != nil {
-		t.Fatal(err)
+		ln.Close()
+		return nil, err
 	}
 	p.store = &storage{p: p, keys: []*signingKey{key}, requests: map[string]*authRequest{}, codes: map[string]string{}, tokens: map[string]*issued{}}
 	var cryptoKey [32]byte
@@ -151,16 +168,19 @@ func Start(t testing.TB, opts Options) *Provider {
 		AuthMethodPost: true,
 	}, p.store, op.StaticIssuer(p.Issuer), op.WithAllowInsecure(), op.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
-		t.Fatal(err)
+		ln.Close()
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login", p.login)
 	mux.Handle("/", captureResource(p.op))
 	srv.Config.Handler = mux
 	srv.Start()
-	t.Cleanup(srv.Close)
-	return p
+	return p, nil
 }
+
+// Close stops the provider.
+func (p *Provider) Close() { p.srv.Close() }
 
 // captureResource puts the RFC 8707 resource parameter of an
 // authorization or token request in the context, where the storage

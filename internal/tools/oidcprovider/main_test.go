@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/auth"
+	"github.com/mcpcluster/mcpcluster/internal/mcptest"
+)
+
+// TestProgramIssuesVerifiableTokens runs the program, gets a token with
+// client credentials over plain HTTP, and verifies it the way a node does.
+func TestProgramIssuesVerifiableTokens(t *testing.T) {
+	const resource = "http://127.0.0.1:8080/mcp"
+	ctx, cancel := context.WithCancel(t.Context())
+	var out mcptest.LogBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--resource", resource, "--client", "svc:s3cret:mcp:tools,mcp:admin", "--client", "app::mcp:tools", "--redirect", "http://127.0.0.1:1/cb"}, &out)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	var issuer string
+	for deadline := time.Now().Add(10 * time.Second); issuer == ""; time.Sleep(10 * time.Millisecond) {
+		if m := regexp.MustCompile(`issuer (\S+)`).FindStringSubmatch(out.String()); m != nil {
+			issuer = m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the program printed no issuer")
+		}
+	}
+	form := url.Values{"grant_type": {"client_credentials"}, "scope": {"mcp:tools mcp:admin"}}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, issuer+"/oauth/token", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth("svc", "s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`"access_token":"([^"]+)"`).FindStringSubmatch(string(body))
+	if resp.StatusCode != 200 || m == nil {
+		t.Fatalf("token endpoint: %d %s", resp.StatusCode, body)
+	}
+	v, err := auth.NewJWTVerifier(auth.JWTOptions{Issuer: issuer, Audience: resource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := v.Verify(t.Context(), m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Subject != "svc" || !slices.Equal(p.Scopes, []string{"mcp:tools", "mcp:admin"}) {
+		t.Errorf("got %q %v", p.Subject, p.Scopes)
+	}
+}
+
+func TestParseClient(t *testing.T) {
+	tests := []struct {
+		in     string
+		ok     bool
+		secret string
+		scopes []string
+	}{
+		{"svc:s:mcp:tools,b", true, "s", []string{"mcp:tools", "b"}},
+		{"app::a", true, "", []string{"a"}},
+		{"app::", true, "", nil},
+		{"app:s", false, "", nil},
+		{":s:a", false, "", nil},
+	}
+	for _, tt := range tests {
+		c, err := parseClient(tt.in)
+		if (err == nil) != tt.ok || err == nil && (c.Secret != tt.secret || !slices.Equal(c.Scopes, tt.scopes)) {
+			t.Errorf("parseClient(%q) = %+v, %v", tt.in, c, err)
+		}
+	}
+}
