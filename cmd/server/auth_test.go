@@ -1,12 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/authtest"
 )
@@ -130,4 +139,64 @@ func TestAuthSettingsValidated(t *testing.T) {
 	if err != nil || !c.Auth.Enabled() || c.Auth.ClientSecret != "x" {
 		t.Fatalf("from the environment: got %+v, %v", c.Auth, err)
 	}
+}
+
+// The README's "Authentication" example works when pasted whole: the
+// provider and the node run from built binaries on free ports.
+func TestReadmeAuthenticationExample(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is needed to run the README's commands")
+	}
+	blocks := readmeBlocks(t, "Authentication")
+	if len(blocks) != 1 {
+		t.Fatalf("want one block, found %d", len(blocks))
+	}
+	dir := t.TempDir()
+	server, provider := filepath.Join(dir, "server"), filepath.Join(dir, "oidcprovider")
+	for bin, pkg := range map[string]string{server: ".", provider: "../../internal/tools/oidcprovider"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	script := blocks[0]
+	for _, r := range [][2]string{
+		{"go run ./internal/tools/oidcprovider", "exec " + provider},
+		{"go run ./cmd/server", "exec " + server + " --metrics-addr 127.0.0.1:0 --addr 127.0.0.1:8080"},
+		{"127.0.0.1:8080", "127.0.0.1:" + freePort(t)},
+		{"127.0.0.1:9400", "127.0.0.1:" + freePort(t)},
+	} {
+		if !strings.Contains(script, r[0]) {
+			t.Fatalf("the block no longer has %q:\n%s", r[0], script)
+		}
+		script = strings.ReplaceAll(script, r[0], r[1])
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// The provider and the node stay in the background holding stdout:
+	// once the script is done, stop waiting for them and end the group.
+	cmd.WaitDelay = 2 * time.Second
+	out, err := cmd.Output()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	if err != nil && !errors.Is(err, exec.ErrWaitDelay) {
+		t.Fatalf("the commands failed (%v):\n%s", err, out)
+	}
+	for _, want := range []string{`www-authenticate: bearer scope="mcp:tools", resource_metadata=`, `"authorization_servers":["http://127.0.0.1:`, "http/1.1 200", "mcp-session-id:"} {
+		if !strings.Contains(strings.ToLower(string(out)), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
