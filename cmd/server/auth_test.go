@@ -1,21 +1,16 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/authtest"
 )
@@ -170,20 +165,7 @@ func TestReadmeAuthenticationExample(t *testing.T) {
 		}
 		script = strings.ReplaceAll(script, r[0], r[1])
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", script)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	// The provider and the node stay in the background holding stdout:
-	// once the script is done, stop waiting for them and end the group.
-	cmd.WaitDelay = 2 * time.Second
-	out, err := cmd.Output()
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-	if err != nil && !errors.Is(err, exec.ErrWaitDelay) {
-		t.Fatalf("the commands failed (%v):\n%s", err, out)
-	}
+	out := runScript(t, script)
 	for _, want := range []string{`www-authenticate: bearer scope="mcp:tools", resource_metadata=`, `"authorization_servers":["http://127.0.0.1:`, "http/1.1 200", "mcp-session-id:"} {
 		if !strings.Contains(strings.ToLower(string(out)), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -64,18 +65,7 @@ func TestReadmeTryItWorksPastedWhole(t *testing.T) {
 	if !strings.Contains(script, bin) {
 		t.Fatalf("the first block no longer starts the node with go run ./cmd/server &:\n%s", blocks[0])
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", script)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	// The node runs in the script's process group, which the test ends.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	out, err := cmd.Output()
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-	if err != nil {
-		t.Fatalf("the Try it commands failed (%v):\n%s", err, out)
-	}
+	out := runScript(t, script)
 	first, second, _ := strings.Cut(string(out), "--- second block")
 	if !strings.Contains(first, "HTTP/1.1 200") || !strings.Contains(strings.ToLower(first), "mcp-session-id:") {
 		t.Errorf("the first block did not initialize a session:\n%s", first)
@@ -83,4 +73,28 @@ func TestReadmeTryItWorksPastedWhole(t *testing.T) {
 	if !strings.Contains(second, `"text":"hi"`) {
 		t.Errorf("the second block did not call echo:\n%s", second)
 	}
+}
+
+// runScript runs a README script with bash in a process group of its own
+// and returns its stdout. What the script leaves running in the
+// background (a node, a provider) is ended with the group once the
+// script is done; the script fails the test if it fails or takes over a
+// minute.
+func runScript(t *testing.T, script string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// Background programs may hold stdout open: once the script is done,
+	// stop waiting for them.
+	cmd.WaitDelay = 2 * time.Second
+	out, err := cmd.Output()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	if err != nil && !errors.Is(err, exec.ErrWaitDelay) {
+		t.Fatalf("the README commands failed (%v):\n%s", err, out)
+	}
+	return out
 }
