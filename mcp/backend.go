@@ -36,13 +36,18 @@ func NewMemoryBackend() *Backend {
 // defaults.
 type MemoryOptions struct {
 	// MaxSubscriptions bounds the resource subscriptions of one session
-	// (default 1024); past it resources/subscribe gets -32602.
+	// (default DefaultMaxSubscriptions); past it resources/subscribe gets
+	// -32602.
 	MaxSubscriptions int
 }
 
 // NewMemoryBackendWith returns an in-memory backend for a single node
-// with the given options.
+// with the given options. It panics when they are invalid (see
+// MemoryOptions.Validate): a negative bound is a programming error.
 func NewMemoryBackendWith(opts MemoryOptions) *Backend {
+	if err := opts.Validate(); err != nil {
+		panic(err)
+	}
 	return &Backend{b: memory.New(memory.Options{MaxSubscriptions: opts.MaxSubscriptions})}
 }
 

@@ -186,10 +186,10 @@ func (s *Server) initialize(params json.RawMessage) (json.RawMessage, *session.S
 		Capabilities json.RawMessage `json:"capabilities"`
 	}
 	_ = json.Unmarshal(params, &sizes) // decoded above
-	if n := orDefault(s.opts.MaxClientInfoBytes, DefaultMaxClientInfoBytes); len(sizes.ClientInfo) > n {
+	if n := s.opts.maxClientInfoBytes(); len(sizes.ClientInfo) > n {
 		return nil, nil, invalidParam("clientInfo", fmt.Sprintf("is larger than %d bytes", n))
 	}
-	if n := orDefault(s.opts.MaxCapabilitiesBytes, DefaultMaxCapabilitiesBytes); len(sizes.Capabilities) > n {
+	if n := s.opts.maxCapabilitiesBytes(); len(sizes.Capabilities) > n {
 		return nil, nil, invalidParam("capabilities", fmt.Sprintf("are larger than %d bytes", n))
 	}
 	if p.ProtocolVersion == "" {
@@ -323,7 +323,7 @@ func (s *Server) method(ctx context.Context, req *Request, sess sessionOps) (any
 		if p.URI == "" {
 			return nil, invalidParam("uri", "is required")
 		}
-		if n := orDefault(s.opts.MaxURIBytes, DefaultMaxURIBytes); len(p.URI) > n {
+		if n := s.opts.maxURIBytes(); len(p.URI) > n {
 			return nil, invalidParam("uri", fmt.Sprintf("is longer than %d bytes", n))
 		}
 		if sess == nil {

@@ -23,8 +23,10 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
-// HTTPOptions configure the Streamable HTTP transport. The zero value
-// means the documented defaults (see docs/CONFIGURATION.md).
+// HTTPOptions configure the Streamable HTTP transport. A zero field
+// means its documented default (DefaultHTTPOptions; see also
+// docs/CONFIGURATION.md); a negative number or duration is an error
+// (Validate).
 type HTTPOptions struct {
 	// Backend is the shared state. nil means a fresh in-memory backend
 	// (a complete single-node server).
@@ -97,32 +99,32 @@ type HTTPOptions struct {
 	// mcp_fanouts_dropped_total.
 	MaxFanOuts int
 	// MaxHandlers bounds the request handlers running at once on this
-	// node; each member of a batch counts (default DefaultMaxHandlers).
+	// node; each member of a batch counts (default 1024).
 	// More work is refused with 503 and Retry-After.
 	MaxHandlers int
 	// MaxSessionHandlers is one session's share of MaxHandlers on this
-	// node (default DefaultMaxSessionHandlers); more is refused with 429.
+	// node (default 64); more is refused with 429.
 	MaxSessionHandlers int
 	// MaxBatch bounds the members of a 2025-03-26 batch (default
-	// DefaultMaxBatch); a larger batch is refused with 413.
+	// 64); a larger batch is refused with 413.
 	MaxBatch int
 	// MaxInflightBytes is the budget of request bodies held by this node
 	// at once, each counted from the moment its reading starts until its
-	// handler returns (default DefaultMaxInflightBytes, at least
+	// handler returns (default 64 MiB, at least
 	// MaxBodyBytes). New work past it is refused with 503 and Retry-After
 	// before its body is read.
 	MaxInflightBytes int64
 	// BodyReadTimeout bounds the reading of a POST body; a client that
-	// stalls gets 408 (default DefaultBodyReadTimeout). Streams are not
+	// stalls gets 408 (default 30s). Streams are not
 	// affected: the deadline is lifted once the body is read.
 	BodyReadTimeout time.Duration
 	// MaxOpenStreams bounds the GET, resumed and subscriptions/listen
-	// streams open on this node (default DefaultMaxOpenStreams); more are
+	// streams open on this node (default 5000); more are
 	// refused with 503 and Retry-After.
 	MaxOpenStreams int
 	// StreamWriteTimeout bounds one write on an SSE stream; a client that
 	// stops reading loses the stream after it (default
-	// DefaultStreamWriteTimeout).
+	// 30s).
 	StreamWriteTimeout time.Duration
 	// RecordTimeout is how long a node keeps trying to record a
 	// request's final response in history when the store fails (the
@@ -135,49 +137,6 @@ type HTTPOptions struct {
 	// NoAccessLog turns the access lines off (those of 5xx answers,
 	// logged at warn, stay).
 	NoAccessLog bool
-}
-
-func (o *HTTPOptions) defaults() {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	defInt := func(d *int, v int) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&o.SessionTTL, 30*time.Minute)
-	def(&o.RetryHint, time.Second)
-	def(&o.KeepAlive, 15*time.Second)
-	def(&o.HistoryTTL, 10*time.Minute)
-	def(&o.ResumeGrace, 10*time.Second)
-	def(&o.LeaseTTL, 5*time.Second)
-	def(&o.RecordTimeout, time.Minute)
-	def(&o.BodyReadTimeout, DefaultBodyReadTimeout)
-	def(&o.StreamWriteTimeout, DefaultStreamWriteTimeout)
-	defInt(&o.MaxHandlers, DefaultMaxHandlers)
-	defInt(&o.MaxSessionHandlers, DefaultMaxSessionHandlers)
-	defInt(&o.MaxBatch, DefaultMaxBatch)
-	defInt(&o.MaxOpenStreams, DefaultMaxOpenStreams)
-	defInt(&o.MaxSessions, 10000)
-	defInt(&o.MaxEvents, 1000)
-	defInt(&o.MaxStreams, 100)
-	defInt(&o.MaxWaiters, 10000)
-	defInt(&o.MaxWaitersPerSession, 100)
-	defInt(&o.MaxFanOuts, 4)
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = 4 << 20
-	}
-	if o.MaxInflightBytes <= 0 {
-		o.MaxInflightBytes = DefaultMaxInflightBytes
-	}
-	o.MaxInflightBytes = max(o.MaxInflightBytes, o.MaxBodyBytes)
-	o.MaxSessionHandlers = min(o.MaxSessionHandlers, o.MaxHandlers)
-	if o.NodeID == "" {
-		o.NodeID = randomToken(6)
-	}
 }
 
 // HTTPHandler serves the MCP endpoint (POST, GET, DELETE) for one node.
@@ -221,6 +180,9 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h := &HTTPHandler{srv: s}
 	if opts != nil {
 		h.opts = *opts
+	}
+	if err := errors.Join(s.opts.Validate(), h.opts.Validate()); err != nil {
+		return nil, err
 	}
 	h.opts.defaults()
 	if h.opts.Backend == nil {

@@ -15,18 +15,6 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
-// Defaults of the node's admission bounds (HTTPOptions; cmd/server's
-// settings table takes them from here).
-const (
-	DefaultMaxHandlers        = 1024
-	DefaultMaxSessionHandlers = 64
-	DefaultMaxBatch           = 64
-	DefaultMaxInflightBytes   = 64 << 20
-	DefaultBodyReadTimeout    = 30 * time.Second
-	DefaultMaxOpenStreams     = 5000
-	DefaultStreamWriteTimeout = 30 * time.Second
-)
-
 // refusal is work a node turns away before running it: the HTTP status
 // (503 when the node is full, 429 when one session used its share) and
 // the JSON-RPC error of the body. Refusals carry Retry-After.

@@ -24,8 +24,9 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/uritemplate"
 )
 
-// ServerOptions configure a Server. The zero value means the documented
-// defaults.
+// ServerOptions configure a Server. A zero field means its documented
+// default (DefaultServerOptions); a negative number or duration is an
+// error (Validate), reported by the transports.
 type ServerOptions struct {
 	// Instructions are returned to clients at initialize/discover.
 	Instructions string
@@ -59,41 +60,6 @@ type ServerOptions struct {
 	// MaxURIBytes bounds the uri of resources/subscribe and
 	// resources/unsubscribe, which the session stores (default 2048).
 	MaxURIBytes int
-}
-
-// Defaults of the ServerOptions bounds on stored client data.
-const (
-	DefaultMaxClientInfoBytes   = 4096
-	DefaultMaxCapabilitiesBytes = 16384
-	DefaultMaxURIBytes          = 2048
-)
-
-func orDefault(v, def int) int {
-	if v <= 0 {
-		return def
-	}
-	return v
-}
-
-func (o *ServerOptions) pageSize() int {
-	if o.PageSize <= 0 {
-		return 100
-	}
-	return o.PageSize
-}
-
-func (o *ServerOptions) requestTimeout() time.Duration {
-	if o.RequestTimeout <= 0 {
-		return 60 * time.Second
-	}
-	return o.RequestTimeout
-}
-
-func (o *ServerOptions) stateTTL() time.Duration {
-	if o.StateTTL <= 0 {
-		return 10 * time.Minute
-	}
-	return o.StateTTL
 }
 
 // ToolHandler handles tools/call for one tool with raw arguments.

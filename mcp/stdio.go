@@ -17,6 +17,9 @@ import (
 )
 
 // StdioOptions configure ServeStdio.
+//
+// A zero field means its documented default (DefaultStdioOptions); a
+// negative one is an error (Validate).
 type StdioOptions struct {
 	// MaxLineBytes bounds one inbound line (default 4 MiB).
 	MaxLineBytes int
@@ -25,9 +28,6 @@ type StdioOptions struct {
 	// cancelled.
 	DrainTimeout time.Duration
 }
-
-// DefaultStdioDrainTimeout is StdioOptions.DrainTimeout when zero.
-const DefaultStdioDrainTimeout = 20 * time.Second
 
 // ServeStdio serves the server over a newline-delimited JSON-RPC byte
 // stream (stdin/stdout of a process, or any full-duplex pair) until end
@@ -55,13 +55,15 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, opts 
 		},
 		SendAfterEOF: true,
 	}
-	drain := DefaultStdioDrainTimeout
+	var so StdioOptions
 	if opts != nil {
-		o.MaxLineBytes = opts.MaxLineBytes
-		if opts.DrainTimeout > 0 {
-			drain = opts.DrainTimeout
-		}
+		so = *opts
 	}
+	if err := errors.Join(s.opts.Validate(), so.Validate()); err != nil {
+		return err
+	}
+	o.MaxLineBytes = so.MaxLineBytes
+	drain := orDefault(so.DrainTimeout, DefaultStdioOptions().DrainTimeout)
 	c.ch = stdio.New(r, w, o)
 	defer c.ch.Close()
 	s.attach(c)
@@ -419,7 +421,7 @@ func (c *stdioConn) setLogLevel(_ context.Context, l LogLevel) error {
 
 // maxStdioSubscriptions bounds one stdio session's subscriptions, as the
 // backends' default bounds an HTTP session's.
-const maxStdioSubscriptions = 1024
+const maxStdioSubscriptions = DefaultMaxSubscriptions
 
 func (c *stdioConn) subscribe(_ context.Context, uri string) error {
 	c.mu.Lock()

@@ -126,8 +126,27 @@ func stringSetter(f func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error { *f(c) = v; return nil }
 }
 
-// settings is the one table of every setting with its default.
+// itoa and dur write a default in the table's form.
+func itoa[T int | int64](n T) string { return strconv.FormatInt(int64(n), 10) }
+
+// dur writes d without zero trailing units: 30m, not 30m0s.
+func dur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// settings is the one table of every setting. The defaults of the
+// settings that mcp options carry are those options' defaults
+// (mcp.DefaultHTTPOptions and its siblings), so they are written down
+// in one place.
 func settings() []setting {
+	h, sv, st := mcp.DefaultHTTPOptions(), mcp.DefaultServerOptions(), mcp.DefaultStdioOptions()
 	return []setting{
 		{"addr", "MCP_ADDR", "127.0.0.1:8080", "HTTP listen address", stringSetter(func(c *Config) *string { return &c.Addr })},
 		{"metrics-addr", "MCP_METRICS_ADDR", "127.0.0.1:9090", "listen address of /metrics (with /healthz and /readyz), apart from the MCP endpoint; empty serves /metrics on --addr", stringSetter(func(c *Config) *string { return &c.MetricsAddr })},
@@ -138,41 +157,34 @@ func settings() []setting {
 		{"node-id", "MCP_NODE_ID", "", "id of this node in logs, metrics and request ids (default: random); a restarted process may reuse it, since each start also draws an incarnation", stringSetter(func(c *Config) *string { return &c.NodeID })},
 		{"state-key", "MCP_STATE_KEY", "", "shared key sealing MRTR requestState: 32 bytes as 64 hex chars or base64 (comma-separated for rotation, newest first); every node of a cluster needs the same, and a node with a Redis URL refuses to start without one. Prefer the environment variable or --state-key-file: a flag's value is visible to every user through ps", stringSetter(func(c *Config) *string { return &c.StateKey })},
 		{"state-key-file", "MCP_STATE_KEY_FILE", "", "file holding the state key in the form of --state-key (keys separated by commas or newlines, newest first), e.g. a mounted secret", stringSetter(func(c *Config) *string { return &c.StateKeyFile })},
-		{"session-ttl", "MCP_SESSION_TTL", "30m", "idle timeout of a session", durationSetter(func(c *Config) *time.Duration { return &c.SessionTTL })},
-		{"max-sessions", "MCP_MAX_SESSIONS", "10000", "cap on live sessions in the deployment", intSetter(func(c *Config) *int { return &c.MaxSessions })},
-		{"max-body-bytes", "MCP_MAX_BODY_BYTES", "4194304", "maximum POST body size", int64Setter(func(c *Config) *int64 { return &c.MaxBodyBytes })},
-		{"max-handlers", "MCP_MAX_HANDLERS", strconv.Itoa(mcp.DefaultMaxHandlers), "request handlers running at once on a node (each batch member counts); more get 503 with Retry-After", intSetter(func(c *Config) *int { return &c.MaxHandlers })},
-		{"max-session-handlers", "MCP_MAX_SESSION_HANDLERS", strconv.Itoa(mcp.DefaultMaxSessionHandlers), "one session's share of --max-handlers on a node; more get 429 with Retry-After", intSetter(func(c *Config) *int { return &c.MaxSessionHdl })},
-		{"max-batch", "MCP_MAX_BATCH", strconv.Itoa(mcp.DefaultMaxBatch), "members of a 2025-03-26 JSON-RPC batch; a larger batch gets 413", intSetter(func(c *Config) *int { return &c.MaxBatch })},
-		{"max-inflight-bytes", "MCP_MAX_INFLIGHT_BYTES", strconv.Itoa(mcp.DefaultMaxInflightBytes), "request body bytes a node holds at once (at least --max-body-bytes); new work past it gets 503 with Retry-After before its body is read", int64Setter(func(c *Config) *int64 { return &c.MaxInflight })},
-		{"body-read-timeout", "MCP_BODY_READ_TIMEOUT", mcp.DefaultBodyReadTimeout.String(), "time to receive a POST body after its headers; a stalled body gets 408 (streams are not affected)", durationSetter(func(c *Config) *time.Duration { return &c.BodyTimeout })},
-		{"max-open-streams", "MCP_MAX_OPEN_STREAMS", strconv.Itoa(mcp.DefaultMaxOpenStreams), "GET, resumed and subscriptions/listen streams open on a node; more get 503 with Retry-After", intSetter(func(c *Config) *int { return &c.MaxOpenStreams })},
-		{"stream-write-timeout", "MCP_STREAM_WRITE_TIMEOUT", mcp.DefaultStreamWriteTimeout.String(), "time one SSE write may block; a client that stops reading loses its stream after it", durationSetter(func(c *Config) *time.Duration { return &c.WriteTimeout })},
-		{"retry", "MCP_RETRY", "1s", "SSE retry hint sent to clients", durationSetter(func(c *Config) *time.Duration { return &c.RetryHint })},
-		{"keepalive", "MCP_KEEPALIVE", "15s", "interval of SSE comment keep-alives", durationSetter(func(c *Config) *time.Duration { return &c.KeepAlive })},
-		{"max-events", "MCP_MAX_EVENTS", "1000", "events kept per stream for resumption", intSetter(func(c *Config) *int { return &c.MaxEvents })},
-		{"max-streams", "MCP_MAX_STREAMS", "100", "ended streams per session keeping history for resumption (LRU); a stream not yet ended (a live GET or POST stream) is always kept", intSetter(func(c *Config) *int { return &c.MaxStreams })},
-		{"history-ttl", "MCP_HISTORY_TTL", "10m", "how long a stream's history lives after its last event", durationSetter(func(c *Config) *time.Duration { return &c.HistoryTTL })},
-		{"request-timeout", "MCP_REQUEST_TIMEOUT", "60s", "how long a server→client request waits for its reply", durationSetter(func(c *Config) *time.Duration { return &c.RequestTimeout })},
-		{"resume-grace", "MCP_RESUME_GRACE", "10s", "how long a request waits for a dropped stream to be resumed", durationSetter(func(c *Config) *time.Duration { return &c.ResumeGrace })},
-		{"max-waiters", "MCP_MAX_WAITERS", "10000", "pending server→client requests per node", intSetter(func(c *Config) *int { return &c.MaxWaiters })},
-		{"max-waiters-per-session", "MCP_MAX_WAITERS_PER_SESSION", "100", "one session's share of --max-waiters: its pending server→client requests on a node (at most half of --max-waiters)", intSetter(func(c *Config) *int { return &c.SessionWaiters })},
-		{"max-subscriptions", "MCP_MAX_SUBSCRIPTIONS", "1024", "resource subscriptions one session may hold", intSetter(func(c *Config) *int { return &c.MaxSubs })},
-		{"max-client-info-bytes", "MCP_MAX_CLIENT_INFO_BYTES", "4096", "largest clientInfo (encoded) initialize accepts; the session stores it", intSetter(func(c *Config) *int { return &c.MaxClientInfo })},
-		{"max-capabilities-bytes", "MCP_MAX_CAPABILITIES_BYTES", "16384", "largest client capabilities (encoded) initialize accepts; the session stores them", intSetter(func(c *Config) *int { return &c.MaxCaps })},
-		{"max-uri-bytes", "MCP_MAX_URI_BYTES", "2048", "longest uri resources/subscribe accepts; the session stores it", intSetter(func(c *Config) *int { return &c.MaxURI })},
-		{"max-fanouts", "MCP_MAX_FANOUTS", "4", "notification fan-outs (list_changed, resources/updated) a node runs at once; the same notification waits at most once", intSetter(func(c *Config) *int { return &c.MaxFanOuts })},
-		{"lease-ttl", "MCP_LEASE_TTL", "5s", "membership lease of a node; a dead node's streams end this long after it stops", durationSetter(func(c *Config) *time.Duration { return &c.LeaseTTL })},
-		{"record-timeout", "MCP_RECORD_TIMEOUT", "1m", "how long a node keeps trying to record a request's final response when Redis fails (the live connection gets it at once); past it, clients resuming the stream get an error", durationSetter(func(c *Config) *time.Duration { return &c.RecordTimeout })},
-		{"session-cache-ttl", "MCP_SESSION_CACHE_TTL", "0s", "reuse a loaded session this long instead of reading Redis on every request (0 reads every time; a positive value lets a change made on another node be seen up to this late)", func(c *Config, v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 {
-				return fmt.Errorf("not a non-negative duration: %q", v)
-			}
-			c.SessionCache = d
-			return nil
-		}},
-		{"page-size", "MCP_PAGE_SIZE", "100", "items per page of list results", intSetter(func(c *Config) *int { return &c.PageSize })},
+		{"session-ttl", "MCP_SESSION_TTL", dur(h.SessionTTL), "idle timeout of a session", durationSetter(func(c *Config) *time.Duration { return &c.SessionTTL })},
+		{"max-sessions", "MCP_MAX_SESSIONS", itoa(h.MaxSessions), "cap on live sessions in the deployment", intSetter(func(c *Config) *int { return &c.MaxSessions })},
+		{"max-body-bytes", "MCP_MAX_BODY_BYTES", itoa(h.MaxBodyBytes), "maximum POST body size", int64Setter(func(c *Config) *int64 { return &c.MaxBodyBytes })},
+		{"max-handlers", "MCP_MAX_HANDLERS", itoa(h.MaxHandlers), "request handlers running at once on a node (each batch member counts); more get 503 with Retry-After", intSetter(func(c *Config) *int { return &c.MaxHandlers })},
+		{"max-session-handlers", "MCP_MAX_SESSION_HANDLERS", itoa(h.MaxSessionHandlers), "one session's share of --max-handlers on a node; more get 429 with Retry-After", intSetter(func(c *Config) *int { return &c.MaxSessionHdl })},
+		{"max-batch", "MCP_MAX_BATCH", itoa(h.MaxBatch), "members of a 2025-03-26 JSON-RPC batch; a larger batch gets 413", intSetter(func(c *Config) *int { return &c.MaxBatch })},
+		{"max-inflight-bytes", "MCP_MAX_INFLIGHT_BYTES", itoa(h.MaxInflightBytes), "request body bytes a node holds at once (at least --max-body-bytes); new work past it gets 503 with Retry-After before its body is read", int64Setter(func(c *Config) *int64 { return &c.MaxInflight })},
+		{"body-read-timeout", "MCP_BODY_READ_TIMEOUT", dur(h.BodyReadTimeout), "time to receive a POST body after its headers; a stalled body gets 408 (streams are not affected)", durationSetter(func(c *Config) *time.Duration { return &c.BodyTimeout })},
+		{"max-open-streams", "MCP_MAX_OPEN_STREAMS", itoa(h.MaxOpenStreams), "GET, resumed and subscriptions/listen streams open on a node; more get 503 with Retry-After", intSetter(func(c *Config) *int { return &c.MaxOpenStreams })},
+		{"stream-write-timeout", "MCP_STREAM_WRITE_TIMEOUT", dur(h.StreamWriteTimeout), "time one SSE write may block; a client that stops reading loses its stream after it", durationSetter(func(c *Config) *time.Duration { return &c.WriteTimeout })},
+		{"retry", "MCP_RETRY", dur(h.RetryHint), "SSE retry hint sent to clients", durationSetter(func(c *Config) *time.Duration { return &c.RetryHint })},
+		{"keepalive", "MCP_KEEPALIVE", dur(h.KeepAlive), "interval of SSE comment keep-alives", durationSetter(func(c *Config) *time.Duration { return &c.KeepAlive })},
+		{"max-events", "MCP_MAX_EVENTS", itoa(h.MaxEvents), "events kept per stream for resumption", intSetter(func(c *Config) *int { return &c.MaxEvents })},
+		{"max-streams", "MCP_MAX_STREAMS", itoa(h.MaxStreams), "ended streams per session keeping history for resumption (LRU); a stream not yet ended (a live GET or POST stream) is always kept", intSetter(func(c *Config) *int { return &c.MaxStreams })},
+		{"history-ttl", "MCP_HISTORY_TTL", dur(h.HistoryTTL), "how long a stream's history lives after its last event", durationSetter(func(c *Config) *time.Duration { return &c.HistoryTTL })},
+		{"request-timeout", "MCP_REQUEST_TIMEOUT", dur(sv.RequestTimeout), "how long a server→client request waits for its reply", durationSetter(func(c *Config) *time.Duration { return &c.RequestTimeout })},
+		{"resume-grace", "MCP_RESUME_GRACE", dur(h.ResumeGrace), "how long a request waits for a dropped stream to be resumed", durationSetter(func(c *Config) *time.Duration { return &c.ResumeGrace })},
+		{"max-waiters", "MCP_MAX_WAITERS", itoa(h.MaxWaiters), "pending server→client requests per node", intSetter(func(c *Config) *int { return &c.MaxWaiters })},
+		{"max-waiters-per-session", "MCP_MAX_WAITERS_PER_SESSION", itoa(h.MaxWaitersPerSession), "one session's share of --max-waiters: its pending server→client requests on a node (at most half of --max-waiters)", intSetter(func(c *Config) *int { return &c.SessionWaiters })},
+		{"max-subscriptions", "MCP_MAX_SUBSCRIPTIONS", itoa(mcp.DefaultMaxSubscriptions), "resource subscriptions one session may hold", intSetter(func(c *Config) *int { return &c.MaxSubs })},
+		{"max-client-info-bytes", "MCP_MAX_CLIENT_INFO_BYTES", itoa(sv.MaxClientInfoBytes), "largest clientInfo (encoded) initialize accepts; the session stores it", intSetter(func(c *Config) *int { return &c.MaxClientInfo })},
+		{"max-capabilities-bytes", "MCP_MAX_CAPABILITIES_BYTES", itoa(sv.MaxCapabilitiesBytes), "largest client capabilities (encoded) initialize accepts; the session stores them", intSetter(func(c *Config) *int { return &c.MaxCaps })},
+		{"max-uri-bytes", "MCP_MAX_URI_BYTES", itoa(sv.MaxURIBytes), "longest uri resources/subscribe accepts; the session stores it", intSetter(func(c *Config) *int { return &c.MaxURI })},
+		{"max-fanouts", "MCP_MAX_FANOUTS", itoa(h.MaxFanOuts), "notification fan-outs (list_changed, resources/updated) a node runs at once; the same notification waits at most once", intSetter(func(c *Config) *int { return &c.MaxFanOuts })},
+		{"lease-ttl", "MCP_LEASE_TTL", dur(h.LeaseTTL), "membership lease of a node; a dead node's streams end this long after it stops", durationSetter(func(c *Config) *time.Duration { return &c.LeaseTTL })},
+		{"record-timeout", "MCP_RECORD_TIMEOUT", dur(h.RecordTimeout), "how long a node keeps trying to record a request's final response when Redis fails (the live connection gets it at once); past it, clients resuming the stream get an error", durationSetter(func(c *Config) *time.Duration { return &c.RecordTimeout })},
+		{"session-cache-ttl", "MCP_SESSION_CACHE_TTL", dur(h.SessionCacheTTL), "reuse a loaded session this long instead of reading Redis on every request (0 reads every time; a positive value lets a change made on another node be seen up to this late)", durationSetter(func(c *Config) *time.Duration { return &c.SessionCache })},
+		{"page-size", "MCP_PAGE_SIZE", itoa(sv.PageSize), "items per page of list results", intSetter(func(c *Config) *int { return &c.PageSize })},
 		{"allowed-origins", "MCP_ALLOWED_ORIGINS", "", "comma-separated Origin values accepted besides loopback ones on a loopback address (* for any)", stringSetter(func(c *Config) *string { return &c.AllowedOrigins })},
 		{"allowed-hosts", "MCP_ALLOWED_HOSTS", "", "comma-separated Host names accepted besides loopback ones (name or name:port; * for any); empty: a request arriving on a loopback address must name a loopback host (DNS-rebinding protection), others any; set: every request must name a listed or loopback host", stringSetter(func(c *Config) *string { return &c.AllowedHosts })},
 		{"auth-issuer", "MCP_AUTH_ISSUER", "", "OAuth authorization server (issuer identifier) whose access tokens this node accepts; empty: authorization off, anyone who reaches the endpoint may call it", stringSetter(func(c *Config) *string { return &c.Auth.Issuer })},
@@ -183,7 +195,7 @@ func settings() []setting {
 		{"auth-client-id", "MCP_AUTH_CLIENT_ID", "", "client id of this node at the authorization server; set: tokens are introspected instead of verified as JWTs", stringSetter(func(c *Config) *string { return &c.Auth.ClientID })},
 		{"auth-client-secret", "MCP_AUTH_CLIENT_SECRET", "", "client secret for introspection (prefer the environment variable to the flag)", stringSetter(func(c *Config) *string { return &c.Auth.ClientSecret })},
 		{"backend-retry-max", "MCP_BACKEND_RETRY_MAX", "5s", "longest wait between attempts to reach Redis at start-up (waits start at 100ms and double); the node answers 503 and /readyz fails until Redis answers", durationSetter(func(c *Config) *time.Duration { return &c.BackendRetryMax })},
-		{"drain-timeout", "MCP_DRAIN_TIMEOUT", "20s", "grace period for in-flight requests on SIGTERM, and over stdio at end of input", durationSetter(func(c *Config) *time.Duration { return &c.DrainTimeout })},
+		{"drain-timeout", "MCP_DRAIN_TIMEOUT", dur(st.DrainTimeout), "grace period for in-flight requests on SIGTERM, and over stdio at end of input", durationSetter(func(c *Config) *time.Duration { return &c.DrainTimeout })},
 		{"log-level", "MCP_LOG_LEVEL", "info", "log level: debug, info, warn, error", stringSetter(func(c *Config) *string { return &c.LogLevel })},
 		{"access-log", "MCP_ACCESS_LOG", "true", "log one line per HTTP request at info (method, MCP method, status, duration_ms, node, request id); 5xx answers are logged at warn either way", boolSetter(func(c *Config) *bool { return &c.AccessLog })},
 		{"log-format", "MCP_LOG_FORMAT", "json", "log format: json or console", stringSetter(func(c *Config) *string { return &c.LogFormat })},
@@ -247,8 +259,12 @@ A boolean flag works bare (--stdio) or with a value (--stdio=false).
 // reads the state keys.
 func (c *Config) Validate() error {
 	var errs []error
+	envOf := map[string]string{}
+	for _, s := range settings() {
+		envOf[s.flag] = s.env
+	}
 	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("--%s: "+format, append([]any{name}, args...)...))
+		errs = append(errs, fmt.Errorf("--%s (%s): "+format, append([]any{name, envOf[name]}, args...)...))
 	}
 	if !c.Stdio && c.Addr == "" {
 		bad("addr", "must not be empty")
@@ -279,6 +295,9 @@ func (c *Config) Validate() error {
 	pos("backend-retry-max", c.BackendRetryMax)
 	pos("body-read-timeout", c.BodyTimeout)
 	pos("stream-write-timeout", c.WriteTimeout)
+	if c.SessionCache < 0 {
+		bad("session-cache-ttl", "must not be negative, not %s", c.SessionCache)
+	}
 	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "max-subscriptions": c.MaxSubs, "max-client-info-bytes": c.MaxClientInfo, "max-capabilities-bytes": c.MaxCaps, "max-uri-bytes": c.MaxURI, "max-fanouts": c.MaxFanOuts, "page-size": c.PageSize,
 		"max-handlers": c.MaxHandlers, "max-session-handlers": c.MaxSessionHdl, "max-batch": c.MaxBatch, "max-open-streams": c.MaxOpenStreams} {
 		if n <= 0 {
@@ -357,6 +376,57 @@ func (c *Config) readStateKeys() (keys [][]byte, name string, err error) {
 		return nil, name, errors.New("no key given")
 	}
 	return keys, name, nil
+}
+
+// serverOptions are the mcp.ServerOptions the settings give; the caller
+// adds the instructions, state keys and logger.
+func (c *Config) serverOptions() mcp.ServerOptions {
+	return mcp.ServerOptions{
+		PageSize:             c.PageSize,
+		RequestTimeout:       c.RequestTimeout,
+		MaxClientInfoBytes:   c.MaxClientInfo,
+		MaxCapabilitiesBytes: c.MaxCaps,
+		MaxURIBytes:          c.MaxURI,
+	}
+}
+
+// httpOptions are the mcp.HTTPOptions the settings give; the caller adds
+// the backend and the logger.
+func (c *Config) httpOptions() mcp.HTTPOptions {
+	return mcp.HTTPOptions{
+		NodeID:               c.NodeID,
+		SessionTTL:           c.SessionTTL,
+		MaxSessions:          c.MaxSessions,
+		MaxBodyBytes:         c.MaxBodyBytes,
+		RetryHint:            c.RetryHint,
+		KeepAlive:            c.KeepAlive,
+		MaxEvents:            c.MaxEvents,
+		MaxStreams:           c.MaxStreams,
+		HistoryTTL:           c.HistoryTTL,
+		MaxWaiters:           c.MaxWaiters,
+		MaxWaitersPerSession: c.SessionWaiters,
+		MaxFanOuts:           c.MaxFanOuts,
+		ResumeGrace:          c.ResumeGrace,
+		LeaseTTL:             c.LeaseTTL,
+		RecordTimeout:        c.RecordTimeout,
+		SessionCacheTTL:      c.SessionCache,
+		MaxHandlers:          c.MaxHandlers,
+		MaxSessionHandlers:   c.MaxSessionHdl,
+		MaxBatch:             c.MaxBatch,
+		MaxInflightBytes:     c.MaxInflight,
+		BodyReadTimeout:      c.BodyTimeout,
+		MaxOpenStreams:       c.MaxOpenStreams,
+		StreamWriteTimeout:   c.WriteTimeout,
+		AllowedOrigins:       splitList(c.AllowedOrigins),
+		AllowedHosts:         splitList(c.AllowedHosts),
+		AllowLoopbackOrigins: isLoopback(c.Addr),
+		NoAccessLog:          !c.AccessLog,
+	}
+}
+
+// stdioOptions are the mcp.StdioOptions the settings give.
+func (c *Config) stdioOptions() mcp.StdioOptions {
+	return mcp.StdioOptions{DrainTimeout: c.DrainTimeout}
 }
 
 // env returns os.Getenv; a seam for tests.

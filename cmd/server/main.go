@@ -65,18 +65,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	baseLog := newLogger(cfg, stderr)
 	log := baseLog.With().Str("node", cfg.NodeID).Logger()
-	srv := mcp.NewServer(mcp.Implementation{Name: "mcpcluster", Title: "mcpcluster reference node", Version: buildVersion()},
-		&mcp.ServerOptions{
-			Instructions:   "A reference mcpcluster node serving the " + cfg.Tools + " tool pack.",
-			PageSize:       cfg.PageSize,
-			RequestTimeout: cfg.RequestTimeout,
-			StateKeys:      cfg.stateKeys,
-			Logger:         &baseLog,
-
-			MaxClientInfoBytes:   cfg.MaxClientInfo,
-			MaxCapabilitiesBytes: cfg.MaxCaps,
-			MaxURIBytes:          cfg.MaxURI,
-		})
+	so := cfg.serverOptions()
+	so.Instructions = "A reference mcpcluster node serving the " + cfg.Tools + " tool pack."
+	so.StateKeys = cfg.stateKeys
+	so.Logger = &baseLog
+	srv := mcp.NewServer(mcp.Implementation{Name: "mcpcluster", Title: "mcpcluster reference node", Version: buildVersion()}, &so)
 	switch cfg.Tools {
 	case "conformance":
 		conformance.Register(srv)
@@ -100,7 +93,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			})
 	}
 	if cfg.Stdio {
-		if err := srv.ServeStdio(ctx, stdin, stdout, &mcp.StdioOptions{DrainTimeout: cfg.DrainTimeout}); err != nil && !errors.Is(err, context.Canceled) {
+		sto := cfg.stdioOptions()
+		if err := srv.ServeStdio(ctx, stdin, stdout, &sto); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error().Err(err).Msg("stdio ended")
 			return 1
 		}
@@ -196,37 +190,10 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		if err != nil {
 			return nil, nil, err
 		}
-		h, err := newHTTPHandler(srv, &mcp.HTTPOptions{
-			Backend:              backend,
-			NodeID:               cfg.NodeID,
-			SessionTTL:           cfg.SessionTTL,
-			MaxSessions:          cfg.MaxSessions,
-			MaxBodyBytes:         cfg.MaxBodyBytes,
-			RetryHint:            cfg.RetryHint,
-			KeepAlive:            cfg.KeepAlive,
-			MaxEvents:            cfg.MaxEvents,
-			MaxStreams:           cfg.MaxStreams,
-			HistoryTTL:           cfg.HistoryTTL,
-			MaxWaiters:           cfg.MaxWaiters,
-			MaxWaitersPerSession: cfg.SessionWaiters,
-			MaxFanOuts:           cfg.MaxFanOuts,
-			ResumeGrace:          cfg.ResumeGrace,
-			LeaseTTL:             cfg.LeaseTTL,
-			RecordTimeout:        cfg.RecordTimeout,
-			SessionCacheTTL:      cfg.SessionCache,
-			MaxHandlers:          cfg.MaxHandlers,
-			MaxSessionHandlers:   cfg.MaxSessionHdl,
-			MaxBatch:             cfg.MaxBatch,
-			MaxInflightBytes:     cfg.MaxInflight,
-			BodyReadTimeout:      cfg.BodyTimeout,
-			MaxOpenStreams:       cfg.MaxOpenStreams,
-			StreamWriteTimeout:   cfg.WriteTimeout,
-			AllowedOrigins:       splitList(cfg.AllowedOrigins),
-			AllowedHosts:         splitList(cfg.AllowedHosts),
-			AllowLoopbackOrigins: isLoopback(cfg.Addr),
-			NoAccessLog:          !cfg.AccessLog,
-			Logger:               &log, // the handler adds the node id
-		})
+		ho := cfg.httpOptions()
+		ho.Backend = backend
+		ho.Logger = &log // the handler adds the node id
+		h, err := newHTTPHandler(srv, &ho)
 		if err != nil {
 			_ = backend.Close()
 			return nil, nil, err

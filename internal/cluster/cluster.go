@@ -141,12 +141,18 @@ type Limits struct {
 	TTL time.Duration
 }
 
-// Defaults of Limits, used for zero fields.
+// Defaults of Limits, used for zero fields. They are the documented
+// defaults of the node (mcp.HTTPOptions MaxEvents, MaxStreams and
+// HistoryTTL take them from here).
 const (
 	DefaultMaxEvents  = 1000
-	DefaultMaxStreams = 64
-	DefaultStreamTTL  = 30 * time.Minute
+	DefaultMaxStreams = 100
+	DefaultStreamTTL  = 10 * time.Minute
 )
+
+// DefaultMaxSubscriptions bounds the resource subscriptions of one
+// session when a backend's options leave it zero.
+const DefaultMaxSubscriptions = 1024
 
 // WithDefaults fills zero (or negative) fields with the defaults.
 func (l Limits) WithDefaults() Limits {

@@ -88,9 +88,13 @@ type reply struct {
 // replies are routed over bus (nil for a single process); limit bounds
 // the number of pending waiters, of which one session may hold half (see
 // SetSessionShare).
+// DefaultMaxWaiters is the waiter bound New uses when limit is not
+// positive (mcp.HTTPOptions.MaxWaiters takes it from here).
+const DefaultMaxWaiters = 10000
+
 func New(node, incarnation string, bus cluster.Bus, limit int) *Coordinator {
 	if limit <= 0 {
-		limit = 10000
+		limit = DefaultMaxWaiters
 	}
 	name := node
 	if incarnation != "" {

@@ -23,13 +23,15 @@ import (
 	"github.com/mcpcluster/mcpcluster/mcp"
 )
 
-// Options tune New and Open. The zero value means the defaults.
+// Options tune New and Open. A zero field means its default; a negative
+// MaxSubscriptions is an error (Validate).
 type Options struct {
 	// Prefix starts every key and channel (default "mcp"); deployments
 	// sharing one Redis use different prefixes.
 	Prefix string
 	// MaxSubscriptions bounds the resource subscriptions of one session
-	// (default 1024); past it resources/subscribe gets -32602.
+	// (default mcp.DefaultMaxSubscriptions); past it resources/subscribe
+	// gets -32602.
 	MaxSubscriptions int
 	// Logger receives the backend's warnings (lost pub/sub connection,
 	// janitor failures) and go-redis's own messages, which would
@@ -50,6 +52,9 @@ func New(ctx context.Context, client redis.UniversalClient, opts *Options) (*mcp
 	if client == nil {
 		return nil, errors.New("redisbackend: nil client")
 	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	return newBackend(ctx, client, opts, false)
 }
 
@@ -60,6 +65,9 @@ func New(ctx context.Context, client redis.UniversalClient, opts *Options) (*mcp
 // Redis commands become spans of the caller's trace (no cost while no
 // OpenTelemetry tracer provider is installed).
 func Open(ctx context.Context, url string, opts *Options) (*mcp.Backend, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	uo, err := clusterredis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("redisbackend: %w", err)
@@ -75,6 +83,15 @@ func Open(ctx context.Context, url string, opts *Options) (*mcp.Backend, error) 
 		return nil, err
 	}
 	return b, nil
+}
+
+// Validate reports a negative MaxSubscriptions, naming the field. New
+// and Open call it. A nil *Options is valid (the defaults).
+func (o *Options) Validate() error {
+	if o != nil && o.MaxSubscriptions < 0 {
+		return fmt.Errorf("redisbackend: Options.MaxSubscriptions: must not be negative, not %d", o.MaxSubscriptions)
+	}
+	return nil
 }
 
 func newBackend(ctx context.Context, client redis.UniversalClient, opts *Options, own bool) (*mcp.Backend, error) {

@@ -42,11 +42,10 @@ import (
 
 // Defaults for zero fields of Options and cluster.Limits.
 const (
-	DefaultSweepInterval    = 10 * time.Second
-	DefaultMaxSubscriptions = 1024
-	DefaultMaxKeys          = 1 << 20
-	DefaultMaxListeners     = 1 << 16
-	DefaultQueueLen         = 1024
+	DefaultSweepInterval = 10 * time.Second
+	DefaultMaxKeys       = 1 << 20
+	DefaultMaxListeners  = 1 << 16
+	DefaultQueueLen      = 1024
 )
 
 // Options configures the memory backend. The zero value is ready to use.
@@ -62,7 +61,7 @@ type Options struct {
 	// sweeper, leaving lazy expiry on access only).
 	SweepInterval time.Duration
 	// MaxSubscriptions bounds the resource subscriptions of one session
-	// (DefaultMaxSubscriptions when 0); past it Subscribe returns
+	// (cluster.DefaultMaxSubscriptions when 0); past it Subscribe returns
 	// cluster.ErrLimit.
 	MaxSubscriptions int
 	// MaxKeys bounds the live claims plus once tokens (DefaultMaxKeys when
@@ -90,7 +89,7 @@ func New(opts Options) *cluster.Backend {
 		opts.SweepInterval = DefaultSweepInterval
 	}
 	if opts.MaxSubscriptions <= 0 {
-		opts.MaxSubscriptions = DefaultMaxSubscriptions
+		opts.MaxSubscriptions = cluster.DefaultMaxSubscriptions
 	}
 	if opts.MaxKeys <= 0 {
 		opts.MaxKeys = DefaultMaxKeys

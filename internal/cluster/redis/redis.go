@@ -83,7 +83,6 @@ import (
 // Defaults for zero fields of Options and cluster.Limits.
 const (
 	DefaultPrefix           = "mcp"
-	DefaultMaxSubscriptions = 1024
 	DefaultSubscribeTimeout = 5 * time.Second
 	DefaultPingInterval     = 15 * time.Second
 	DefaultJanitorInterval  = time.Minute
@@ -99,7 +98,7 @@ type Options struct {
 	// The zero Logger discards everything.
 	Logger zerolog.Logger
 	// MaxSubscriptions bounds the resource subscriptions of one session
-	// (DefaultMaxSubscriptions when 0); past it Subscribe returns
+	// (cluster.DefaultMaxSubscriptions when 0); past it Subscribe returns
 	// cluster.ErrLimit.
 	MaxSubscriptions int
 	// SubscribeTimeout bounds how long Bus.Subscribe and Follow wait for
@@ -151,7 +150,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 		return nil, fmt.Errorf("redis backend: prefix %q must not contain '{' or '}'", opts.Prefix)
 	}
 	if opts.MaxSubscriptions <= 0 {
-		opts.MaxSubscriptions = DefaultMaxSubscriptions
+		opts.MaxSubscriptions = cluster.DefaultMaxSubscriptions
 	}
 	if opts.SubscribeTimeout <= 0 {
 		opts.SubscribeTimeout = DefaultSubscribeTimeout
