@@ -11,11 +11,11 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
-// DecodeHeaderValue decodes an MCP request-metadata header value
+// decodeHeaderValue decodes an MCP request-metadata header value
 // (2026-07-28): values that are not plain visible ASCII travel as
 // "=?base64?<base64 of UTF-8>?=". Plain values must consist of visible
 // ASCII, space and tab, without leading or trailing white space.
-func DecodeHeaderValue(v string) (string, error) {
+func decodeHeaderValue(v string) (string, error) {
 	const pre, post = "=?base64?", "?="
 	if strings.HasPrefix(v, pre) && strings.HasSuffix(v, post) && len(v) >= len(pre)+len(post) {
 		b, err := base64.StdEncoding.DecodeString(v[len(pre) : len(v)-len(post)])
@@ -51,7 +51,7 @@ func requiredHeader(h http.Header, name string) (string, *jsonrpc.Error) {
 	if len(vals) > 1 {
 		return "", headerMismatch(name, "header %s appears more than once", name)
 	}
-	v, err := DecodeHeaderValue(vals[0])
+	v, err := decodeHeaderValue(vals[0])
 	if err != nil {
 		return "", headerMismatch(name, "header %s: %v", name, err)
 	}

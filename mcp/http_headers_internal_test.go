@@ -1,0 +1,43 @@
+package mcp
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+)
+
+// FuzzDecodeHeaderValue: decodeHeaderValue never panics; a plain value it
+// accepts is returned unchanged and is visible ASCII, space and tab
+// without outer white space; and the base64 form of any string decodes
+// to that string.
+func FuzzDecodeHeaderValue(f *testing.F) {
+	for _, s := range []string{
+		"", "echo", "tools/call", "demo://café", "=?base64?ZWNobw==?=", "=?base64?", "=?base64??=",
+		"=?base64?%%%?=", "=?base64?=", " lead", "trail ", "tab\there", "\x00", "a\r\nb", "?=", "=?BASE64?ZWNobw==?=",
+	} {
+		f.Add(s)
+	}
+	const pre, post = "=?base64?", "?="
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := decodeHeaderValue(s)
+		sentinel := strings.HasPrefix(s, pre) && strings.HasSuffix(s, post) && len(s) >= len(pre)+len(post)
+		if err == nil && !sentinel {
+			if got != s {
+				t.Fatalf("plain %q decoded to %q", s, got)
+			}
+			for i := 0; i < len(s); i++ {
+				if c := s[i]; c != '\t' && (c < 0x20 || c > 0x7e) {
+					t.Fatalf("plain %q accepted with byte %#x", s, c)
+				}
+			}
+			if strings.TrimSpace(s) != s {
+				t.Fatalf("plain %q accepted with outer white space", s)
+			}
+		}
+		enc := pre + base64.StdEncoding.EncodeToString([]byte(s)) + post
+		back, err := decodeHeaderValue(enc)
+		if err != nil || back != s {
+			t.Fatalf("%q encoded as %q decodes to %q, %v", s, enc, back, err)
+		}
+	})
+}
