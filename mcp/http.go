@@ -175,7 +175,8 @@ type HTTPHandler struct {
 }
 
 // NewHTTPHandler returns the Streamable HTTP handler of s. Close it to
-// release its background work.
+// release its background work. Invalid options (see
+// HTTPOptions.Validate and ServerOptions.Validate) are an error.
 func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h := &HTTPHandler{srv: s}
 	if opts != nil {

@@ -42,6 +42,9 @@ type StdioOptions struct {
 // listen streams end, and requests still running get
 // StdioOptions.DrainTimeout to finish and write their answers; then
 // they are cancelled. When ctx ends, they are cancelled at once.
+//
+// Invalid options (see StdioOptions.Validate and ServerOptions.Validate)
+// are an error before anything is read.
 func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, opts *StdioOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -16,7 +16,8 @@ import (
 )
 
 // Config is every setting of the reference node. Each has a flag and an
-// environment variable; the flag wins. Defaults live in settings() only.
+// environment variable; the flag wins. The defaults are in settings(),
+// which takes those of the mcp options from the mcp package.
 type Config struct {
 	Addr            string
 	MetricsAddr     string
@@ -255,8 +256,9 @@ A boolean flag works bare (--stdio) or with a value (--stdio=false).
 	}
 }
 
-// Validate checks the configuration, each error naming the setting, and
-// reads the state keys.
+// Validate checks the configuration, each error naming the setting by
+// its flag and variable, and reads the state keys. Every number and
+// duration must be positive (--session-cache-ttl may be 0).
 func (c *Config) Validate() error {
 	var errs []error
 	envOf := map[string]string{}

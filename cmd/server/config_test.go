@@ -17,9 +17,11 @@ func configurationDoc() string {
 	b.WriteString("# Configuration\n\n")
 	b.WriteString("Every setting of `cmd/server` is a flag and an environment variable; a flag wins over\n")
 	b.WriteString("the environment. This table is generated from the settings table in\n")
-	b.WriteString("`cmd/server/config.go` (`go test ./cmd/server -update`), so it is the one place the\n")
-	b.WriteString("defaults are written down. Library users set the same bounds through `mcp.ServerOptions`\n")
-	b.WriteString("and `mcp.HTTPOptions`, whose zero values mean these defaults.\n\n")
+	b.WriteString("`cmd/server/config.go` (`go test ./cmd/server -update`). Library users set the same\n")
+	b.WriteString("bounds through `mcp.ServerOptions`, `mcp.HTTPOptions` and `mcp.StdioOptions`: a zero field\n")
+	b.WriteString("means its default, which `mcp.DefaultServerOptions`, `mcp.DefaultHTTPOptions` and\n")
+	b.WriteString("`mcp.DefaultStdioOptions` return, and the defaults here are taken from those. A negative\n")
+	b.WriteString("number or duration is an error, here and in the options.\n\n")
 	b.WriteString("| flag | environment | default | meaning |\n| --- | --- | --- | --- |\n")
 	for _, s := range settings() {
 		def := s.def
