@@ -126,6 +126,12 @@ type HTTPOptions struct {
 	// stops reading loses the stream after it (default
 	// 30s).
 	StreamWriteTimeout time.Duration
+	// MaxStreamLifetime bounds how long a GET or subscriptions/listen
+	// stream stays open (default 1h), so that one
+	// nobody reads does not stay forever. A GET stream then ends with the
+	// retry hint (the client reconnects, resuming from its last event); a
+	// listen stream with its result (the client listens again).
+	MaxStreamLifetime time.Duration
 	// RecordTimeout is how long a node keeps trying to record a
 	// request's final response in history when the store fails (the
 	// live connection gets it at once); past it, clients resuming the

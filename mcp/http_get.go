@@ -122,6 +122,7 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *se
 	defer slot()
 	ctx, conn, done := h.liveStream(r, sid, sid)
 	defer done()
+	defer time.AfterFunc(h.opts.MaxStreamLifetime, func() { conn.cancel(errLifetime) }).Stop()
 	defer h.metrics.StreamOpened("get")()
 	key := getKey(sid)
 	if _, err := h.be.Claims.Claim(ctx, key, conn.id, h.opts.LeaseTTL); err != nil {
@@ -175,10 +176,10 @@ func writeHistoryEvent(sw *sseWriter, stream string, ev cluster.Event) error {
 	return sw.event(sse.Event{ID: sse.EventID{Stream: stream, Seq: ev.Seq}.String(), Data: ev.Data})
 }
 
-// endStream closes a stream; a draining node first tells the client when
-// to reconnect (elsewhere).
+// endStream closes a stream; a draining node, or a stream that reached
+// its lifetime, first tells the client when to reconnect.
 func (h *HTTPHandler) endStream(sw *sseWriter, ctx context.Context, err error) {
-	if errors.Is(context.Cause(ctx), errDrain) {
+	if cause := context.Cause(ctx); errors.Is(cause, errDrain) || errors.Is(cause, errLifetime) {
 		_ = sw.retry(h.opts.RetryHint)
 	}
 	if err != nil && ctx.Err() == nil {
@@ -379,6 +380,7 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 		h.local.mu.Unlock()
 	}()
 	go c.sw.keepAlive(ctx, h.opts.KeepAlive)
+	defer time.AfterFunc(h.opts.MaxStreamLifetime, cancel).Stop()
 	for open := true; open; {
 		select {
 		case <-ctx.Done():

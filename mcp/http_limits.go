@@ -217,6 +217,9 @@ func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 	return body, tk, true
 }
 
+// errLifetime ends a GET stream open for MaxStreamLifetime.
+var errLifetime = errors.New("mcp: the stream was open for MaxStreamLifetime")
+
 // errStalled ends a stream whose client stopped reading it (or left).
 var errStalled = errors.New("mcp: a write to the stream failed or blocked past StreamWriteTimeout")
 

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
@@ -18,7 +19,11 @@ type listenFilter struct {
 // narrows it to what the server honours.
 func (s *Server) parseListen(params json.RawMessage) (listenFilter, error) {
 	var p struct {
-		Notifications *listenFilter `json:"notifications"`
+		Notifications *struct {
+			listenFilter
+			// Not honoured (no tasks here), but bounded like the rest.
+			TaskIDs []json.RawMessage `json:"taskIds"`
+		} `json:"notifications"`
 	}
 	if err := decodeParams(params, &p); err != nil {
 		return listenFilter{}, err
@@ -26,7 +31,22 @@ func (s *Server) parseListen(params json.RawMessage) (listenFilter, error) {
 	if p.Notifications == nil {
 		return listenFilter{}, nil
 	}
-	f := *p.Notifications
+	f := p.Notifications.listenFilter
+	maxN := s.opts.maxSubscriptions()
+	for _, l := range []struct {
+		name string
+		n    int
+	}{{"notifications.resourceSubscriptions", len(f.ResourceSubscriptions)}, {"notifications.taskIds", len(p.Notifications.TaskIDs)}} {
+		if l.n > maxN {
+			return listenFilter{}, invalidParam(l.name, fmt.Sprintf("has %d entries; at most %d are accepted", l.n, maxN))
+		}
+	}
+	maxURI := s.opts.maxURIBytes()
+	for i, u := range f.ResourceSubscriptions {
+		if len(u) > maxURI {
+			return listenFilter{}, invalidParam(fmt.Sprintf("notifications.resourceSubscriptions[%d]", i), fmt.Sprintf("is longer than %d bytes", maxURI))
+		}
+	}
 	if s.opts.NoListChanged {
 		f.ToolsListChanged, f.PromptsListChanged, f.ResourcesListChanged = false, false, false
 	}

@@ -42,6 +42,7 @@ func DefaultHTTPOptions() HTTPOptions {
 		BodyReadTimeout:      30 * time.Second,
 		MaxOpenStreams:       5000,
 		StreamWriteTimeout:   30 * time.Second,
+		MaxStreamLifetime:    time.Hour,
 		RecordTimeout:        time.Minute,
 	}
 }
@@ -57,12 +58,15 @@ func DefaultServerOptions() ServerOptions {
 		MaxClientInfoBytes:   4096,
 		MaxCapabilitiesBytes: 16384,
 		MaxURIBytes:          2048,
+		MaxSubscriptions:     DefaultMaxSubscriptions,
 	}
 }
 
 // DefaultStdioOptions returns StdioOptions at their documented defaults.
 func DefaultStdioOptions() StdioOptions {
-	return StdioOptions{MaxLineBytes: stdio.DefaultMaxLineBytes, DrainTimeout: 20 * time.Second}
+	h := DefaultHTTPOptions()
+	return StdioOptions{MaxLineBytes: stdio.DefaultMaxLineBytes, DrainTimeout: 20 * time.Second,
+		MaxBatch: h.MaxBatch, MaxHandlers: h.MaxSessionHandlers}
 }
 
 // DefaultMaxSubscriptions bounds the resource subscriptions of one
@@ -136,6 +140,7 @@ func (o *HTTPOptions) defaults() {
 	o.BodyReadTimeout = orDefault(o.BodyReadTimeout, d.BodyReadTimeout)
 	o.MaxOpenStreams = orDefault(o.MaxOpenStreams, d.MaxOpenStreams)
 	o.StreamWriteTimeout = orDefault(o.StreamWriteTimeout, d.StreamWriteTimeout)
+	o.MaxStreamLifetime = orDefault(o.MaxStreamLifetime, d.MaxStreamLifetime)
 	o.RecordTimeout = orDefault(o.RecordTimeout, d.RecordTimeout)
 	o.MaxInflightBytes = max(o.MaxInflightBytes, o.MaxBodyBytes)
 	o.MaxSessionHandlers = min(o.MaxSessionHandlers, o.MaxHandlers)
@@ -164,4 +169,8 @@ func (o *ServerOptions) maxCapabilitiesBytes() int {
 
 func (o *ServerOptions) maxURIBytes() int {
 	return orDefault(o.MaxURIBytes, DefaultServerOptions().MaxURIBytes)
+}
+
+func (o *ServerOptions) maxSubscriptions() int {
+	return orDefault(o.MaxSubscriptions, DefaultServerOptions().MaxSubscriptions)
 }

@@ -58,8 +58,14 @@ type ServerOptions struct {
 	// initialize, stored with the session (default 16384).
 	MaxCapabilitiesBytes int
 	// MaxURIBytes bounds the uri of resources/subscribe and
-	// resources/unsubscribe, which the session stores (default 2048).
+	// resources/unsubscribe, which the session stores (default 2048),
+	// and of each resourceSubscriptions entry of subscriptions/listen.
 	MaxURIBytes int
+	// MaxSubscriptions bounds the resourceSubscriptions (and any other
+	// list, such as taskIds) of one subscriptions/listen request, and a
+	// stdio session's resources/subscribe (default 1024,
+	// DefaultMaxSubscriptions, the backends' bound on an HTTP session).
+	MaxSubscriptions int
 }
 
 // ToolHandler handles tools/call for one tool with raw arguments.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"sync"
@@ -27,6 +28,15 @@ type StdioOptions struct {
 	// input may take to finish and answer (default 20s); then they are
 	// cancelled.
 	DrainTimeout time.Duration
+	// MaxBatch bounds the members of a 2025-03-26 batch line (default
+	// 64, HTTPOptions.MaxBatch's); a larger batch gets one JSON-RPC
+	// error and none of it runs.
+	MaxBatch int
+	// MaxHandlers bounds the request handlers running at once on the
+	// connection, each batch member counting (default 64, as
+	// HTTPOptions.MaxSessionHandlers, an HTTP session's share of a node);
+	// more get a -31000 error at once.
+	MaxHandlers int
 }
 
 // ServeStdio serves the server over a newline-delimited JSON-RPC byte
@@ -67,6 +77,8 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, opts 
 	}
 	o.MaxLineBytes = so.MaxLineBytes
 	drain := orDefault(so.DrainTimeout, DefaultStdioOptions().DrainTimeout)
+	c.maxBatch = orDefault(so.MaxBatch, DefaultStdioOptions().MaxBatch)
+	c.maxHandlers = orDefault(so.MaxHandlers, DefaultStdioOptions().MaxHandlers)
 	c.ch = stdio.New(r, w, o)
 	defer c.ch.Close()
 	s.attach(c)
@@ -110,11 +122,32 @@ type stdioConn struct {
 
 	nextID atomic.Uint64 // server→client requests are "srv-1", "srv-2", ...
 
+	maxBatch, maxHandlers int
+
 	mu          sync.Mutex
 	sess        *session.Session // nil until initialize
 	initialized bool             // notifications/initialized was read after it
 	inflight    map[jsonrpc.ID]*inflightReq
 	listens     map[jsonrpc.ID]*listenFilter
+	running     int // handler slots taken, at most maxHandlers
+}
+
+// take reserves n handler slots, or returns the error that refuses the
+// work; give returns them.
+func (c *stdioConn) take(n int) *jsonrpc.Error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running+n > c.maxHandlers {
+		return jsonrpc.NewError(jsonrpc.CodeUnavailable, fmt.Sprintf("this connection runs as many requests as it may (%d); wait for some to finish", c.maxHandlers), nil)
+	}
+	c.running += n
+	return nil
+}
+
+func (c *stdioConn) give(n int) {
+	c.mu.Lock()
+	c.running -= n
+	c.mu.Unlock()
 }
 
 // inflightReq is a running request. Its id is in use until the request
@@ -145,6 +178,11 @@ func (c *stdioConn) inbound(msg *jsonrpc.Message) {
 		return
 	}
 	req, resp := c.prepare(msg)
+	if resp == nil {
+		if err := c.take(1); err != nil {
+			resp = jsonrpc.ErrorResponse(msg.ID, err)
+		}
+	}
 	if resp != nil {
 		c.reply(ctx, resp)
 		end()
@@ -153,6 +191,7 @@ func (c *stdioConn) inbound(msg *jsonrpc.Message) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
+		defer c.give(1)
 		defer end()
 		c.reply(ctx, c.execute(ctx, req))
 	}()
@@ -315,8 +354,24 @@ func (c *stdioConn) batch(raw []byte) {
 		_ = c.ch.Send(jsonrpc.ErrorResponse(jsonrpc.ID{}, de.Err))
 		return
 	}
+	if len(msgs) > c.maxBatch {
+		_ = c.ch.Send(jsonrpc.ErrorResponse(jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "a batch has at most %d members, not %d", c.maxBatch, len(msgs))))
+		return
+	}
 	if v != Version20250326 {
 		_ = c.ch.Send(jsonrpc.ErrorResponse(jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "batches are only accepted on protocol version 2025-03-26")))
+		return
+	}
+	// Each request member may run a handler: the batch takes their slots
+	// at once, or none of it runs.
+	requests := 0
+	for i, m := range msgs {
+		if errs[i] == nil && m.Kind() == jsonrpc.KindRequest {
+			requests++
+		}
+	}
+	if err := c.take(requests); err != nil {
+		_ = c.ch.Send(jsonrpc.ErrorResponse(jsonrpc.ID{}, err))
 		return
 	}
 	// Members take effect in order before the next line is read, like
@@ -355,6 +410,7 @@ func (c *stdioConn) batch(raw []byte) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
+		defer c.give(requests)
 		out := serveBatch(c.ctx, msgs, errs, func(_ context.Context, m *jsonrpc.Message) *jsonrpc.Message {
 			mb := members[m]
 			if mb == nil { // a notification or a response
@@ -422,17 +478,13 @@ func (c *stdioConn) setLogLevel(_ context.Context, l LogLevel) error {
 	return nil
 }
 
-// maxStdioSubscriptions bounds one stdio session's subscriptions, as the
-// backends' default bounds an HTTP session's.
-const maxStdioSubscriptions = DefaultMaxSubscriptions
-
 func (c *stdioConn) subscribe(_ context.Context, uri string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sess == nil {
 		return errNoSession
 	}
-	return subscriptionError(c.sess.Subscribe(uri, maxStdioSubscriptions))
+	return subscriptionError(c.sess.Subscribe(uri, c.srv.opts.maxSubscriptions()))
 }
 
 func (c *stdioConn) unsubscribe(_ context.Context, uri string) error {

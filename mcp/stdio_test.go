@@ -133,11 +133,10 @@ func TestStdioHandshakeBackToBackKeepsItsOrder(t *testing.T) {
 	}
 }
 
-// Ordering must not serialise requests: a long call does not hold up
-// the requests read after it.
-func TestStdioLongRequestDoesNotBlockLaterOnes(t *testing.T) {
+// blockingServer serves a tool "block" that returns "released" once
+// release is closed.
+func blockingServer(release <-chan struct{}) *mcp.Server {
 	srv := mcp.NewServer(mcp.Implementation{Name: "t", Version: "1"}, nil)
-	release := make(chan struct{})
 	mcp.AddTool(srv, mcp.Tool{Name: "block"}, func(ctx context.Context, _ *mcp.Request, _ struct{}) (string, error) {
 		select {
 		case <-release:
@@ -146,6 +145,14 @@ func TestStdioLongRequestDoesNotBlockLaterOnes(t *testing.T) {
 			return "", ctx.Err()
 		}
 	})
+	return srv
+}
+
+// Ordering must not serialise requests: a long call does not hold up
+// the requests read after it.
+func TestStdioLongRequestDoesNotBlockLaterOnes(t *testing.T) {
+	release := make(chan struct{})
+	srv := blockingServer(release)
 	c := startStdio(t, srv, nil)
 	c.send(stdioInit, stdioInitialized,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"block"}}`,

@@ -55,6 +55,7 @@ type Config struct {
 	BodyTimeout     time.Duration
 	MaxOpenStreams  int
 	WriteTimeout    time.Duration
+	StreamLifetime  time.Duration
 	PageSize        int
 	AllowedOrigins  string
 	AllowedHosts    string
@@ -162,12 +163,13 @@ func settings() []setting {
 		{"max-sessions", "MCP_MAX_SESSIONS", itoa(h.MaxSessions), "cap on live sessions in the deployment", intSetter(func(c *Config) *int { return &c.MaxSessions })},
 		{"max-body-bytes", "MCP_MAX_BODY_BYTES", itoa(h.MaxBodyBytes), "maximum POST body size", int64Setter(func(c *Config) *int64 { return &c.MaxBodyBytes })},
 		{"max-handlers", "MCP_MAX_HANDLERS", itoa(h.MaxHandlers), "request handlers running at once on a node (each batch member counts); more get 503 with Retry-After", intSetter(func(c *Config) *int { return &c.MaxHandlers })},
-		{"max-session-handlers", "MCP_MAX_SESSION_HANDLERS", itoa(h.MaxSessionHandlers), "one session's share of --max-handlers on a node; more get 429 with Retry-After", intSetter(func(c *Config) *int { return &c.MaxSessionHdl })},
-		{"max-batch", "MCP_MAX_BATCH", itoa(h.MaxBatch), "members of a 2025-03-26 JSON-RPC batch; a larger batch gets 413", intSetter(func(c *Config) *int { return &c.MaxBatch })},
+		{"max-session-handlers", "MCP_MAX_SESSION_HANDLERS", itoa(h.MaxSessionHandlers), "one session's share of --max-handlers on a node; more get 429 with Retry-After (over stdio, the connection's bound: more get -31000)", intSetter(func(c *Config) *int { return &c.MaxSessionHdl })},
+		{"max-batch", "MCP_MAX_BATCH", itoa(h.MaxBatch), "members of a 2025-03-26 JSON-RPC batch; a larger batch gets 413 (over stdio, one error)", intSetter(func(c *Config) *int { return &c.MaxBatch })},
 		{"max-inflight-bytes", "MCP_MAX_INFLIGHT_BYTES", itoa(h.MaxInflightBytes), "request body bytes a node holds at once (at least --max-body-bytes); new work past it gets 503 with Retry-After before its body is read", int64Setter(func(c *Config) *int64 { return &c.MaxInflight })},
 		{"body-read-timeout", "MCP_BODY_READ_TIMEOUT", dur(h.BodyReadTimeout), "time to receive a POST body after its headers; a stalled body gets 408 (streams are not affected)", durationSetter(func(c *Config) *time.Duration { return &c.BodyTimeout })},
 		{"max-open-streams", "MCP_MAX_OPEN_STREAMS", itoa(h.MaxOpenStreams), "GET, resumed and subscriptions/listen streams open on a node; more get 503 with Retry-After", intSetter(func(c *Config) *int { return &c.MaxOpenStreams })},
 		{"stream-write-timeout", "MCP_STREAM_WRITE_TIMEOUT", dur(h.StreamWriteTimeout), "time one SSE write may block; a client that stops reading loses its stream after it", durationSetter(func(c *Config) *time.Duration { return &c.WriteTimeout })},
+		{"max-stream-lifetime", "MCP_MAX_STREAM_LIFETIME", dur(h.MaxStreamLifetime), "how long a GET or subscriptions/listen stream stays open; then a GET stream ends with the retry hint (the client reconnects and resumes) and a listen stream with its result", durationSetter(func(c *Config) *time.Duration { return &c.StreamLifetime })},
 		{"retry", "MCP_RETRY", dur(h.RetryHint), "SSE retry hint sent to clients", durationSetter(func(c *Config) *time.Duration { return &c.RetryHint })},
 		{"keepalive", "MCP_KEEPALIVE", dur(h.KeepAlive), "interval of SSE comment keep-alives", durationSetter(func(c *Config) *time.Duration { return &c.KeepAlive })},
 		{"max-events", "MCP_MAX_EVENTS", itoa(h.MaxEvents), "events kept per stream for resumption", intSetter(func(c *Config) *int { return &c.MaxEvents })},
@@ -177,10 +179,10 @@ func settings() []setting {
 		{"resume-grace", "MCP_RESUME_GRACE", dur(h.ResumeGrace), "how long a request waits for a dropped stream to be resumed", durationSetter(func(c *Config) *time.Duration { return &c.ResumeGrace })},
 		{"max-waiters", "MCP_MAX_WAITERS", itoa(h.MaxWaiters), "pending server→client requests per node", intSetter(func(c *Config) *int { return &c.MaxWaiters })},
 		{"max-waiters-per-session", "MCP_MAX_WAITERS_PER_SESSION", itoa(h.MaxWaitersPerSession), "one session's share of --max-waiters: its pending server→client requests on a node (at most half of --max-waiters)", intSetter(func(c *Config) *int { return &c.SessionWaiters })},
-		{"max-subscriptions", "MCP_MAX_SUBSCRIPTIONS", itoa(mcp.DefaultMaxSubscriptions), "resource subscriptions one session may hold", intSetter(func(c *Config) *int { return &c.MaxSubs })},
+		{"max-subscriptions", "MCP_MAX_SUBSCRIPTIONS", itoa(mcp.DefaultMaxSubscriptions), "resource subscriptions one session may hold, and entries of each list in a subscriptions/listen filter", intSetter(func(c *Config) *int { return &c.MaxSubs })},
 		{"max-client-info-bytes", "MCP_MAX_CLIENT_INFO_BYTES", itoa(sv.MaxClientInfoBytes), "largest clientInfo (encoded) initialize accepts; the session stores it", intSetter(func(c *Config) *int { return &c.MaxClientInfo })},
 		{"max-capabilities-bytes", "MCP_MAX_CAPABILITIES_BYTES", itoa(sv.MaxCapabilitiesBytes), "largest client capabilities (encoded) initialize accepts; the session stores them", intSetter(func(c *Config) *int { return &c.MaxCaps })},
-		{"max-uri-bytes", "MCP_MAX_URI_BYTES", itoa(sv.MaxURIBytes), "longest uri resources/subscribe accepts; the session stores it", intSetter(func(c *Config) *int { return &c.MaxURI })},
+		{"max-uri-bytes", "MCP_MAX_URI_BYTES", itoa(sv.MaxURIBytes), "longest uri resources/subscribe (and each resourceSubscriptions entry of subscriptions/listen) accepts; the session stores it", intSetter(func(c *Config) *int { return &c.MaxURI })},
 		{"max-fanouts", "MCP_MAX_FANOUTS", itoa(h.MaxFanOuts), "notification fan-outs (list_changed, resources/updated) a node runs at once; the same notification waits at most once", intSetter(func(c *Config) *int { return &c.MaxFanOuts })},
 		{"lease-ttl", "MCP_LEASE_TTL", dur(h.LeaseTTL), "membership lease of a node; a dead node's streams end this long after it stops", durationSetter(func(c *Config) *time.Duration { return &c.LeaseTTL })},
 		{"record-timeout", "MCP_RECORD_TIMEOUT", dur(h.RecordTimeout), "how long a node keeps trying to record a request's final response when Redis fails (the live connection gets it at once); past it, clients resuming the stream get an error", durationSetter(func(c *Config) *time.Duration { return &c.RecordTimeout })},
@@ -297,6 +299,7 @@ func (c *Config) Validate() error {
 	pos("backend-retry-max", c.BackendRetryMax)
 	pos("body-read-timeout", c.BodyTimeout)
 	pos("stream-write-timeout", c.WriteTimeout)
+	pos("max-stream-lifetime", c.StreamLifetime)
 	if c.SessionCache < 0 {
 		bad("session-cache-ttl", "must not be negative, not %s", c.SessionCache)
 	}
@@ -389,6 +392,7 @@ func (c *Config) serverOptions() mcp.ServerOptions {
 		MaxClientInfoBytes:   c.MaxClientInfo,
 		MaxCapabilitiesBytes: c.MaxCaps,
 		MaxURIBytes:          c.MaxURI,
+		MaxSubscriptions:     c.MaxSubs,
 	}
 }
 
@@ -419,6 +423,7 @@ func (c *Config) httpOptions() mcp.HTTPOptions {
 		BodyReadTimeout:      c.BodyTimeout,
 		MaxOpenStreams:       c.MaxOpenStreams,
 		StreamWriteTimeout:   c.WriteTimeout,
+		MaxStreamLifetime:    c.StreamLifetime,
 		AllowedOrigins:       splitList(c.AllowedOrigins),
 		AllowedHosts:         splitList(c.AllowedHosts),
 		AllowLoopbackOrigins: isLoopback(c.Addr),
@@ -428,7 +433,7 @@ func (c *Config) httpOptions() mcp.HTTPOptions {
 
 // stdioOptions are the mcp.StdioOptions the settings give.
 func (c *Config) stdioOptions() mcp.StdioOptions {
-	return mcp.StdioOptions{DrainTimeout: c.DrainTimeout}
+	return mcp.StdioOptions{DrainTimeout: c.DrainTimeout, MaxBatch: c.MaxBatch, MaxHandlers: c.MaxSessionHdl}
 }
 
 // env returns os.Getenv; a seam for tests.
