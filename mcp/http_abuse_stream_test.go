@@ -197,7 +197,8 @@ func TestAbuseUnreadStreams(t *testing.T) {
 // its goroutines go.
 func TestAbuseUnreadListenStream(t *testing.T) {
 	const writeMax = 10 * time.Second
-	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{StreamWriteTimeout: writeMax}})
+	// A 6 KB uri makes each update fat; MaxURIBytes lets the filter carry it.
+	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{StreamWriteTimeout: writeMax}, Server: mcp.ServerOptions{MaxURIBytes: 8192}})
 	uri := "demo://abuse/" + strings.Repeat("u", 6000)
 	params := modernParams(map[string]any{"notifications": map[string]any{"resourceSubscriptions": []string{uri}}}, nil)
 	base := len(goroutines())
