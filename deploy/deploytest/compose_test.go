@@ -169,8 +169,9 @@ var nginxDirective = regexp.MustCompile(`(?m)(?:^|[{};])\s*([a-z_]+)\s+([^;{}]*)
 
 // checkNginxConf checks an nginx config for SSE: proxy_buffering off (and
 // never on), proxy_read_timeout at least minStreamTimeout wherever set and
-// set at least once, and an upstream server line for every node in nodes
-// (by compose service name).
+// set at least once, an upstream server line for every node in nodes
+// (by compose service name), and no HTTP status in proxy_next_upstream (a
+// status there also counts as a failed node for max_fails).
 func checkNginxConf(path string, nodes []string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -200,6 +201,12 @@ func checkNginxConf(path string, nodes []string) error {
 				errs = append(errs, fmt.Errorf("%s: proxy_read_timeout: %w", filepath.Base(path), err))
 			} else if d < minStreamTimeout {
 				errs = append(errs, fmt.Errorf("%s: proxy_read_timeout %s is shorter than %s: idle SSE streams would be cut", filepath.Base(path), args[0], minStreamTimeout))
+			}
+		case "proxy_next_upstream":
+			for _, a := range args {
+				if strings.HasPrefix(a, "http_5") || a == "http_429" {
+					errs = append(errs, fmt.Errorf("%s: proxy_next_upstream %s: the nodes' JSON-RPC 503s (Redis unreachable) would count as failures and mark every node down", filepath.Base(path), a))
+				}
 			}
 		case "server":
 			if len(args) > 0 {
@@ -397,6 +404,9 @@ func TestComposeBrokenCopies(t *testing.T) {
 		{"nginx short read timeout", func(t *testing.T, dir string) {
 			editFile(t, dir, "deploy/nginx/compose.conf", "proxy_read_timeout 1h;", "proxy_read_timeout 60s;")
 		}, "proxy_read_timeout 60s is shorter than"},
+		{"nginx counts 503 as a failure", func(t *testing.T, dir string) {
+			editFile(t, dir, "deploy/nginx/compose.conf", "proxy_next_upstream error timeout;", "proxy_next_upstream error timeout http_502 http_503;")
+		}, "proxy_next_upstream http_502"},
 		{"nginx missing upstream", func(t *testing.T, dir string) {
 			editFile(t, dir, "deploy/nginx/compose.conf", "server node3:8080", "server node9:8080")
 		}, "node service node3 is not an upstream server"},
