@@ -59,6 +59,7 @@ type Config struct {
 	PageSize        int
 	AllowedOrigins  string
 	AllowedHosts    string
+	DrainDelay      time.Duration
 	DrainTimeout    time.Duration
 	LogLevel        string
 	LogFormat       string
@@ -198,7 +199,8 @@ func settings() []setting {
 		{"auth-client-id", "MCP_AUTH_CLIENT_ID", "", "client id of this node at the authorization server; set: tokens are introspected instead of verified as JWTs", stringSetter(func(c *Config) *string { return &c.Auth.ClientID })},
 		{"auth-client-secret", "MCP_AUTH_CLIENT_SECRET", "", "client secret for introspection (prefer the environment variable to the flag)", stringSetter(func(c *Config) *string { return &c.Auth.ClientSecret })},
 		{"backend-retry-max", "MCP_BACKEND_RETRY_MAX", "5s", "longest wait between attempts to reach Redis at start-up (waits start at 100ms and double); the node answers 503 and /readyz fails until Redis answers", durationSetter(func(c *Config) *time.Duration { return &c.BackendRetryMax })},
-		{"drain-timeout", "MCP_DRAIN_TIMEOUT", dur(st.DrainTimeout), "grace period for in-flight requests on SIGTERM, and over stdio at end of input", durationSetter(func(c *Config) *time.Duration { return &c.DrainTimeout })},
+		{"drain-delay", "MCP_DRAIN_DELAY", "0s", "on SIGTERM, how long /readyz fails while the node still serves everything, before it drains: time for load balancers to stop routing to it (set it to their health-check period times the failure threshold)", durationSetter(func(c *Config) *time.Duration { return &c.DrainDelay })},
+		{"drain-timeout", "MCP_DRAIN_TIMEOUT", dur(st.DrainTimeout), "grace period for in-flight requests once the node drains (after --drain-delay), and over stdio at end of input", durationSetter(func(c *Config) *time.Duration { return &c.DrainTimeout })},
 		{"log-level", "MCP_LOG_LEVEL", "info", "log level: debug, info, warn, error", stringSetter(func(c *Config) *string { return &c.LogLevel })},
 		{"access-log", "MCP_ACCESS_LOG", "true", "log one line per HTTP request at info (method, MCP method, status, duration_ms, node, request id); 5xx answers are logged at warn either way", boolSetter(func(c *Config) *bool { return &c.AccessLog })},
 		{"log-format", "MCP_LOG_FORMAT", "json", "log format: json or console", stringSetter(func(c *Config) *string { return &c.LogFormat })},
@@ -296,6 +298,9 @@ func (c *Config) Validate() error {
 	pos("lease-ttl", c.LeaseTTL)
 	pos("record-timeout", c.RecordTimeout)
 	pos("drain-timeout", c.DrainTimeout)
+	if c.DrainDelay < 0 {
+		bad("drain-delay", "must not be negative, not %s", c.DrainDelay)
+	}
 	pos("backend-retry-max", c.BackendRetryMax)
 	pos("body-read-timeout", c.BodyTimeout)
 	pos("stream-write-timeout", c.WriteTimeout)

@@ -54,7 +54,7 @@ func numeric(o optionSet) map[string]int64 {
 // fields on purpose (one bound over HTTP and stdio, or in the backend
 // and the server), with how many.
 var (
-	cmdOnly = map[string]bool{"backend-retry-max": true}
+	cmdOnly = map[string]bool{"backend-retry-max": true, "drain-delay": true}
 	unset   = map[string]bool{"Server.StateTTL": true, "Stdio.MaxLineBytes": true}
 	shared  = map[string]int{"max-batch": 2, "max-session-handlers": 2, "max-subscriptions": 2}
 )

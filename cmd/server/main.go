@@ -230,11 +230,32 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		return 1
 	case <-ctx.Done():
 	}
+	// Pre-stop: readiness fails so balancers stop routing here, and
+	// connections are no longer kept alive, but every request is served.
+	g.stopping.Store(true)
+	hs.SetKeepAlivesEnabled(false)
+	if cfg.DrainDelay > 0 {
+		log.Info().Float64("delay_ms", telemetry.Ms(cfg.DrainDelay)).Msg("stopping: not ready, still serving")
+		select {
+		case <-time.After(cfg.DrainDelay):
+		case err := <-errc:
+			log.Error().Err(err).Msg("server stopped")
+		}
+	}
+	// Drain: the listener closes, so a balancer that still sends a request
+	// here gets a refused connection and tries another node (nothing was
+	// sent, so even a POST is retried); streams get a retry hint and close;
+	// in-flight calls have the grace period.
 	log.Info().Float64("grace_ms", telemetry.Ms(cfg.DrainTimeout)).Msg("draining")
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 	defer cancel()
+	shut := make(chan struct{})
+	go func() { _ = hs.Shutdown(dctx); close(shut) }()
 	h.Drain(dctx)
-	_ = hs.Shutdown(dctx)
+	select {
+	case <-shut:
+	case <-dctx.Done():
+	}
 	h.Close()
 	log.Info().Msg("stopped")
 	return 0

@@ -31,6 +31,9 @@ const attemptTimeout = 5 * time.Second
 // gate holds the MCP handler once the node is up.
 type gate struct {
 	h atomic.Pointer[mcp.HTTPHandler]
+	// stopping is set on SIGTERM: /readyz fails from then on, while the
+	// node still serves everything until --drain-delay has passed.
+	stopping atomic.Bool
 }
 
 // serveMCP passes a request to the handler, or answers 503 with a
@@ -45,6 +48,10 @@ func (g *gate) serveMCP(w http.ResponseWriter, r *http.Request) {
 
 // ready answers /readyz.
 func (g *gate) ready(w http.ResponseWriter, r *http.Request) {
+	if g.stopping.Load() {
+		http.Error(w, "not ready: stopping", http.StatusServiceUnavailable)
+		return
+	}
 	h := g.h.Load()
 	if h == nil {
 		http.Error(w, "not ready: waiting for the backend", http.StatusServiceUnavailable)

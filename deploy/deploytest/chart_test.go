@@ -252,6 +252,8 @@ func TestChartRejectsBadValues(t *testing.T) {
 			"terminationGracePeriodSeconds (25) must be greater than", false},
 		{"grace period too short for a longer drain", "shutdown: {drainTimeoutSeconds: 60}\n",
 			"terminationGracePeriodSeconds (35) must be greater than", false},
+		{"grace period too short for the drain delay", "shutdown: {drainDelaySeconds: 10}\n",
+			"(5 + 10 + 20 = 35)", false},
 		{"external Redis without URL", "redis: {mode: external}\n", "/redis", true},
 		{"Redis URL of another scheme", "redis: {mode: external, url: \"http://redis:6379\"}\n", "/redis/url", true},
 		{"bad state key", "stateKey: {value: not-a-key}\n", "/stateKey/value", true},
@@ -437,7 +439,7 @@ func TestCheckReleaseRejects(t *testing.T) {
 		{"grace period too short", "defaults.yaml", func(r *release) {
 			g := int64(25)
 			r.deployments[0].Spec.Template.Spec.TerminationGracePeriodSeconds = &g
-		}, "terminationGracePeriodSeconds 25 is not greater than preStop sleep 5s + drain 20s"},
+		}, "terminationGracePeriodSeconds 25 is not greater than preStop sleep 5s + drain delay 0s + drain 20s"},
 		{"readiness on /healthz", "defaults.yaml", func(r *release) {
 			r.deployments[0].Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Path = "/healthz"
 		}, "readiness probe: GET /healthz"},

@@ -316,7 +316,7 @@ func checkRelease(r *release) error {
 		probePath("startup", c.StartupProbe, "/healthz")
 	}
 
-	// Shutdown: grace > preStop sleep + drain timeout.
+	// Shutdown: grace > preStop sleep + drain delay + drain timeout.
 	var sleep int64
 	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil {
 		bad("container has no preStop sleep")
@@ -331,10 +331,16 @@ func checkRelease(r *release) error {
 	case err != nil:
 		bad("MCP_DRAIN_TIMEOUT %q: %v", drainText, err)
 	}
+	var delay time.Duration
+	if delayText, _, ok := r.envValue(c, "MCP_DRAIN_DELAY"); ok {
+		if delay, err = time.ParseDuration(delayText); err != nil {
+			bad("MCP_DRAIN_DELAY %q: %v", delayText, err)
+		}
+	}
 	if g := ps.TerminationGracePeriodSeconds; g == nil {
 		bad("terminationGracePeriodSeconds is not set")
-	} else if time.Duration(*g)*time.Second <= time.Duration(sleep)*time.Second+drain {
-		bad("terminationGracePeriodSeconds %d is not greater than preStop sleep %ds + drain %s", *g, sleep, drain)
+	} else if time.Duration(*g)*time.Second <= time.Duration(sleep)*time.Second+delay+drain {
+		bad("terminationGracePeriodSeconds %d is not greater than preStop sleep %ds + drain delay %s + drain %s", *g, sleep, delay, drain)
 	}
 
 	// Every env var the node needs resolves.

@@ -100,9 +100,10 @@ Deployment so that an invalid set fails to render.
 */}}
 {{- define "mcpcluster.validate" -}}
 {{- $s := .Values.shutdown }}
-{{- $need := add $s.preStopSleepSeconds $s.drainTimeoutSeconds }}
+{{- $delay := $s.drainDelaySeconds | default 0 }}
+{{- $need := add $s.preStopSleepSeconds $delay $s.drainTimeoutSeconds }}
 {{- if le (int $s.terminationGracePeriodSeconds) (int $need) }}
-{{- fail (printf "shutdown.terminationGracePeriodSeconds (%d) must be greater than shutdown.preStopSleepSeconds + shutdown.drainTimeoutSeconds (%d + %d = %d): the kubelet would kill nodes before they finish draining" (int $s.terminationGracePeriodSeconds) (int $s.preStopSleepSeconds) (int $s.drainTimeoutSeconds) (int $need)) }}
+{{- fail (printf "shutdown.terminationGracePeriodSeconds (%d) must be greater than shutdown.preStopSleepSeconds + shutdown.drainDelaySeconds + shutdown.drainTimeoutSeconds (%d + %d + %d = %d): the kubelet would kill nodes before they finish draining" (int $s.terminationGracePeriodSeconds) (int $s.preStopSleepSeconds) (int $delay) (int $s.drainTimeoutSeconds) (int $need)) }}
 {{- end }}
 {{- if and (eq .Values.redis.mode "external") (not .Values.redis.url) (not .Values.redis.existingSecret) }}
 {{- fail "redis.mode is external: set redis.url or redis.existingSecret" }}
