@@ -1,0 +1,443 @@
+// Command chaos runs mcpcluster under faults and checks that failover
+// keeps its promise: three cmd/server nodes on a redis-server behind
+// nginx (deploy/nginx/compose.conf, as scripts/cluster.sh runs it) carry
+// a verifying load while a scenario breaks things. Every call must end
+// with a result or a clear JSON-RPC error within its bound, and every
+// event recorded in a stream's history must reach the client exactly
+// once. It prints one table row per scenario (docs/RELIABILITY.md) and
+// exits 1 when a call hung or an event was lost or duplicated.
+//
+//	go run ./cmd/chaos                      # every scenario (make chaos)
+//	go run ./cmd/chaos -short               # kill -9 and a Redis restart, ~2 min
+//	go run ./cmd/chaos -scenarios kill9,aof # some of them
+//
+// It needs redis-server and nginx (make chaos and scripts/test.sh
+// install them); toxiproxy runs in process.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/clustertest"
+)
+
+// nodes is the size of the cluster.
+const nodes = 3
+
+// env is what a scenario's fault acts on.
+type env struct {
+	h      *harness
+	c      *clustertest.Cluster
+	tox    *toxics
+	sent   *sentinelSet
+	mu     sync.Mutex
+	faults []time.Time
+}
+
+func (e *env) fault() {
+	e.mu.Lock()
+	e.faults = append(e.faults, time.Now())
+	e.mu.Unlock()
+}
+
+type scenario struct {
+	name, title string
+	// setup adjusts the cluster before it starts.
+	setup func(e *env, o *clustertest.Options)
+	// run breaks things while the load runs, until ctx ends.
+	run func(ctx context.Context, e *env)
+}
+
+var scenarios = []scenario{
+	{"kill9", "kill -9 of a node every 15 s, restarted 3 s later with the same node id", nil,
+		func(ctx context.Context, e *env) {
+			for i := 0; sleep(ctx, 12*time.Second); i++ {
+				n := e.c.Nodes[i%len(e.c.Nodes)]
+				e.fault()
+				n.Kill()
+				time.Sleep(3 * time.Second)
+				n.Restart()
+			}
+		}},
+	{"rolling", "SIGTERM rolling restart (drain delay 1 s), each node restarted with its id", nil,
+		func(ctx context.Context, e *env) {
+			if !sleep(ctx, 5*time.Second) {
+				return
+			}
+			for _, n := range e.c.Nodes {
+				e.fault()
+				if err := n.Stop(); err != nil {
+					e.h.Logf("%v", err)
+				}
+				n.Restart()
+				if !sleep(ctx, 8*time.Second) {
+					return
+				}
+			}
+		}},
+	{"redis", "Redis down 5 s, restarted without persistence (empty)", nil, redisOutage},
+	{"aof", "Redis down 5 s (SIGKILL), restarted from its AOF (appendfsync always)",
+		func(e *env, o *clustertest.Options) { o.RedisOptions.Persist = true }, redisOutage},
+	{"toxiproxy", "Redis behind toxiproxy: 300±100 ms latency for 10 s, then a 10 s cut (data dropped, connections held)",
+		func(e *env, o *clustertest.Options) { withToxics(e, o) },
+		func(ctx context.Context, e *env) {
+			if !sleep(ctx, 5*time.Second) {
+				return
+			}
+			e.fault()
+			e.tox.add(e.h, `{"name":"lat","type":"latency","stream":"downstream","attributes":{"latency":300,"jitter":100}}`)
+			time.Sleep(10 * time.Second)
+			e.tox.remove(e.h, "lat")
+			if !sleep(ctx, 10*time.Second) {
+				return
+			}
+			e.fault()
+			cut(e, 10*time.Second)
+		}},
+	{"sentinel", "Sentinel failover: the primary is killed; 3 sentinels promote the replica (nodes on redis-sentinel://)",
+		func(e *env, o *clustertest.Options) {
+			// The cluster's Redis is the primary; a replica and three
+			// sentinels join it before the first node starts.
+			o.NodeArgs = func(c *clustertest.Cluster, i int) []string {
+				if e.sent == nil {
+					e.sent = startSentinels(e.h, c.Redis)
+				}
+				return []string{"--redis-url", e.sent.url()}
+			}
+		},
+		func(ctx context.Context, e *env) {
+			if !sleep(ctx, 10*time.Second) {
+				return
+			}
+			e.fault()
+			e.sent.primary.Kill()
+			if !sleep(ctx, 25*time.Second) {
+				return
+			}
+			// The old primary comes back; the sentinels make it a replica.
+			e.sent.primary.Restart()
+		}},
+	{"buscut", "one node cut off from Redis (its bus and store) for 10 s while it still serves HTTP",
+		func(e *env, o *clustertest.Options) { withToxics(e, o) },
+		func(ctx context.Context, e *env) {
+			if !sleep(ctx, 10*time.Second) {
+				return
+			}
+			e.fault()
+			cut(e, 10*time.Second, 0)
+		}},
+}
+
+func redisOutage(ctx context.Context, e *env) {
+	if !sleep(ctx, 10*time.Second) {
+		return
+	}
+	e.fault()
+	e.c.Redis.Kill()
+	time.Sleep(5 * time.Second)
+	e.c.Redis.Restart()
+}
+
+// withToxics puts a toxiproxy proxy between each node and the cluster's
+// Redis, started before the first node.
+func withToxics(e *env, o *clustertest.Options) {
+	o.NodeArgs = func(c *clustertest.Cluster, i int) []string {
+		if e.tox == nil {
+			e.tox = startToxics(e.h, nodes, c.Redis.Addr())
+		}
+		return []string{"--redis-url", e.tox.url(i)}
+	}
+}
+
+// cut drops every byte both ways on the given nodes' links (all when
+// none) for d, holding the connections open.
+func cut(e *env, d time.Duration, which ...int) {
+	e.tox.add(e.h, `{"name":"cut-down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`, which...)
+	e.tox.add(e.h, `{"name":"cut-up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`, which...)
+	time.Sleep(d)
+	e.tox.remove(e.h, "cut-down", which...)
+	e.tox.remove(e.h, "cut-up", which...)
+}
+
+type config struct {
+	duration  time.Duration
+	bound     time.Duration
+	progress  int
+	sampling  int
+	modern    int
+	listeners int
+}
+
+type result struct {
+	sc            scenario
+	st            *stats
+	before, after []nodeFigures
+	recovery      time.Duration
+	faults        int
+	elapsed       time.Duration
+}
+
+func main() {
+	var (
+		names = flag.String("scenarios", "", "comma-separated scenarios (default all): "+scenarioNames())
+		short = flag.Bool("short", false, "the short run: kill9 and redis, 50 s of load each")
+		cfg   config
+		out   = flag.String("out", "", "also write the markdown report to this file")
+	)
+	flag.DurationVar(&cfg.duration, "duration", 75*time.Second, "load per scenario (faults run within it)")
+	flag.DurationVar(&cfg.bound, "bound", 60*time.Second, "a call not ended after this long counts as hung")
+	flag.IntVar(&cfg.progress, "progress", 10, "legacy sessions with a GET stream, each running progress calls")
+	flag.IntVar(&cfg.sampling, "sampling", 6, "legacy sessions running sampling calls (replies through the balancer)")
+	flag.IntVar(&cfg.modern, "modern", 6, "2026-07-28 clients (echo and MRTR sample calls)")
+	flag.IntVar(&cfg.listeners, "listeners", 6, "2026-07-28 subscriptions/listen streams")
+	flag.Parse()
+	want := map[string]bool{}
+	if *short {
+		want["kill9"], want["redis"] = true, true
+		if !flagSet("duration") {
+			cfg.duration = 50 * time.Second
+		}
+	}
+	for _, n := range strings.Split(*names, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			want[n] = true
+		}
+	}
+	var results []result
+	for _, sc := range scenarios {
+		if len(want) > 0 && !want[sc.name] {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "chaos: %s: %s (%s of load)\n", sc.name, sc.title, cfg.duration)
+		r := runScenario(sc, cfg)
+		fmt.Fprintf(os.Stderr, "chaos: %s: %s\n", sc.name, r.row())
+		results = append(results, r)
+	}
+	report := markdown(results, cfg)
+	fmt.Print(report)
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(report), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+			os.Exit(2)
+		}
+	}
+	for _, r := range results {
+		if r.st.hung > 0 || r.st.lost > 0 || r.st.dup > 0 {
+			fmt.Fprintln(os.Stderr, "chaos: FAIL: hung calls or lost/duplicated events")
+			os.Exit(1)
+		}
+	}
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func scenarioNames() string {
+	var n []string
+	for _, s := range scenarios {
+		n = append(n, s.name)
+	}
+	return strings.Join(n, ", ")
+}
+
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+func runScenario(sc scenario, cfg config) result {
+	h := &harness{name: sc.name}
+	defer h.cleanup()
+	e := &env{h: h}
+	opts := clustertest.Options{Nodes: nodes, Args: []string{"--log-level", "warn", "--retry", "500ms", "--drain-delay", "1s", "--drain-timeout", "15s"}}
+	if sc.setup != nil {
+		sc.setup(e, &opts)
+	}
+	e.c = clustertest.Start(h, opts)
+	var addrs []string
+	for _, n := range e.c.Nodes {
+		addrs = append(addrs, n.Addr)
+	}
+	url := startNginx(h, moduleRoot(), addrs)
+	st := newStats()
+	r := result{sc: sc, st: st}
+	time.Sleep(time.Second)
+	for _, n := range e.c.Nodes {
+		r.before = append(r.before, readFigures(n))
+	}
+
+	start := time.Now()
+	ctx, stop := context.WithTimeout(context.Background(), cfg.duration)
+	defer stop()
+	cl := newClient(url, st, cfg.bound)
+	var wg sync.WaitGroup
+	spawn := func(n int, f func()) {
+		for range n {
+			wg.Add(1)
+			go func() { defer wg.Done(); f() }()
+		}
+	}
+	spawn(cfg.progress, func() { progressWorker(ctx, cl) })
+	spawn(cfg.sampling, func() { samplingWorker(ctx, cl) })
+	spawn(cfg.modern, func() {
+		for ctx.Err() == nil {
+			cl.call(nil, "echo", map[string]any{"text": "hello"}, 0)
+			cl.mrtr()
+			sleep(ctx, 200*time.Millisecond)
+		}
+	})
+	spawn(cfg.listeners, func() { cl.listen(ctx) })
+	spawn(1, func() { bumper(ctx, cl) })
+	spawn(1, func() { cl.probe(ctx, 250*time.Millisecond) })
+	faultDone := make(chan struct{})
+	go func() { defer close(faultDone); sc.run(ctx, e) }()
+	<-ctx.Done()
+	<-faultDone
+	wg.Wait() // each call is bounded by cfg.bound
+	r.elapsed = time.Since(start)
+	r.faults = len(e.faults)
+	r.recovery = recovery(e.faults, st.probeFails)
+	time.Sleep(5 * time.Second) // let the nodes' streams and timers settle
+	for _, n := range e.c.Nodes {
+		r.after = append(r.after, readFigures(n))
+	}
+	return r
+}
+
+// recovery is the longest time from a fault until the prober's last
+// failure after it (0 when the prober never failed).
+func recovery(faults, fails []time.Time) time.Duration {
+	var worst time.Duration
+	for i, f := range faults {
+		end := f.Add(time.Hour)
+		if i+1 < len(faults) {
+			end = faults[i+1]
+		}
+		for _, x := range fails {
+			if !x.Before(f) && x.Before(end) {
+				worst = max(worst, x.Sub(f)+250*time.Millisecond)
+			}
+		}
+	}
+	return worst
+}
+
+// progressWorker is a legacy session with a GET stream open, running
+// progress calls one after another; a new session replaces one that is
+// gone (Redis lost its data).
+func progressWorker(ctx context.Context, cl *client) {
+	for ctx.Err() == nil {
+		s, err := cl.initialize(ctx)
+		if err != nil {
+			return
+		}
+		gctx, stopGet := context.WithCancel(ctx)
+		got := make(chan struct{})
+		go func() { defer close(got); cl.getStream(gctx, s) }()
+		for ctx.Err() == nil {
+			if _, how := cl.call(s, "progress", map[string]any{"steps": 20, "delayMs": 100}, 20); strings.Contains(how, "404") {
+				break
+			}
+		}
+		stopGet()
+		<-got
+	}
+}
+
+func samplingWorker(ctx context.Context, cl *client) {
+	for ctx.Err() == nil {
+		s, err := cl.initialize(ctx)
+		if err != nil {
+			return
+		}
+		for ctx.Err() == nil {
+			final, how := cl.call(s, "sample", map[string]any{"prompt": "What is the answer?"}, 0)
+			if final != nil && final.Error == nil && !strings.Contains(string(final.Result), sampleAnswer) {
+				cl.st.note("sample answered %.200s", final.Result)
+			}
+			if strings.Contains(how, "404") {
+				break
+			}
+			sleep(ctx, 100*time.Millisecond)
+		}
+	}
+}
+
+// bumper changes the tool list every 3 s, so every session's GET stream
+// and every listen stream gets notifications/tools/list_changed.
+func bumper(ctx context.Context, cl *client) {
+	for ctx.Err() == nil {
+		s, err := cl.initialize(ctx)
+		if err != nil {
+			return
+		}
+		for sleep(ctx, 3*time.Second) {
+			if _, how := cl.call(s, "toggle_extra_tool", nil, 0); strings.Contains(how, "404") {
+				break
+			}
+		}
+	}
+}
+
+func (r result) row() string {
+	st := r.st
+	var errs []string
+	keys := make([]string, 0, len(st.errs))
+	for k := range st.errs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		errs = append(errs, fmt.Sprintf("%s ×%d", k, st.errs[k]))
+	}
+	if len(errs) == 0 {
+		errs = append(errs, "none")
+	}
+	return fmt.Sprintf("| %s | %d | %d | %s | **%d** | **%d** | **%d** | %d/%d | %d | %s | %s | %s |",
+		r.sc.name, st.started, st.completed, strings.Join(errs, ", "), st.hung, st.lost, st.dup,
+		st.resumed, st.resumes, st.getReconnects, r.recovery.Round(100*time.Millisecond), figures(r.before), figures(r.after))
+}
+
+func figures(fs []nodeFigures) string {
+	var p []string
+	for _, f := range fs {
+		if !f.ok {
+			p = append(p, "down")
+			continue
+		}
+		p = append(p, fmt.Sprintf("%d/%.0f", f.goroutines, f.rssMiB))
+	}
+	return strings.Join(p, " ")
+}
+
+func markdown(rs []result, cfg config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Load per scenario: %s; %d legacy sessions with a GET stream running progress calls (20 steps, 100 ms apart), %d legacy sessions running sampling calls, %d 2026-07-28 clients (echo + MRTR), %d subscriptions/listen streams, a tools/list_changed every 3 s, a prober every 250 ms. A call not ended within %s counts as hung.\n\n",
+		cfg.duration, cfg.progress, cfg.sampling, cfg.modern, cfg.listeners, cfg.bound)
+	b.WriteString("| scenario | calls | completed | clear errors (HTTP status, JSON-RPC code) | hung | events lost | events duplicated | resumed/cut calls | GET stream reconnects | recovery | goroutines/RSS MiB before | after |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range rs {
+		b.WriteString(r.row() + "\n")
+	}
+	b.WriteString("\n")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "- `%s`: %s; %d fault(s); probes %d, failed %d; sampling replies retried %d; listen streams reopened %d, list_changed received %d\n",
+			r.sc.name, r.sc.title, r.faults, r.st.probes, r.st.probeFail, r.st.repliesRetried, r.st.listenReopens, r.st.listenUpdates)
+		for _, n := range r.st.notes {
+			fmt.Fprintf(&b, "  - %s\n", n)
+		}
+	}
+	return b.String()
+}
