@@ -58,6 +58,23 @@ deploy-test:
 chart-apiserver:
 	scripts/chart-apiserver.sh
 
+.PHONY: chaos chaos-short
+
+# The chaos harness (cmd/chaos, about 15 minutes): three nodes on Redis
+# behind nginx under a verifying load while faults hit them: kill -9 with
+# stable ids, a SIGTERM rolling restart, Redis restarts (no persistence,
+# AOF), toxiproxy latency and a cut, a Sentinel failover, a node cut off
+# from Redis. Prints the table of docs/RELIABILITY.md; fails on a hung
+# call or a lost or duplicated event. Installs nginx and redis-server
+# when missing.
+chaos:
+	scripts/chaos.sh
+
+# Its short version (kill -9 and a Redis restart, ~3 minutes), a stage of
+# scripts/test.sh.
+chaos-short:
+	scripts/chaos.sh -short
+
 .PHONY: bench bench-micro
 
 # Benchmark suite (about 6 minutes on 2 cores): mcpcluster on 1 node

@@ -22,6 +22,10 @@
 #                   once by scripts/helm.sh into a cache. Then
 #                   scripts/cluster.sh --check: redis-server + 3 nodes + nginx
 #                   (apt-get install if missing) and a smoke test through nginx
+#   chaos           scripts/chaos.sh -short (cmd/chaos): 3 nodes on Redis behind
+#                   nginx under load; kill -9 with stable node ids, then a
+#                   Redis restart; fails on a hung call or a lost or
+#                   duplicated event (nginx installed if missing; ~3 min)
 #   conformance single      scripts/conformance.sh (one node, in-memory)
 #   conformance cluster3    scripts/conformance.sh --cluster 3 (Redis + proxy)
 #   conformance alpha-single    the 2026-07-28 suite (0.2.0-alpha.12):
@@ -52,6 +56,8 @@
 #   MCP_TOOLS_CACHE          npm tools cache (see scripts/npm-tools.sh)
 #   MCP_TOOLS_BIN            helm cache (see scripts/helm.sh)
 #   MCP_SKIP_DEPLOY=1        skip the deploy stage (quick local runs; CI never
+#                            sets it)
+#   MCP_SKIP_CHAOS=1         skip the chaos stage (quick local runs; CI never
 #                            sets it)
 set -euo pipefail
 
@@ -224,6 +230,11 @@ if [[ "${MCP_SKIP_DEPLOY:-}" == 1 ]]; then
   skip "deploy" "MCP_SKIP_DEPLOY=1"
 else
   stage "deploy" deploy
+fi
+if [[ "${MCP_SKIP_CHAOS:-}" == 1 ]]; then
+  skip "chaos" "MCP_SKIP_CHAOS=1"
+else
+  stage "chaos (kill -9, Redis restart)" env CHAOS_TIMEOUT=420 scripts/chaos.sh -short
 fi
 if [[ "${MCP_SKIP_CONFORMANCE:-}" == 1 ]]; then
   skip "conformance single" "MCP_SKIP_CONFORMANCE=1"

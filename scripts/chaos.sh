@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The chaos harness (cmd/chaos): three nodes on Redis behind nginx
+# (deploy/nginx/compose.conf) under a verifying load while faults hit
+# them. Installs redis-server and nginx from Debian packages when missing
+# (their system services are not started); toxiproxy runs inside the
+# harness and the Sentinel scenario runs redis-server --sentinel.
+#
+# Usage: scripts/chaos.sh [cmd/chaos flags]
+#   scripts/chaos.sh                 every scenario (make chaos, ~15 min)
+#   scripts/chaos.sh -short          kill -9 and a Redis restart (~3 min)
+#   scripts/chaos.sh -scenarios aof  one scenario; -h lists the flags
+# Environment: CHAOS_TIMEOUT (seconds, default 1800) bounds the whole run.
+set -euo pipefail
+
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || [[ -x /usr/bin/redis-server ]] || missing+=(redis-server)
+command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
+if (( ${#missing[@]} > 0 )); then
+  echo "chaos: installing ${missing[*]} (Debian packages)"
+  apt_install "${missing[@]}"
+fi
+go build -o "${TMPDIR:-/tmp}/mcpcluster-chaos" ./cmd/chaos
+exec timeout --signal=INT --kill-after=30 "${CHAOS_TIMEOUT:-1800}" "${TMPDIR:-/tmp}/mcpcluster-chaos" "$@"
