@@ -20,6 +20,7 @@ import (
 
 	"github.com/Shopify/toxiproxy/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpcluster/mcpcluster/internal/clustertest"
@@ -169,9 +170,30 @@ func findBin(name string) string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
+// nginx is the balancer: the repository's configuration, run by the
+// harness.
+type nginx struct {
+	cmd  *exec.Cmd
+	conf string // deploy/nginx/compose.conf
+	site string // its rewrite for this run
+	port int
+	url  string
+}
+
+// route rewrites the upstream servers to addrs and reloads nginx
+// gracefully (SIGHUP): what an ingress controller does when a pod leaves
+// or joins the Service's endpoints.
+func (n *nginx) route(h *harness, addrs []string) {
+	if err := os.WriteFile(n.site, []byte(nginxSite(n.conf, addrs, n.port)), 0o644); err != nil {
+		h.Fatalf("%v", err)
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGHUP)
+	time.Sleep(300 * time.Millisecond) // new workers take over
+}
+
 // startNginx runs nginx with the repository's configuration in front of
-// the nodes and returns the MCP URL.
-func startNginx(h *harness, root string, nodes []string) string {
+// the nodes.
+func startNginx(h *harness, root string, nodes []string) *nginx {
 	bin := findBin("nginx")
 	if bin == "" {
 		h.Fatalf("nginx not found (scripts/test.sh and make chaos install it)")
@@ -187,6 +209,7 @@ func startNginx(h *harness, root string, nodes []string) string {
 	}
 	port := freePort(h)
 	site := filepath.Join(dir, "site.conf")
+	ng := &nginx{conf: string(conf), site: site, port: port}
 	if err := os.WriteFile(site, []byte(nginxSite(string(conf), nodes, port)), 0o644); err != nil {
 		h.Fatalf("%v", err)
 	}
@@ -209,10 +232,22 @@ http {
 	if err := os.WriteFile(mainPath, []byte(main), 0o644); err != nil {
 		h.Fatalf("%v", err)
 	}
-	startProcess(h, "nginx", filepath.Join(dir, "logs", "stderr.log"), bin, "-p", dir, "-c", mainPath, "-e", filepath.Join(dir, "logs", "error.log"))
+	ng.cmd = startProcess(h, "nginx", filepath.Join(dir, "logs", "stderr.log"), bin, "-p", dir, "-c", mainPath, "-e", filepath.Join(dir, "logs", "error.log"))
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	waitTCP(h, addr, "nginx")
-	return "http://" + addr + "/mcp"
+	ng.url = "http://" + addr + "/mcp"
+	return ng
+}
+
+// ready reports whether a node's /readyz answers 200.
+func ready(n *clustertest.Node) bool {
+	hc := &http.Client{Timeout: time.Second}
+	resp, err := hc.Get("http://" + n.Addr + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // toxics is an in-process toxiproxy with one proxy per node in front of
@@ -292,9 +327,11 @@ func startSentinels(h *harness, primary *redistest.Server) *sentinelSet {
 		s.sentinels = append(s.sentinels, addr)
 	}
 	// Wait until the replica is in sync, so a failover has a target.
+	rc := goredis.NewClient(&goredis.Options{Addr: s.replica.Addr()})
+	defer rc.Close()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		info, _ := s.replica.Do("INFO replication")
+		info, _ := rc.Info(context.Background(), "replication").Result()
 		if strings.Contains(info, "master_link_status:up") {
 			break
 		}

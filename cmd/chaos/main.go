@@ -39,6 +39,7 @@ type env struct {
 	c      *clustertest.Cluster
 	tox    *toxics
 	sent   *sentinelSet
+	ngx    *nginx
 	mu     sync.Mutex
 	faults []time.Time
 }
@@ -68,22 +69,10 @@ var scenarios = []scenario{
 				n.Restart()
 			}
 		}},
-	{"rolling", "SIGTERM rolling restart (drain delay 1 s), each node restarted with its id", nil,
-		func(ctx context.Context, e *env) {
-			if !sleep(ctx, 5*time.Second) {
-				return
-			}
-			for _, n := range e.c.Nodes {
-				e.fault()
-				if err := n.Stop(); err != nil {
-					e.h.Logf("%v", err)
-				}
-				n.Restart()
-				if !sleep(ctx, 8*time.Second) {
-					return
-				}
-			}
-		}},
+	{"rolling", "SIGTERM rolling restart (drain delay 1 s), each node restarted with its id; nginx's upstreams follow /readyz as a Kubernetes ingress follows endpoints", nil,
+		func(ctx context.Context, e *env) { rolling(ctx, e, true) }},
+	{"rolling-static", "the same with nginx's upstreams fixed (docker-compose, scripts/cluster.sh): nothing takes the node out before it closes its listener", nil,
+		func(ctx context.Context, e *env) { rolling(ctx, e, false) }},
 	{"redis", "Redis down 5 s, restarted without persistence (empty)", nil, redisOutage},
 	{"aof", "Redis down 5 s (SIGKILL), restarted from its AOF (appendfsync always)",
 		func(e *env, o *clustertest.Options) { o.RedisOptions.Persist = true }, redisOutage},
@@ -135,6 +124,44 @@ var scenarios = []scenario{
 			e.fault()
 			cut(e, 10*time.Second, 0)
 		}},
+}
+
+// rolling restarts every node in turn with SIGTERM. With follow, the
+// harness plays the endpoints controller: once a node's /readyz fails it
+// leaves nginx's upstreams, and it joins again once ready.
+func rolling(ctx context.Context, e *env, follow bool) {
+	if !sleep(ctx, 5*time.Second) {
+		return
+	}
+	all := make([]string, len(e.c.Nodes))
+	for i, n := range e.c.Nodes {
+		all[i] = n.Addr
+	}
+	for i, n := range e.c.Nodes {
+		e.fault()
+		stopped := make(chan error, 1)
+		go func() { stopped <- n.Stop() }()
+		if follow {
+			for ready(n) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			others := append(append([]string(nil), all[:i]...), all[i+1:]...)
+			e.ngx.route(e.h, others)
+		}
+		if err := <-stopped; err != nil {
+			e.h.Logf("%v", err)
+		}
+		n.Restart()
+		if follow {
+			for !ready(n) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			e.ngx.route(e.h, all)
+		}
+		if !sleep(ctx, 8*time.Second) {
+			return
+		}
+	}
 }
 
 func redisOutage(ctx context.Context, e *env) {
@@ -270,7 +297,8 @@ func runScenario(sc scenario, cfg config) result {
 	for _, n := range e.c.Nodes {
 		addrs = append(addrs, n.Addr)
 	}
-	url := startNginx(h, moduleRoot(), addrs)
+	e.ngx = startNginx(h, moduleRoot(), addrs)
+	url := e.ngx.url
 	st := newStats()
 	r := result{sc: sc, st: st}
 	time.Sleep(time.Second)
