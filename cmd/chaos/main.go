@@ -288,7 +288,7 @@ func runScenario(sc scenario, cfg config) result {
 	h := &harness{name: sc.name}
 	defer h.cleanup()
 	e := &env{h: h}
-	opts := clustertest.Options{Nodes: nodes, Args: []string{"--log-level", "warn", "--retry", "500ms", "--drain-delay", "1s", "--drain-timeout", "15s"}}
+	opts := clustertest.Options{Nodes: nodes, Args: []string{"--metrics-addr", "", "--log-level", "warn", "--retry", "500ms", "--drain-delay", "1s", "--drain-timeout", "15s"}}
 	if sc.setup != nil {
 		sc.setup(e, &opts)
 	}
@@ -337,7 +337,9 @@ func runScenario(sc scenario, cfg config) result {
 	r.elapsed = time.Since(start)
 	r.faults = len(e.faults)
 	r.recovery = recovery(e.faults, st.probeFails)
-	time.Sleep(5 * time.Second) // let the nodes' streams and timers settle
+	// Let the nodes' streams and timers settle: past --resume-grace (10s),
+	// a request whose stream dropped is still waiting to be resumed.
+	time.Sleep(12 * time.Second)
 	for _, n := range e.c.Nodes {
 		r.after = append(r.after, readFigures(n))
 	}
