@@ -191,6 +191,11 @@ func (n *nginx) route(h *harness, addrs []string) {
 	time.Sleep(300 * time.Millisecond) // new workers take over
 }
 
+// stop ends nginx at once (SIGTERM), closing its connections.
+func (n *nginx) stop() {
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+}
+
 // startNginx runs nginx with the repository's configuration in front of
 // the nodes.
 func startNginx(h *harness, root string, nodes []string) *nginx {

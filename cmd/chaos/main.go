@@ -337,8 +337,11 @@ func runScenario(sc scenario, cfg config) result {
 	r.elapsed = time.Since(start)
 	r.faults = len(e.faults)
 	r.recovery = recovery(e.faults, st.probeFails)
-	// Let the nodes' streams and timers settle: past --resume-grace (10s),
-	// a request whose stream dropped is still waiting to be resumed.
+	// Stop nginx (its keep-alive connections to the nodes hold a goroutine
+	// each) and let the nodes' streams and timers settle: until
+	// --resume-grace (10s) has passed, a request whose stream dropped
+	// still waits to be resumed.
+	e.ngx.stop()
 	time.Sleep(12 * time.Second)
 	for _, n := range e.c.Nodes {
 		r.after = append(r.after, readFigures(n))
