@@ -421,12 +421,19 @@ func (c *client) read(ctx context.Context, s *session, id int64, resp *http.Resp
 		return msg
 	}
 	r := sse.NewReader(resp.Body, 1<<20)
+	prev := ""
 	for {
 		ev, err := r.Next()
 		if err != nil {
 			return nil
 		}
-		tr.event(ev.ID, len(ev.Data) == 0)
+		// An event without an id field keeps the last id (SSE): it has no
+		// position in history (a final response the node could not
+		// record is written so) and is not counted.
+		if ev.ID != prev {
+			tr.event(ev.ID, len(ev.Data) == 0)
+		}
+		prev = ev.ID
 		if len(ev.Data) == 0 {
 			continue
 		}

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/clustertest"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
 // nodes is the size of the cluster.
@@ -202,6 +203,8 @@ type config struct {
 	sampling  int
 	modern    int
 	listeners int
+	logs      string
+	logLevel  string
 }
 
 type result struct {
@@ -220,6 +223,8 @@ func main() {
 		cfg   config
 		out   = flag.String("out", "", "also write the markdown report to this file")
 	)
+	flag.StringVar(&cfg.logLevel, "node-log-level", "warn", "the nodes' --log-level")
+	flag.StringVar(&cfg.logs, "logs", "", "write each node's log (the current process's) to this directory, per scenario")
 	flag.DurationVar(&cfg.duration, "duration", 75*time.Second, "load per scenario (faults run within it)")
 	flag.DurationVar(&cfg.bound, "bound", 60*time.Second, "a call not ended after this long counts as hung")
 	flag.IntVar(&cfg.progress, "progress", 10, "legacy sessions with a GET stream, each running progress calls")
@@ -288,7 +293,7 @@ func runScenario(sc scenario, cfg config) result {
 	h := &harness{name: sc.name}
 	defer h.cleanup()
 	e := &env{h: h}
-	opts := clustertest.Options{Nodes: nodes, Args: []string{"--metrics-addr", "", "--log-level", "warn", "--retry", "500ms", "--drain-delay", "1s", "--drain-timeout", "15s"}}
+	opts := clustertest.Options{Nodes: nodes, Args: []string{"--metrics-addr", "", "--log-level", cfg.logLevel, "--retry", "500ms", "--drain-delay", "1s", "--drain-timeout", "15s"}}
 	if sc.setup != nil {
 		sc.setup(e, &opts)
 	}
@@ -321,7 +326,8 @@ func runScenario(sc scenario, cfg config) result {
 	spawn(cfg.sampling, func() { samplingWorker(ctx, cl) })
 	spawn(cfg.modern, func() {
 		for ctx.Err() == nil {
-			cl.call(nil, "echo", map[string]any{"text": "hello"}, 0)
+			final, _ := cl.call(nil, "echo", map[string]any{"text": "hello"}, 0)
+			backoff(ctx, final)
 			cl.mrtr()
 			sleep(ctx, 200*time.Millisecond)
 		}
@@ -342,6 +348,12 @@ func runScenario(sc scenario, cfg config) result {
 	// --resume-grace (10s) has passed, a request whose stream dropped
 	// still waits to be resumed.
 	e.ngx.stop()
+	if cfg.logs != "" {
+		_ = os.MkdirAll(cfg.logs, 0o755)
+		for _, n := range e.c.Nodes {
+			_ = os.WriteFile(filepath.Join(cfg.logs, sc.name+"-"+n.ID+".log"), []byte(n.Logs()), 0o644)
+		}
+	}
 	time.Sleep(12 * time.Second)
 	for _, n := range e.c.Nodes {
 		r.after = append(r.after, readFigures(n))
@@ -367,6 +379,14 @@ func recovery(faults, fails []time.Time) time.Duration {
 	return worst
 }
 
+// backoff pauses a client after a call that did not succeed, as a client
+// that is told to retry later does.
+func backoff(ctx context.Context, final *jsonrpc.Message) {
+	if final == nil || final.Error != nil {
+		sleep(ctx, 250*time.Millisecond)
+	}
+}
+
 // progressWorker is a legacy session with a GET stream open, running
 // progress calls one after another; a new session replaces one that is
 // gone (Redis lost its data).
@@ -380,9 +400,11 @@ func progressWorker(ctx context.Context, cl *client) {
 		got := make(chan struct{})
 		go func() { defer close(got); cl.getStream(gctx, s) }()
 		for ctx.Err() == nil {
-			if _, how := cl.call(s, "progress", map[string]any{"steps": 20, "delayMs": 100}, 20); strings.Contains(how, "404") {
+			final, how := cl.call(s, "progress", map[string]any{"steps": 20, "delayMs": 100}, 20)
+			if strings.Contains(how, "404") {
 				break
 			}
+			backoff(ctx, final)
 		}
 		stopGet()
 		<-got
@@ -403,6 +425,7 @@ func samplingWorker(ctx context.Context, cl *client) {
 			if strings.Contains(how, "404") {
 				break
 			}
+			backoff(ctx, final)
 			sleep(ctx, 100*time.Millisecond)
 		}
 	}
