@@ -198,12 +198,12 @@ func (n *nginx) stop() {
 
 // startNginx runs nginx with the repository's configuration in front of
 // the nodes.
-func startNginx(h *harness, root string, nodes []string) *nginx {
+func startNginx(h *harness, confPath string, nodes []string) *nginx {
 	bin := findBin("nginx")
 	if bin == "" {
 		h.Fatalf("nginx not found (scripts/test.sh and make chaos install it)")
 	}
-	conf, err := os.ReadFile(filepath.Join(root, "deploy/nginx/compose.conf"))
+	conf, err := os.ReadFile(confPath)
 	if err != nil {
 		h.Fatalf("%v", err)
 	}

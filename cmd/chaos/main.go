@@ -205,6 +205,7 @@ type config struct {
 	listeners int
 	logs      string
 	logLevel  string
+	nginxConf string
 }
 
 type result struct {
@@ -223,6 +224,7 @@ func main() {
 		cfg   config
 		out   = flag.String("out", "", "also write the markdown report to this file")
 	)
+	flag.StringVar(&cfg.nginxConf, "nginx-conf", "", "nginx site configuration to run instead of deploy/nginx/compose.conf (to compare another one)")
 	flag.StringVar(&cfg.logLevel, "node-log-level", "warn", "the nodes' --log-level")
 	flag.StringVar(&cfg.logs, "logs", "", "write each node's log (the current process's) to this directory, per scenario")
 	flag.DurationVar(&cfg.duration, "duration", 75*time.Second, "load per scenario (faults run within it)")
@@ -302,7 +304,11 @@ func runScenario(sc scenario, cfg config) result {
 	for _, n := range e.c.Nodes {
 		addrs = append(addrs, n.Addr)
 	}
-	e.ngx = startNginx(h, moduleRoot(), addrs)
+	conf := cfg.nginxConf
+	if conf == "" {
+		conf = filepath.Join(moduleRoot(), "deploy/nginx/compose.conf")
+	}
+	e.ngx = startNginx(h, conf, addrs)
 	url := e.ngx.url
 	st := newStats()
 	r := result{sc: sc, st: st}
