@@ -8,7 +8,7 @@
 // exits 1 when a call hung or an event was lost or duplicated.
 //
 //	go run ./cmd/chaos                      # every scenario (make chaos)
-//	go run ./cmd/chaos -short               # kill -9 and a Redis restart, ~2 min
+//	go run ./cmd/chaos -short               # kill -9 and a Redis restart, ~3 min
 //	go run ./cmd/chaos -scenarios kill9,aof # some of them
 //
 // It needs redis-server and nginx (make chaos and scripts/test.sh
