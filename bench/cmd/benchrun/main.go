@@ -241,7 +241,13 @@ func writeOutputs(res *suiteResult, page, plots, root string, logf func(string, 
 		logf("plots: %v", err)
 		return 1
 	}
-	if err := os.WriteFile(page, []byte(renderPage(res, images)), 0o644); err != nil {
+	text := renderPage(res, images)
+	// Hand-written sections measured by other means (go test -bench) are
+	// kept beside the plots and appended as they are.
+	if extra, err := os.ReadFile(filepath.Join(plots, "library-choices.md")); err == nil {
+		text += "\n" + string(extra)
+	}
+	if err := os.WriteFile(page, []byte(text), 0o644); err != nil {
 		logf("%v", err)
 		return 1
 	}
