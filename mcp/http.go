@@ -174,7 +174,9 @@ type HTTPHandler struct {
 	fanOuts  *fanOutLimiter
 	// fanOutDropped counts notifications dropped past the fan-out bound.
 	fanOutDropped func()
-	reload        chan struct{} // the enabled state of features is due for a reload
+	// busUndecodable counts bus payloads that are not messages.
+	busUndecodable func()
+	reload         chan struct{} // the enabled state of features is due for a reload
 
 	ownBackend bool // the backend was made here, so Close closes it
 	closeOnce  sync.Once
@@ -219,6 +221,8 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.reload = make(chan struct{}, 1)
 	h.metrics = telemetry.NewMetrics(h.opts.NodeID)
 	h.fanOutDropped = h.metrics.Counter("mcp_fanouts_dropped_total", "Notification fan-outs dropped because too many distinct ones waited for a slot.")
+	h.busUndecodable = h.metrics.Counter("mcp_bus_undecodable_total", "Bus payloads skipped because they are not messages (malformed, or of a newer release).")
+	h.coord.OnUndecodable(h.undecodable)
 	h.admit = newLimits(&h.opts)
 	h.metrics.GaugeFunc("mcp_handlers_running", "Request handlers running on this node (each batch member counts).",
 		func() float64 { n, _, _ := h.admit.usage(); return float64(n) })

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 )
 
 // The enabled state of features as cluster state (see Server.SetEnabled):
@@ -19,7 +21,7 @@ func (h *HTTPHandler) setFeature(ctx context.Context, key string, on bool) (bool
 		return false, rpcError(err)
 	}
 	if changed {
-		if err := h.publish(ctx, busMsg{T: "reg"}); err != nil {
+		if err := h.publish(ctx, coordinator.RegistryChanged{}); err != nil {
 			h.log.Warn().Err(err).Msg("feature change not broadcast; nodes see it at their next heartbeat")
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/session"
 	"github.com/mcpcluster/mcpcluster/internal/sse"
@@ -129,7 +130,7 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *se
 		streamError(w, err)
 		return
 	}
-	if err := h.publish(ctx, busMsg{T: "takeover", S: sid, C: conn.id}); err != nil {
+	if err := h.publish(ctx, coordinator.GetTakeover{Session: sid, Conn: conn.id}); err != nil {
 		h.log.Warn().Err(err).Msg("take-over not broadcast")
 	}
 	defer func() {
@@ -139,7 +140,7 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *se
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = h.be.Claims.Release(bg, key, conn.id)
-		_ = h.publish(bg, busMsg{T: "getdrop", S: sid})
+		_ = h.publish(bg, coordinator.GetDropped{Session: sid})
 	}()
 	sw := h.streamWriter(w, conn)
 	defer sw.close()
@@ -258,7 +259,7 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.metrics.Session("ended")
-	if err := h.publish(r.Context(), busMsg{T: "end", S: sid}); err != nil {
+	if err := h.publish(r.Context(), coordinator.SessionEnded{Session: sid}); err != nil {
 		h.log.Warn().Err(err).Str("session", telemetry.SessionTag(sid)).Msg("session end not broadcast")
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base32"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,21 +11,10 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
-
-// Bus messages on the broadcast topic.
-const topicAll = "all"
-
-type busMsg struct {
-	T string `json:"t"`           // end, cancel, inv, getdrop, takeover, ln, reg
-	S string `json:"s,omitempty"` // session
-	I string `json:"i,omitempty"` // request id key
-	C string `json:"c,omitempty"` // connection id
-	M string `json:"m,omitempty"` // notification method
-	U string `json:"u,omitempty"` // resource uri
-}
 
 // localState is what only this node holds: live connections and running
 // requests, reached from other nodes through the bus.
@@ -111,7 +99,7 @@ func (h *HTTPHandler) start() error {
 		return err
 	}
 	h.stops = append(h.stops, stop)
-	stop, err = h.be.Bus.Subscribe(ctx, topicAll, h.onBus)
+	stop, err = h.be.Bus.Subscribe(ctx, coordinator.TopicAll, h.onBus)
 	if err != nil {
 		return err
 	}
@@ -146,42 +134,59 @@ func (h *HTTPHandler) start() error {
 	return nil
 }
 
-func (h *HTTPHandler) publish(ctx context.Context, m busMsg) error {
+func (h *HTTPHandler) publish(ctx context.Context, m coordinator.Message) error {
+	b, err := coordinator.Encode(m)
+	if err != nil {
+		return err
+	}
 	h.metrics.BusSent()
-	_, err := h.be.Bus.Publish(ctx, topicAll, mustMarshal(m))
+	_, err = h.be.Bus.Publish(ctx, coordinator.TopicAll, b)
 	return err
+}
+
+// undecodable counts and logs a bus payload that is not a message: a
+// kind of a newer release (a rolling upgrade) at debug level, anything
+// else as a warning.
+func (h *HTTPHandler) undecodable(topic string, err error) {
+	h.busUndecodable()
+	ev := h.log.Warn()
+	if errors.Is(err, coordinator.ErrUnknownKind) {
+		ev = h.log.Debug()
+	}
+	ev.Err(err).Str("topic", topic).Msg("bus message skipped")
 }
 
 // onBus handles broadcast messages from any node (this one included).
 func (h *HTTPHandler) onBus(b []byte) {
 	h.metrics.BusReceived()
-	var m busMsg
-	if json.Unmarshal(b, &m) != nil {
+	msg, err := coordinator.Decode(b)
+	if err != nil {
+		h.undecodable(coordinator.TopicAll, err)
 		return
 	}
 	l := h.local
-	switch m.T {
-	case "end":
-		h.endLocal(m.S)
-	case "cancel":
+	switch m := msg.(type) {
+	case coordinator.SessionEnded:
+		h.endLocal(m.Session)
+	case coordinator.CancelRequest:
 		l.mu.Lock()
-		cancel := l.inflight[[2]string{m.S, m.I}]
+		cancel := l.inflight[[2]string{m.Session, m.ID}]
 		l.mu.Unlock()
 		if cancel != nil {
 			cancel()
 		}
-	case "inv":
-		h.sessions.Invalidate(m.S)
-	case "getdrop":
-		h.coord.FailTag(m.S, "get", errGetDropped)
-	case "takeover":
+	case coordinator.InvalidateSession:
+		h.sessions.Invalidate(m.Session)
+	case coordinator.GetDropped:
+		h.coord.FailTag(m.Session, "get", errGetDropped)
+	case coordinator.GetTakeover:
 		// Messages may arrive late (a stale take-over by a connection that
 		// has since been taken over itself): the claim decides, not the
 		// message, so a local GET connection ends only if it lost it.
 		l.mu.Lock()
 		var others []*liveConn
-		for c := range l.conns[m.S] {
-			if c.getFor == m.S && c.id != m.C {
+		for c := range l.conns[m.Session] {
+			if c.getFor == m.Session && c.id != m.Conn {
 				others = append(others, c)
 			}
 		}
@@ -192,7 +197,7 @@ func (h *HTTPHandler) onBus(b []byte) {
 				defer h.wg.Done()
 				ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 				defer cancel()
-				holder, err := h.be.Claims.Holder(ctx, getKey(m.S))
+				holder, err := h.be.Claims.Holder(ctx, getKey(m.Session))
 				if err != nil {
 					return
 				}
@@ -203,19 +208,19 @@ func (h *HTTPHandler) onBus(b []byte) {
 				}
 			}()
 		}
-	case "reg":
+	case coordinator.RegistryChanged:
 		h.reloadFeatures()
-	case "ln":
+	case coordinator.ListenNotify:
 		l.mu.Lock()
 		var hit []*listenConn
 		for c := range l.listens {
-			if c.filter.wants(m.M, m.U) {
+			if c.filter.wants(m.Method, m.URI) {
 				hit = append(hit, c)
 			}
 		}
 		l.mu.Unlock()
 		for _, c := range hit {
-			c.enqueue(listenNotification(c.id, m.M, m.U))
+			c.enqueue(listenNotification(c.id, m.Method, m.URI))
 		}
 	}
 }
@@ -267,7 +272,7 @@ func (h *HTTPHandler) fanOut(method, uri string) {
 		defer h.fanOuts.release()
 		ctx, cancel := context.WithTimeout(h.ctx, fanOutTimeout)
 		defer cancel()
-		if err := h.publish(ctx, busMsg{T: "ln", M: method, U: uri}); err != nil {
+		if err := h.publish(ctx, coordinator.ListenNotify{Method: method, URI: uri}); err != nil {
 			h.log.Warn().Err(err).Str("method", method).Msg("listen fan-out failed")
 		}
 		data, _ := jsonrpc.Encode(plainNotification(method, uri))

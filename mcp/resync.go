@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 )
 
 // Messages between nodes travel on the bus, which delivers only to
@@ -52,7 +53,7 @@ func (h *HTTPHandler) cancelRequest(ctx context.Context, sid, id string) {
 			h.log.Warn().Err(err).Msg("cancellation not recorded")
 		}
 	}
-	if err := h.publish(ctx, busMsg{T: "cancel", S: sid, I: id}); err != nil {
+	if err := h.publish(ctx, coordinator.CancelRequest{Session: sid, ID: id}); err != nil {
 		h.log.Warn().Err(err).Msg("cancellation not broadcast")
 	}
 }

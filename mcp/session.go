@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/session"
 )
 
@@ -76,7 +77,7 @@ func (s *httpSession) setLogLevel(ctx context.Context, l LogLevel) error {
 	if err := s.h.sessions.SetLogLevel(ctx, s.id, string(l)); err != nil {
 		return rpcError(err)
 	}
-	return s.h.publish(ctx, busMsg{T: "inv", S: s.id})
+	return s.h.publish(ctx, coordinator.InvalidateSession{Session: s.id})
 }
 
 func (s *httpSession) subscribe(ctx context.Context, uri string) error {

@@ -49,6 +49,10 @@ type Coordinator struct {
 	max        int
 	perSession int
 
+	// undecodable is told of every payload on the reply topic that is
+	// not a reply (see OnUndecodable).
+	undecodable func(topic string, err error)
+
 	mu        sync.Mutex
 	waiters   map[key]*Waiter
 	bySession map[string]int // pending waiters per session
@@ -68,17 +72,6 @@ type Waiter struct {
 	once sync.Once
 	res  json.RawMessage
 	err  error
-}
-
-// reply is a routed reply on the bus.
-type reply struct {
-	Session string          `json:"s"`
-	ID      string          `json:"i"`
-	Result  json.RawMessage `json:"r,omitempty"`
-	Error   *jsonrpc.Error  `json:"e,omitempty"`
-	// Trace carries the W3C trace context of the node that received the
-	// reply, so the routed reply stays in the same trace.
-	Trace map[string]string `json:"t,omitempty"`
 }
 
 // New returns a coordinator for one process of node: incarnation (drawn
@@ -112,6 +105,11 @@ func (c *Coordinator) SetSessionShare(n int) {
 	c.perSession = max(1, min(n, c.max/2))
 }
 
+// OnUndecodable sets the function told of every payload on this
+// process's reply topic that Decode rejects, to count and log it. Call it
+// before Start.
+func (c *Coordinator) OnUndecodable(f func(topic string, err error)) { c.undecodable = f }
+
 // Instance names this coordinator's process: "<node>.<incarnation>".
 func (c *Coordinator) Instance() string { return c.node }
 
@@ -123,9 +121,13 @@ func (c *Coordinator) Start(ctx context.Context) (cancel func(), err error) {
 	if c.bus == nil {
 		return func() {}, nil
 	}
-	return c.bus.Subscribe(ctx, Topic(c.node), func(b []byte) {
-		var r reply
-		if json.Unmarshal(b, &r) != nil {
+	topic := Topic(c.node)
+	return c.bus.Subscribe(ctx, topic, func(b []byte) {
+		r, err := DecodeReply(b)
+		if err != nil {
+			if c.undecodable != nil {
+				c.undecodable(topic, err)
+			}
 			return
 		}
 		_, span := telemetry.Tracer().Start(telemetry.Extract(context.Background(), r.Trace), "mcp reply routed",
@@ -252,7 +254,7 @@ func (c *Coordinator) Resolve(ctx context.Context, session string, msg *jsonrpc.
 	if owner == c.node || c.bus == nil {
 		return c.settle(key{session, msg.ID.Key()}, msg.Result, msg.Error), nil
 	}
-	b, err := json.Marshal(reply{Session: session, ID: msg.ID.Key(), Result: msg.Result, Error: msg.Error, Trace: telemetry.Inject(ctx)})
+	b, err := EncodeReply(Reply{Session: session, ID: msg.ID.Key(), Result: msg.Result, Error: msg.Error, Trace: telemetry.Inject(ctx)})
 	if err != nil {
 		return false, err
 	}
