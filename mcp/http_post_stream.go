@@ -1,0 +1,267 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/sse"
+)
+
+// postOut is the outbound side of one POST request: a JSON response
+// that upgrades to an SSE stream the first time the handler sends
+// something before its result. On handshake-era revisions every event is
+// appended to the stream's shared history before it is written, so the
+// client can resume the stream on any node.
+type postOut struct {
+	h       *HTTPHandler
+	req     *Request
+	w       http.ResponseWriter
+	conn    context.Context // the HTTP request's context: done on disconnect
+	session string
+	legacy  bool
+	sseOK   bool
+
+	start    time.Time
+	mu       sync.Mutex
+	sw       *sseWriter
+	stream   string
+	refused  bool
+	closed   func() // ends the open-stream metric
+	stopKeep context.CancelFunc
+	unlist   func()        // removes the stream from the node's live connections
+	detached chan struct{} // closed when the server closed the connection early
+	detachMu sync.Once
+	unhold   func() // stops renewing the producer claim (legacy streams)
+}
+
+func (h *HTTPHandler) newPostOut(w http.ResponseWriter, r *http.Request, req *Request, session string) *postOut {
+	req.logger = requestLogger(r.Context(), req.Method)
+	return &postOut{
+		h: h, req: req, w: w, conn: r.Context(), session: session,
+		legacy: !req.modern, sseOK: acceptable(r, "text/event-stream"),
+		detached: make(chan struct{}), start: time.Now(),
+	}
+}
+
+func (p *postOut) closeStream() {
+	// SSE polling is a 2025-11-25 feature: older clients may not resume.
+	if !p.legacy || !atLeast(p.req.version, Version20251125) {
+		return
+	}
+	// Polling needs an event id to resume from: open the stream (with its
+	// priming event on 2025-11-25) if the handler has sent nothing yet.
+	p.mu.Lock()
+	err := p.upgrade(context.WithoutCancel(p.conn))
+	p.mu.Unlock()
+	if err == nil {
+		p.detach()
+	}
+}
+
+// detach closes the client's connection early with a retry hint; the
+// handler goes on and its events land in history.
+func (p *postOut) detach() {
+	p.detachMu.Do(func() {
+		p.mu.Lock()
+		sw := p.sw
+		p.mu.Unlock()
+		if sw != nil {
+			sw.detach(p.h.opts.RetryHint)
+		}
+		close(p.detached)
+	})
+}
+
+// upgrade turns the response into an SSE stream; p.mu is held.
+func (p *postOut) upgrade(ctx context.Context) error {
+	if p.sw != nil {
+		return nil
+	}
+	if !p.sseOK {
+		p.refused = true
+		return errNotAcceptable
+	}
+	sw := newSSEWriter(p.w, p.h.opts.StreamWriteTimeout)
+	if p.legacy {
+		// A client that stopped reading loses the connection; the
+		// request goes on in history for as long as a resume may come.
+		sw.onFail = func() { go p.detach() }
+	}
+	if p.legacy {
+		p.stream = sse.NewStreamID()
+		meta := cluster.StreamMeta{Session: p.session, Owner: p.h.instance, Request: p.req.id.Key()}
+		if err := p.h.be.Events.Open(ctx, p.stream, meta, p.h.lim); err != nil {
+			return rpcError(err)
+		}
+		unhold, err := p.h.holdStream(ctx, p.stream)
+		if err != nil {
+			return rpcError(err)
+		}
+		p.unhold = unhold
+	}
+	p.sw = sw
+	sw.start(nil)
+	if p.legacy && atLeast(p.req.version, Version20251125) {
+		// The priming event gives the client an id to resume from
+		// (2025-11-25; older clients may not expect an empty event).
+		seq, err := p.h.be.Events.Append(ctx, p.session, p.stream, nil, false, p.h.lim)
+		if err != nil {
+			return rpcError(err)
+		}
+		_ = sw.event(sse.Event{ID: sse.EventID{Stream: p.stream, Seq: seq}.String(), Retry: p.h.opts.RetryHint})
+	}
+	kctx, cancel := context.WithCancel(p.conn)
+	p.stopKeep = cancel
+	go sw.keepAlive(kctx, p.h.opts.KeepAlive)
+	if p.legacy {
+		// Drain and session end close the connection of a live stream.
+		lctx, lcancel := context.WithCancelCause(context.Background())
+		remove := p.h.local.addConn(p.session, &liveConn{id: p.stream, cancel: lcancel})
+		stop := context.AfterFunc(lctx, p.detach)
+		p.unlist = func() { stop(); remove(); lcancel(nil) }
+	}
+	p.closed = p.h.metrics.StreamOpened("post")
+	return nil
+}
+
+// emit appends (legacy) and writes one message on the stream.
+func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final bool) error {
+	data, err := jsonrpc.Encode(msg)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.upgrade(ctx); err != nil {
+		return err
+	}
+	ev := sse.Event{Data: data}
+	if p.legacy {
+		seq, err := p.h.be.Events.Append(ctx, p.session, p.stream, data, final, p.h.lim)
+		if err != nil {
+			if final {
+				// The live connection gets its final message whatever
+				// happens to the history (without an id: it cannot
+				// be resumed from); the caller records it later.
+				_ = p.sw.event(ev)
+			}
+			return &unrecorded{data: data, err: rpcError(err), cause: err}
+		}
+		ev.ID = sse.EventID{Stream: p.stream, Seq: seq}.String()
+	}
+	_ = p.sw.event(ev) // a dead connection is not an error: the history has it
+	return nil
+}
+
+func (p *postOut) notify(ctx context.Context, msg *jsonrpc.Message) error {
+	return p.emit(ctx, msg, false)
+}
+
+func (p *postOut) streaming() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sw != nil
+}
+
+func (p *postOut) nextEventID() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.legacy || p.stream == "" {
+		return ""
+	}
+	_, info, err := p.h.be.Events.Read(context.Background(), p.session, p.stream, ^uint64(0))
+	if err != nil {
+		return ""
+	}
+	return sse.EventID{Stream: p.stream, Seq: info.Last + 1}.String()
+}
+
+// request sends a server→client request on this stream and waits for the
+// reply, which may arrive on any node. If the connection drops, the
+// client may resume the stream elsewhere and answer; when nobody follows
+// the stream for ResumeGrace, the request fails.
+func (p *postOut) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	if !p.legacy {
+		return nil, ErrNoChannel
+	}
+	h := p.h
+	id := h.coord.NewID()
+	waiter, err := h.coord.Register(p.session, id, "post")
+	if err != nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, err.Error(), nil)
+	}
+	msg, err := jsonrpc.Request(id, method, params)
+	if err != nil {
+		waiter.Cancel()
+		return nil, err
+	}
+	if err := p.emit(ctx, msg, false); err != nil {
+		waiter.Cancel()
+		if errors.Is(err, errNotAcceptable) {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "the client does not accept text/event-stream, which a server request needs", nil)
+		}
+		return nil, err
+	}
+	res, err := waiter.Wait(ctx)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, jsonrpc.ErrConnectionClosed) {
+		if errors.Is(context.Cause(ctx), errClientGone) {
+			return nil, errNotResumed
+		}
+		return nil, jsonrpc.Errorf(jsonrpc.CodeRequestTimeout, "%s: no reply from the client in time", method)
+	}
+	return res, err
+}
+
+// causeFail cancels a context with the cause it is failed with.
+type causeFail context.CancelCauseFunc
+
+func (f causeFail) Fail(err error) { f(err) }
+
+// errClientGone cancels a request whose client left: its connection is
+// gone and no stream resumes it.
+var errClientGone = errors.New("mcp: the client's connection closed and nothing resumed the request")
+
+// errNotResumed fails a server→client request of an abandoned request.
+var errNotResumed = jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "the client's connection closed and the stream was not resumed", nil)
+
+// abandoned runs once the request's connection is gone. An answer that
+// was not streamed gave the client nothing to resume from, so the request
+// is cancelled at once; a streamed one is cancelled when no connection
+// follows its stream for ResumeGrace. It returns when ctx ends.
+func (p *postOut) abandoned(ctx context.Context, cancel context.CancelCauseFunc) {
+	if !p.streaming() {
+		cancel(errClientGone)
+		return
+	}
+	p.h.watchClaim(ctx, followKey(p.session, p.stream), p.h.opts.ResumeGrace, causeFail(cancel), errClientGone)
+}
+
+// followKey names the claim of a connection following a stream.
+func followKey(session, stream string) string {
+	return "session:" + session + ":follow:" + stream
+}
+
+// getKey names the claim of the connection holding a session's GET stream.
+func getKey(session string) string { return "session:" + session + ":get" }
+
+// observe records a request's outcome in the metrics.
+func (h *HTTPHandler) observe(req *Request, res json.RawMessage, err error, d time.Duration) {
+	outcome := "ok"
+	switch {
+	case err != nil:
+		outcome = "error"
+		if errors.Is(err, cluster.ErrUnavailable) {
+			h.metrics.BackendError()
+		}
+	case req.modern && bytes.Contains(res, []byte(`"resultType":"input_required"`)):
+		outcome = "input_required"
+	}
+	h.metrics.Request(req.Method, outcome, d)
+}
