@@ -162,21 +162,15 @@ type HTTPHandler struct {
 	instance string
 	admit    *limits // handler slots, bytes in flight and open streams of this node
 
-	ctx      context.Context // lives until Close
-	cancel   context.CancelFunc
-	draining atomic.Bool
-	stops    []func()
-	wg       sync.WaitGroup
+	ctx    context.Context // lives until Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	sessions *session.Store
-	local    *localState
-	metrics  *telemetry.Metrics
-	fanOuts  *fanOutLimiter
-	// fanOutDropped counts notifications dropped past the fan-out bound.
-	fanOutDropped func()
-	// busUndecodable counts bus payloads that are not messages.
-	busUndecodable func()
-	reload         chan struct{} // the enabled state of features is due for a reload
+	// node is this process as a cluster member: bus, registry of live
+	// requests and streams, membership, fan-out and drain.
+	node    *coordinator.Node
+	metrics *telemetry.Metrics
 
 	ownBackend bool // the backend was made here, so Close closes it
 	closeOnce  sync.Once
@@ -214,15 +208,15 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.instance = h.coord.Instance()
 	h.sessions = session.NewStore(h.be.Sessions, session.Options{
 		TTL: h.opts.SessionTTL, MaxSessions: h.opts.MaxSessions,
-		CacheTTL: h.opts.SessionCacheTTL, Live: h.busReady,
+		CacheTTL: h.opts.SessionCacheTTL, Live: func() bool { return h.node.BusReady() },
 	})
-	h.local = newLocalState()
-	h.fanOuts = newFanOutLimiter(h.opts.MaxFanOuts, maxWaitingFanOuts)
-	h.reload = make(chan struct{}, 1)
 	h.metrics = telemetry.NewMetrics(h.opts.NodeID)
-	h.fanOutDropped = h.metrics.Counter("mcp_fanouts_dropped_total", "Notification fan-outs dropped because too many distinct ones waited for a slot.")
-	h.busUndecodable = h.metrics.Counter("mcp_bus_undecodable_total", "Bus payloads skipped because they are not messages (malformed, or of a newer release).")
-	h.coord.OnUndecodable(h.undecodable)
+	h.node = coordinator.NewNode(coordinator.Config{
+		Backend: h.be, Waiters: h.coord, Sessions: h.sessions,
+		LeaseTTL: h.opts.LeaseTTL, HistoryTTL: h.opts.HistoryTTL, Limits: h.lim,
+		MaxFanOuts: h.opts.MaxFanOuts, Log: h.log, Metrics: h.metrics,
+		Refresh: h.loadFeatures,
+	})
 	h.admit = newLimits(&h.opts)
 	h.metrics.GaugeFunc("mcp_handlers_running", "Request handlers running on this node (each batch member counts).",
 		func() float64 { n, _, _ := h.admit.usage(); return float64(n) })
@@ -242,7 +236,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 			}
 			return float64(n)
 		})
-	if err := h.start(); err != nil {
+	if err := h.node.Start(); err != nil {
 		h.Close()
 		return nil, err
 	}
@@ -250,10 +244,6 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	s.linkFeatures(h)
 	return h, nil
 }
-
-// maxWaitingFanOuts bounds the distinct notifications waiting for a
-// fan-out slot.
-const maxWaitingFanOuts = 1024
 
 // NodeID returns this node's id.
 func (h *HTTPHandler) NodeID() string { return h.opts.NodeID }
@@ -267,12 +257,9 @@ func (h *HTTPHandler) Close() {
 		h.srv.detach(h)
 		h.srv.unlinkFeatures(h)
 		h.cancel()
-		for _, stop := range h.stops {
-			stop()
-		}
-		h.coord.FailAll(jsonrpc.ErrDraining)
+		h.node.Close(jsonrpc.ErrDraining)
 		h.wg.Wait()
-		_ = h.be.Members.Leave(context.Background(), h.instance)
+		h.node.Leave()
 		if h.ownBackend {
 			_ = h.opts.Backend.Close()
 		}

@@ -38,15 +38,15 @@ func (h *HTTPHandler) serveGet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "missing %s header", headerSession))
 		return
 	}
-	if !h.busReady() {
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, errBusDown)
+	if !h.node.BusReady() {
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, coordinator.ErrBusDown)
 		return
 	}
 	sess, ok := h.loadSession(w, r, sid, jsonrpc.ID{})
 	if !ok {
 		return
 	}
-	if h.draining.Load() {
+	if h.node.Draining() {
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, jsonrpc.ErrDraining)
 		return
 	}
@@ -60,7 +60,7 @@ func (h *HTTPHandler) serveGet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "malformed Last-Event-ID"))
 		return
 	}
-	if eid.Stream == getStreamID(sess.ID) {
+	if eid.Stream == coordinator.GetStreamID(sess.ID) {
 		h.followGet(w, r, sess, eid.Seq, true)
 		return
 	}
@@ -83,11 +83,11 @@ func streamError(w http.ResponseWriter, err error) {
 
 // liveStream sets up an SSE connection that session-wide events (end,
 // take-over, drain) can cancel.
-func (h *HTTPHandler) liveStream(r *http.Request, session, getFor string) (context.Context, *liveConn, func()) {
+func (h *HTTPHandler) liveStream(r *http.Request, session, getFor string) (context.Context, *coordinator.Conn, func()) {
 	ctx, cancel := context.WithCancelCause(r.Context())
-	c := &liveConn{id: h.opts.NodeID + "/" + randomToken(9), cancel: cancel, getFor: getFor}
-	remove := h.local.addConn(session, c)
-	stop := context.AfterFunc(h.ctx, func() { cancel(errDrain) })
+	c := &coordinator.Conn{ID: h.opts.NodeID + "/" + randomToken(9), Cancel: cancel, GetFor: getFor}
+	remove := h.node.Local.AddConn(session, c)
+	stop := context.AfterFunc(h.ctx, func() { cancel(coordinator.ErrDrain) })
 	return ctx, c, func() { stop(); remove(); cancel(nil) }
 }
 
@@ -95,7 +95,7 @@ func (h *HTTPHandler) liveStream(r *http.Request, session, getFor string) (conte
 // (one connection per session holds it, the newest wins), replays from
 // after when resuming, and follows new events until the client leaves.
 func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *session.Session, after uint64, resume bool) {
-	sid, stream := sess.ID, getStreamID(sess.ID)
+	sid, stream := sess.ID, coordinator.GetStreamID(sess.ID)
 	if err := h.be.Events.Open(r.Context(), stream, cluster.StreamMeta{Session: sid}, h.lim); err != nil {
 		streamError(w, err)
 		return
@@ -123,24 +123,24 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *se
 	defer slot()
 	ctx, conn, done := h.liveStream(r, sid, sid)
 	defer done()
-	defer time.AfterFunc(h.opts.MaxStreamLifetime, func() { conn.cancel(errLifetime) }).Stop()
+	defer time.AfterFunc(h.opts.MaxStreamLifetime, func() { conn.Cancel(errLifetime) }).Stop()
 	defer h.metrics.StreamOpened("get")()
-	key := getKey(sid)
-	if _, err := h.be.Claims.Claim(ctx, key, conn.id, h.opts.LeaseTTL); err != nil {
+	key := coordinator.GetKey(sid)
+	if _, err := h.be.Claims.Claim(ctx, key, conn.ID, h.opts.LeaseTTL); err != nil {
 		streamError(w, err)
 		return
 	}
-	if err := h.publish(ctx, coordinator.GetTakeover{Session: sid, Conn: conn.id}); err != nil {
+	if err := h.node.Publish(ctx, coordinator.GetTakeover{Session: sid, Conn: conn.ID}); err != nil {
 		h.log.Warn().Err(err).Msg("take-over not broadcast")
 	}
 	defer func() {
-		if context.Cause(ctx) == errTakenOver {
+		if context.Cause(ctx) == coordinator.ErrTakenOver {
 			return
 		}
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = h.be.Claims.Release(bg, key, conn.id)
-		_ = h.publish(bg, coordinator.GetDropped{Session: sid})
+		_ = h.be.Claims.Release(bg, key, conn.ID)
+		_ = h.node.Publish(bg, coordinator.GetDropped{Session: sid})
 	}()
 	sw := h.streamWriter(w, conn)
 	defer sw.close()
@@ -180,7 +180,7 @@ func writeHistoryEvent(sw *sseWriter, stream string, ev cluster.Event) error {
 // endStream closes a stream; a draining node, or a stream that reached
 // its lifetime, first tells the client when to reconnect.
 func (h *HTTPHandler) endStream(sw *sseWriter, ctx context.Context, err error) {
-	if cause := context.Cause(ctx); errors.Is(cause, errDrain) || errors.Is(cause, errLifetime) {
+	if cause := context.Cause(ctx); errors.Is(cause, coordinator.ErrDrain) || errors.Is(cause, errLifetime) {
 		_ = sw.retry(h.opts.RetryHint)
 	}
 	if err != nil && ctx.Err() == nil {
@@ -212,14 +212,14 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *s
 	defer done()
 	defer h.metrics.StreamOpened("resume")()
 	key := followKey(sid, eid.Stream)
-	if _, err := h.be.Claims.Claim(ctx, key, conn.id, h.opts.LeaseTTL); err != nil {
+	if _, err := h.be.Claims.Claim(ctx, key, conn.ID, h.opts.LeaseTTL); err != nil {
 		streamError(w, err)
 		return
 	}
 	defer func() {
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = h.be.Claims.Release(bg, key, conn.id)
+		_ = h.be.Claims.Release(bg, key, conn.ID)
 	}()
 	sw := h.streamWriter(w, conn)
 	defer sw.close()
@@ -259,7 +259,7 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.metrics.Session("ended")
-	if err := h.publish(r.Context(), coordinator.SessionEnded{Session: sid}); err != nil {
+	if err := h.node.Publish(r.Context(), coordinator.SessionEnded{Session: sid}); err != nil {
 		h.log.Warn().Err(err).Str("session", telemetry.SessionTag(sid)).Msg("session end not broadcast")
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -292,6 +292,20 @@ const (
 )
 
 // enqueue hands a notification to the stream's handler.
+// Wants, Notify and End make a listen stream a coordinator.Listener.
+func (c *listenConn) Wants(method, uri string) bool { return c.filter.wants(method, uri) }
+
+func (c *listenConn) Notify(method, uri string) { c.enqueue(listenNotification(c.id, method, uri)) }
+
+func (c *listenConn) End(abrupt bool) {
+	if abrupt {
+		c.mu.Lock()
+		c.abrupt = true
+		c.mu.Unlock()
+	}
+	c.end()
+}
+
 func (c *listenConn) enqueue(msg *jsonrpc.Message) {
 	if c.closed.Load() {
 		return
@@ -365,21 +379,15 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 	// after it is missed, and c.mu is held until the acknowledgement is
 	// written, so no notification comes before it.
 	c.mu.Lock()
-	h.local.mu.Lock()
-	h.local.listens[c] = struct{}{}
+	unlist := h.node.Local.AddListener(c)
 	defer h.metrics.StreamOpened("listen")()
-	h.local.mu.Unlock()
 	c.sw.start(nil)
 	c.sendLocked(listenAck(req.id, f))
 	c.mu.Unlock()
-	if h.draining.Load() {
+	if h.node.Draining() {
 		cancel() // Drain ran before the stream was listed
 	}
-	defer func() {
-		h.local.mu.Lock()
-		delete(h.local.listens, c)
-		h.local.mu.Unlock()
-	}()
+	defer unlist()
 	go c.sw.keepAlive(ctx, h.opts.KeepAlive)
 	defer time.AfterFunc(h.opts.MaxStreamLifetime, cancel).Stop()
 	for open := true; open; {
@@ -412,7 +420,7 @@ func (h *HTTPHandler) RequestOnSession(ctx context.Context, session, method stri
 	if err != nil {
 		return nil, err
 	}
-	holder, err := h.be.Claims.Holder(ctx, getKey(session))
+	holder, err := h.be.Claims.Holder(ctx, coordinator.GetKey(session))
 	if err != nil {
 		waiter.Cancel()
 		return nil, rpcError(err)
@@ -427,7 +435,7 @@ func (h *HTTPHandler) RequestOnSession(ctx context.Context, session, method stri
 		return nil, err
 	}
 	data, _ := jsonrpc.Encode(msg)
-	if err := h.appendGet(ctx, session, data); err != nil {
+	if err := h.node.AppendGet(ctx, session, data); err != nil {
 		waiter.Cancel()
 		return nil, rpcError(err)
 	}
@@ -436,7 +444,7 @@ func (h *HTTPHandler) RequestOnSession(ctx context.Context, session, method stri
 	// The node holding the stream announces its end (getdrop), but that
 	// message is lost if the node dies or the bus drops it: the claim,
 	// which the holder renews every LeaseTTL/3, tells it too.
-	go h.watchClaim(ctx, getKey(session), h.opts.LeaseTTL/2, waiter, errGetDropped)
+	go h.watchClaim(ctx, coordinator.GetKey(session), h.opts.LeaseTTL/2, waiter, coordinator.ErrGetDropped)
 	return waiter.Wait(ctx)
 }
 
@@ -453,49 +461,21 @@ func (h *HTTPHandler) NotifySession(ctx context.Context, session, method string,
 		return err
 	}
 	data, _ := jsonrpc.Encode(msg)
-	return rpcError(h.appendGet(ctx, session, data))
+	return rpcError(h.node.AppendGet(ctx, session, data))
 }
 
 // Drain starts a graceful shutdown: new work is refused, open streams get
 // a retry hint and are closed so clients resume on other nodes,
 // subscriptions/listen streams end with their result, and Drain waits
 // until running requests finish or ctx ends.
-func (h *HTTPHandler) Drain(ctx context.Context) {
-	h.draining.Store(true)
-	h.metrics.Draining(true)
-	h.local.mu.Lock()
-	for _, conns := range h.local.conns {
-		for c := range conns {
-			c.cancel(errDrain)
-		}
-	}
-	for c := range h.local.listens {
-		c.end()
-	}
-	h.local.mu.Unlock()
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		h.local.mu.Lock()
-		n := len(h.local.inflight)
-		h.local.mu.Unlock()
-		if n == 0 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
+func (h *HTTPHandler) Drain(ctx context.Context) { h.node.Drain(ctx) }
 
 // Draining reports whether Drain was called.
-func (h *HTTPHandler) Draining() bool { return h.draining.Load() }
+func (h *HTTPHandler) Draining() bool { return h.node.Draining() }
 
 // upkeepJobs are the periodic chores of one open stream.
 type upkeepJobs struct {
-	conn    *liveConn
+	conn    *coordinator.Conn
 	claim   string      // claim to renew; losing it ends the stream
 	session string      // session to keep alive while its GET stream is open
 	owner   *ownerWatch // producer to watch on a resumed POST stream
@@ -542,13 +522,13 @@ func (h *HTTPHandler) upkeep(ctx context.Context, sw *sseWriter, j upkeepJobs) {
 				return
 			}
 		case <-renew:
-			if ok, err := h.be.Claims.Renew(ctx, j.claim, j.conn.id, h.opts.LeaseTTL); err == nil && !ok {
-				j.conn.cancel(errTakenOver)
+			if ok, err := h.be.Claims.Renew(ctx, j.claim, j.conn.ID, h.opts.LeaseTTL); err == nil && !ok {
+				j.conn.Cancel(coordinator.ErrTakenOver)
 				return
 			}
 		case <-touch:
 			if err := h.sessions.Touch(ctx, j.session); errors.Is(err, cluster.ErrNotFound) {
-				j.conn.cancel(errSessionEnded)
+				j.conn.Cancel(coordinator.ErrSessionEnded)
 				return
 			}
 		case <-watch:
@@ -587,9 +567,9 @@ func (h *HTTPHandler) ownerLost(ctx context.Context, w *ownerWatch) bool {
 	if err != nil {
 		return true
 	}
-	msg := jsonrpc.ErrorResponse(id, jsonrpc.NewError(jsonrpc.CodeNodeLost, "the node running this request stopped; retry it", map[string]any{"node": nodeOf(w.info.Owner)}))
+	msg := jsonrpc.ErrorResponse(id, jsonrpc.NewError(jsonrpc.CodeNodeLost, "the node running this request stopped; retry it", map[string]any{"node": coordinator.NodeOf(w.info.Owner)}))
 	if alive {
-		msg = abandonedError(id, nodeOf(w.info.Owner))
+		msg = abandonedError(id, coordinator.NodeOf(w.info.Owner))
 	}
 	data, _ := jsonrpc.Encode(msg)
 	if _, err := h.be.Events.Append(ctx, w.session, w.stream, data, true, h.lim); err != nil {

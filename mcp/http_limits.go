@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
@@ -225,8 +226,8 @@ var errStalled = errors.New("mcp: a write to the stream failed or blocked past S
 
 // streamWriter returns the SSE writer of a live connection: a write that
 // blocks past StreamWriteTimeout ends the connection's stream.
-func (h *HTTPHandler) streamWriter(w http.ResponseWriter, conn *liveConn) *sseWriter {
+func (h *HTTPHandler) streamWriter(w http.ResponseWriter, conn *coordinator.Conn) *sseWriter {
 	sw := newSSEWriter(w, h.opts.StreamWriteTimeout)
-	sw.onFail = func() { conn.cancel(errStalled) }
+	sw.onFail = func() { conn.Cancel(errStalled) }
 	return sw
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/session"
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
@@ -76,10 +77,10 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 		h.postModern(w, r, msg, version, tk)
 		return
 	}
-	if !h.busReady() {
+	if !h.node.BusReady() {
 		// Replies, cancellations and notifications between nodes would
 		// be lost: refuse until the bus is back (usually within a second).
-		writeError(w, http.StatusServiceUnavailable, msg.ID, errBusDown)
+		writeError(w, http.StatusServiceUnavailable, msg.ID, coordinator.ErrBusDown)
 		return
 	}
 	if msg.Method == "initialize" {
@@ -105,7 +106,7 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 		h.legacyNotification(r.Context(), sid, msg)
 		w.WriteHeader(http.StatusAccepted)
 	default:
-		if h.draining.Load() {
+		if h.node.Draining() {
 			writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.ErrDraining)
 			return
 		}
@@ -157,7 +158,7 @@ func (h *HTTPHandler) initialize(w http.ResponseWriter, r *http.Request, msg *js
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "initialize must be a request"))
 		return
 	}
-	if h.draining.Load() {
+	if h.node.Draining() {
 		writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.ErrDraining)
 		return
 	}
@@ -196,7 +197,7 @@ func (h *HTTPHandler) legacyNotification(ctx context.Context, sid string, msg *j
 	if json.Unmarshal(msg.Params, &p) != nil || !p.RequestID.IsValid() {
 		return
 	}
-	h.cancelRequest(ctx, sid, p.RequestID.Key())
+	h.node.CancelRequest(ctx, sid, p.RequestID.Key())
 }
 
 // legacyRequest runs a request on a session. The handler's context is
@@ -220,7 +221,7 @@ func (h *HTTPHandler) legacyRequest(w http.ResponseWriter, r *http.Request, sess
 	ctx, cancelCause := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	cancel := func() { cancelCause(nil) }
 	stopOnClose := context.AfterFunc(h.ctx, cancel)
-	removeInflight := h.local.addInflight(sid, msg.ID.Key(), cancel)
+	removeInflight := h.node.Local.AddInflight(sid, msg.ID.Key(), cancel)
 	out := h.newPostOut(w, r, req, sid)
 	req.out = out
 	stopWatch := context.AfterFunc(r.Context(), func() { out.abandoned(ctx, cancelCause) })
@@ -269,13 +270,13 @@ func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *js
 		writeError(w, http.StatusBadRequest, msg.ID, err)
 		return
 	}
-	if h.draining.Load() {
+	if h.node.Draining() {
 		writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.ErrDraining)
 		return
 	}
 	if msg.Method == "subscriptions/listen" {
-		if !h.busReady() {
-			writeError(w, http.StatusServiceUnavailable, msg.ID, errBusDown)
+		if !h.node.BusReady() {
+			writeError(w, http.StatusServiceUnavailable, msg.ID, coordinator.ErrBusDown)
 			return
 		}
 		tk.release() // a stream holds a stream slot, not its body
@@ -289,7 +290,7 @@ func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *js
 	}
 	ctx := r.Context()
 	// Tracked so that a drain waits for it; nothing can cancel it by id.
-	defer h.local.addInflight("", "modern:"+randomToken(9), func() {})()
+	defer h.node.Local.AddInflight("", "modern:"+randomToken(9), func() {})()
 	out := h.newPostOut(w, r, req, "")
 	req.out = out
 	res, err := h.srv.call(ctx, req, nil)
@@ -378,7 +379,7 @@ func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []b
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		defer h.local.addInflight(sid, m.ID.Key(), cancel)()
+		defer h.node.Local.AddInflight(sid, m.ID.Key(), cancel)()
 		// Members of a batch answer as one JSON array: their
 		// notifications have no stream to go on.
 		req.out = nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/sse"
 )
@@ -123,7 +124,7 @@ func (p *postOut) upgrade(ctx context.Context) error {
 	if p.legacy {
 		// Drain and session end close the connection of a live stream.
 		lctx, lcancel := context.WithCancelCause(context.Background())
-		remove := p.h.local.addConn(p.session, &liveConn{id: p.stream, cancel: lcancel})
+		remove := p.h.node.Local.AddConn(p.session, &coordinator.Conn{ID: p.stream, Cancel: lcancel})
 		stop := context.AfterFunc(lctx, p.detach)
 		p.unlist = func() { stop(); remove(); lcancel(nil) }
 	}
@@ -249,7 +250,6 @@ func followKey(session, stream string) string {
 }
 
 // getKey names the claim of the connection holding a session's GET stream.
-func getKey(session string) string { return "session:" + session + ":get" }
 
 // observe records a request's outcome in the metrics.
 func (h *HTTPHandler) observe(req *Request, res json.RawMessage, err error, d time.Duration) {

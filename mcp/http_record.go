@@ -73,7 +73,7 @@ func (h *HTTPHandler) holdStream(ctx context.Context, stream string) (func(), er
 // stops it.
 func (h *HTTPHandler) recordLater(session, stream string, data []byte, unhold func()) {
 	ctx, cancel := context.WithTimeout(h.ctx, h.opts.RecordTimeout)
-	removeInflight := h.local.addInflight(session, "record:"+stream, cancel)
+	removeInflight := h.node.Local.AddInflight(session, "record:"+stream, cancel)
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()

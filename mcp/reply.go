@@ -48,7 +48,7 @@ func (h *HTTPHandler) resolveReply(ctx context.Context, sid string, msg *jsonrpc
 		// and the request's stream ends with a node-lost error.
 		return http.StatusGone, jsonrpc.NewError(jsonrpc.CodeNodeLost,
 			"the node that sent this request stopped; the request is no longer pending",
-			map[string]any{"node": nodeOf(owner)})
+			map[string]any{"node": coordinator.NodeOf(owner)})
 	}
 }
 

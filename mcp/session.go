@@ -77,7 +77,7 @@ func (s *httpSession) setLogLevel(ctx context.Context, l LogLevel) error {
 	if err := s.h.sessions.SetLogLevel(ctx, s.id, string(l)); err != nil {
 		return rpcError(err)
 	}
-	return s.h.publish(ctx, coordinator.InvalidateSession{Session: s.id})
+	return s.h.node.Publish(ctx, coordinator.InvalidateSession{Session: s.id})
 }
 
 func (s *httpSession) subscribe(ctx context.Context, uri string) error {

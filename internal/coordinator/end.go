@@ -1,0 +1,25 @@
+package coordinator
+
+import (
+	"context"
+
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+)
+
+// Flow 8 (DESIGN §3): DELETE lands on any node and the session ends
+// everywhere: its streams close, its running requests are cancelled, its
+// waiters fail, and its cached state is dropped.
+
+// EndSession tells every node (this one included) that session ended;
+// the caller has already deleted it from the store.
+func (n *Node) EndSession(ctx context.Context, session string) error {
+	return n.Publish(ctx, SessionEnded{Session: session})
+}
+
+// EndLocal ends what this node holds of an ended session: its cached
+// state, its waiters, its running requests and its open streams.
+func (n *Node) EndLocal(session string) {
+	n.sessions.Invalidate(session)
+	n.Waiters.FailSession(session, jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "session ended", nil))
+	n.Local.endSession(session)
+}

@@ -1,0 +1,173 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
+)
+
+// Flow 7 (DESIGN §3): notifications/*/list_changed reach every session
+// once, on its GET stream wherever that lives, and resources/updated the
+// subscribed sessions; listen streams on every node get them through the
+// bus.
+
+// fanOutWorkers bounds the appends of one fan-out in flight at once.
+const fanOutWorkers = 16
+
+// fanOutTimeout bounds one fan-out.
+const fanOutTimeout = time.Minute
+
+// maxWaitingFanOuts bounds the distinct notifications waiting for a
+// fan-out slot.
+const maxWaitingFanOuts = 1024
+
+// FanOut appends a notification (data, its encoded message) once to the
+// GET stream of every session that should get it (all sessions, or the
+// subscribers of uri), and tells every node's listen streams. It runs in
+// the background: a registry change must not block on the store. At most
+// Config.MaxFanOuts run at once and the same notification waits at most
+// once (see fanOutLimiter).
+func (n *Node) FanOut(method, uri string, data []byte) {
+	if !n.fanOuts.enter(method, uri) {
+		n.fanOutDropped()
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if !n.fanOuts.acquire(n.ctx, method, uri) {
+			return
+		}
+		defer n.fanOuts.release()
+		ctx, cancel := context.WithTimeout(n.ctx, fanOutTimeout)
+		defer cancel()
+		if err := n.Publish(ctx, ListenNotify{Method: method, URI: uri}); err != nil {
+			n.log.Warn().Err(err).Str("method", method).Msg("listen fan-out failed")
+		}
+		// A bounded pool of appends: one round trip per session, a few
+		// in flight at once.
+		work := make(chan string)
+		var workers sync.WaitGroup
+		for range fanOutWorkers {
+			workers.Add(1)
+			go func() {
+				defer workers.Done()
+				for sid := range work {
+					if err := n.AppendGet(ctx, sid, data); err != nil && !errors.Is(err, cluster.ErrNotFound) {
+						n.log.Warn().Err(err).Str("session", telemetry.SessionTag(sid)).Str("method", method).Msg("notification not delivered")
+					}
+				}
+			}()
+		}
+		defer workers.Wait()
+		defer close(work)
+		deliver := func(ids []string) {
+			for _, sid := range ids {
+				select {
+				case work <- sid:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+		if uri != "" {
+			ids, err := n.be.Sessions.Subscribers(ctx, uri)
+			if err != nil {
+				n.log.Warn().Err(err).Msg("subscribers lookup failed")
+				return
+			}
+			deliver(ids)
+			return
+		}
+		cursor := ""
+		for {
+			ids, next, err := n.be.Sessions.Scan(ctx, cursor, 500)
+			if err != nil {
+				n.log.Warn().Err(err).Msg("session scan failed")
+				return
+			}
+			deliver(ids)
+			if next == "" {
+				return
+			}
+			cursor = next
+		}
+	}()
+}
+
+// notifyListeners hands a notification to this node's listen streams.
+func (n *Node) notifyListeners(m ListenNotify) {
+	for _, l := range n.Local.listeners(m.Method, m.URI) {
+		l.Notify(m.Method, m.URI)
+	}
+}
+
+// AppendGet appends a message to a session's GET stream. A session whose
+// GET stream was never opened (or that ended) answers ErrNotFound.
+func (n *Node) AppendGet(ctx context.Context, sid string, data []byte) error {
+	_, err := n.be.Events.Append(ctx, sid, GetStreamID(sid), data, false, n.lim)
+	return err
+}
+
+// GetStreamID names a session's GET stream: derived from the session id
+// by a one-way hash, so any node can address it without a lookup and the
+// id reveals nothing of the session id.
+func GetStreamID(sid string) string {
+	sum := sha256.Sum256([]byte("mcp-get-stream:" + sid))
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:10]))
+}
+
+// fanOutLimiter bounds the fan-outs of one node: at most max run at once,
+// and one waiting per notification (method and uri): a change arriving
+// while the same notification waits for its turn is already covered by
+// it, since a fan-out reads the session list when it starts. At most
+// maxWaiting distinct notifications wait; past that, more are dropped
+// (and counted).
+type fanOutLimiter struct {
+	slots      chan struct{}
+	maxWaiting int
+
+	mu      sync.Mutex
+	waiting map[[2]string]bool
+}
+
+func newFanOutLimiter(running, waiting int) *fanOutLimiter {
+	return &fanOutLimiter{slots: make(chan struct{}, running), maxWaiting: waiting, waiting: map[[2]string]bool{}}
+}
+
+// enter reports whether a fan-out of (method, uri) should be started:
+// false when the same one already waits, or too many wait.
+func (l *fanOutLimiter) enter(method, uri string) bool {
+	k := [2]string{method, uri}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.waiting[k] || len(l.waiting) >= l.maxWaiting {
+		return false
+	}
+	l.waiting[k] = true
+	return true
+}
+
+// acquire waits for a slot; the fan-out then no longer counts as waiting.
+func (l *fanOutLimiter) acquire(ctx context.Context, method, uri string) bool {
+	defer func() {
+		l.mu.Lock()
+		delete(l.waiting, [2]string{method, uri})
+		l.mu.Unlock()
+	}()
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (l *fanOutLimiter) release() { <-l.slots }

@@ -1,0 +1,102 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+)
+
+// Start joins the node to the cluster: it subscribes to its reply topic
+// and to the broadcast topic, takes its membership lease and renews it
+// every LeaseTTL/3 on one goroutine, which also runs Config.Refresh.
+func (n *Node) Start() error {
+	ctx := n.ctx
+	stop, err := n.Waiters.Start(ctx)
+	if err != nil {
+		return err
+	}
+	n.stops = append(n.stops, stop)
+	stop, err = n.be.Bus.Subscribe(ctx, TopicAll, n.onBus)
+	if err != nil {
+		return err
+	}
+	n.stops = append(n.stops, stop)
+	n.be.Bus.OnReconnect(func() {
+		n.resync()
+		n.Refresh()
+	})
+	if err := n.be.Members.Heartbeat(ctx, n.instance, n.leaseTTL); err != nil {
+		n.log.Warn().Err(err).Msg("membership heartbeat failed")
+	}
+	n.refresh(ctx)
+	n.Go(func(ctx context.Context) {
+		t := time.NewTicker(n.leaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-n.refreshDue:
+				n.refresh(ctx)
+			case <-t.C:
+				if err := n.be.Members.Heartbeat(ctx, n.instance, n.leaseTTL); err != nil && ctx.Err() == nil {
+					n.log.Warn().Err(err).Msg("membership heartbeat failed")
+				}
+				n.refresh(ctx)
+			}
+		}
+	})
+	return nil
+}
+
+// Refresh asks the heartbeat goroutine to run Config.Refresh soon; it
+// never blocks (bus callbacks call it).
+func (n *Node) Refresh() {
+	select {
+	case n.refreshDue <- struct{}{}:
+	default: // a refresh is already due
+	}
+}
+
+// Alive reports whether the process instance holds its membership lease.
+func (n *Node) Alive(ctx context.Context, instance string) (bool, error) {
+	return n.be.Members.Alive(ctx, instance)
+}
+
+// BusReady reports whether messages between nodes flow (always true on
+// the memory backend).
+func (n *Node) BusReady() bool {
+	return n.be.Ready == nil || n.be.Ready()
+}
+
+// ErrBusDown answers work that needs the bus while it reconnects.
+var ErrBusDown = jsonrpc.NewError(jsonrpc.CodeUnavailable, "the cluster bus is reconnecting; retry shortly", nil)
+
+// Ready reports whether the node should receive traffic: not draining,
+// the bus up, and the shared store answering.
+func (n *Node) Ready(ctx context.Context) error {
+	switch {
+	case n.draining.Load():
+		return errors.New("draining")
+	case !n.BusReady():
+		return errors.New("cluster bus reconnecting")
+	}
+	if n.be.Ping != nil {
+		if err := n.be.Ping(ctx); err != nil {
+			return fmt.Errorf("backend: %w", err)
+		}
+	}
+	return nil
+}
+
+// NodeOf returns the node id of an instance name ("<node>.<incarnation>").
+func NodeOf(instance string) string {
+	if i := strings.LastIndexByte(instance, '.'); i > 0 {
+		return instance[:i]
+	}
+	return instance
+}

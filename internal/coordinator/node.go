@@ -1,0 +1,165 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/session"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
+)
+
+// Config wires a Node.
+type Config struct {
+	Backend  *cluster.Backend
+	Waiters  *Coordinator
+	Sessions *session.Store
+	// LeaseTTL is the membership lease (renewed every LeaseTTL/3) and the
+	// lease of stream claims.
+	LeaseTTL time.Duration
+	// HistoryTTL is how long a cancellation is remembered.
+	HistoryTTL time.Duration
+	// Limits bound the streams fan-out appends to.
+	Limits cluster.Limits
+	// MaxFanOuts bounds the fan-outs running at once.
+	MaxFanOuts int
+	Log        zerolog.Logger
+	Metrics    *telemetry.Metrics
+	// Refresh reloads what the adapter keeps of cluster state (the
+	// enabled state of features): on every heartbeat, after the bus
+	// comes back, and soon after a RegistryChanged message. It runs on
+	// the heartbeat goroutine.
+	Refresh func(ctx context.Context)
+}
+
+// Node is this process as a member of the cluster: its waiters, its
+// registry of running requests and open streams, the bus messages it
+// sends and handles, its membership lease and readiness, fan-out, and
+// drain. Transports are adapters over it.
+type Node struct {
+	Waiters *Coordinator
+	Local   *Registry
+
+	be       *cluster.Backend
+	sessions *session.Store
+	instance string
+	leaseTTL time.Duration
+	history  time.Duration
+	lim      cluster.Limits
+	log      zerolog.Logger
+	metrics  *telemetry.Metrics
+	refresh  func(ctx context.Context)
+
+	fanOuts       *fanOutLimiter
+	fanOutDropped func()
+	undecodable   func()
+	refreshDue    chan struct{}
+	draining      atomic.Bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	stops  []func()
+}
+
+// NewNode returns the node of cfg; Start joins it to the cluster.
+func NewNode(cfg Config) *Node {
+	n := &Node{
+		Waiters: cfg.Waiters, Local: NewRegistry(),
+		be: cfg.Backend, sessions: cfg.Sessions, instance: cfg.Waiters.Instance(),
+		leaseTTL: cfg.LeaseTTL, history: cfg.HistoryTTL, lim: cfg.Limits,
+		log: cfg.Log, metrics: cfg.Metrics, refresh: cfg.Refresh,
+		fanOuts:    newFanOutLimiter(cfg.MaxFanOuts, maxWaitingFanOuts),
+		refreshDue: make(chan struct{}, 1),
+	}
+	if n.refresh == nil {
+		n.refresh = func(context.Context) {}
+	}
+	n.fanOutDropped = cfg.Metrics.Counter("mcp_fanouts_dropped_total", "Notification fan-outs dropped because too many distinct ones waited for a slot.")
+	n.undecodable = cfg.Metrics.Counter("mcp_bus_undecodable_total", "Bus payloads skipped because they are not messages (malformed, or of a newer release).")
+	n.Waiters.OnUndecodable(n.skip)
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	return n
+}
+
+// Instance names this process: "<node id>.<incarnation>".
+func (n *Node) Instance() string { return n.instance }
+
+// Close stops the node's background work and fails its pending waiters
+// with err. It keeps the membership lease: Leave gives it up.
+func (n *Node) Close(err error) {
+	n.cancel()
+	for _, stop := range n.stops {
+		stop()
+	}
+	n.Waiters.FailAll(err)
+	n.wg.Wait()
+}
+
+// Leave gives up the membership lease, so other nodes see this process
+// gone at once instead of after LeaseTTL.
+func (n *Node) Leave() { _ = n.be.Members.Leave(context.Background(), n.instance) }
+
+// Go runs f in the background, tracked until Close; f's context ends at
+// Close.
+func (n *Node) Go(f func(ctx context.Context)) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f(n.ctx)
+	}()
+}
+
+// Publish sends m to every node (this one included).
+func (n *Node) Publish(ctx context.Context, m Message) error {
+	b, err := Encode(m)
+	if err != nil {
+		return err
+	}
+	n.metrics.BusSent()
+	_, err = n.be.Bus.Publish(ctx, TopicAll, b)
+	return err
+}
+
+// skip counts and logs a bus payload that is not a message: a kind of a
+// newer release (a rolling upgrade) at debug level, anything else as a
+// warning.
+func (n *Node) skip(topic string, err error) {
+	n.undecodable()
+	ev := n.log.Warn()
+	if errors.Is(err, ErrUnknownKind) {
+		ev = n.log.Debug()
+	}
+	ev.Err(err).Str("topic", topic).Msg("bus message skipped")
+}
+
+// onBus handles broadcast messages from any node (this one included).
+func (n *Node) onBus(b []byte) {
+	n.metrics.BusReceived()
+	msg, err := Decode(b)
+	if err != nil {
+		n.skip(TopicAll, err)
+		return
+	}
+	switch m := msg.(type) {
+	case SessionEnded:
+		n.EndLocal(m.Session)
+	case CancelRequest:
+		n.Local.cancel(m.Session, m.ID)
+	case InvalidateSession:
+		n.sessions.Invalidate(m.Session)
+	case GetDropped:
+		n.Waiters.FailTag(m.Session, "get", ErrGetDropped)
+	case GetTakeover:
+		n.takeover(m)
+	case RegistryChanged:
+		n.Refresh()
+	case ListenNotify:
+		n.notifyListeners(m)
+	}
+}

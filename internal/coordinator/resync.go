@@ -1,0 +1,70 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// Messages between nodes travel on the bus, which delivers only to
+// nodes connected when they are published. Each message whose loss
+// would leave someone waiting is backed by something that does not
+// depend on it:
+//
+//   - a reply to a server→client request: Publish counts its receivers,
+//     and a reply its owner did not receive is refused (503 with
+//     Retry-After while the owner holds its lease, 410 after), so the
+//     client sends it again (Coordinator.Resolve);
+//   - SessionEnded: a node whose bus comes back checks every session it
+//     runs requests or holds streams of (resync);
+//   - CancelRequest: the cancellation is also recorded (for HistoryTTL),
+//     and a node whose bus comes back checks its running requests
+//     (resync);
+//   - GetDropped (the GET stream a request was sent on closed): the
+//     waiter also watches the stream's claim, which the holder renews;
+//   - GetTakeover: the connection that lost the GET stream fails to
+//     renew its claim within LeaseTTL/3 and ends;
+//   - InvalidateSession: cached sessions are dropped when the bus comes
+//     back, and the cache is bypassed while it is down;
+//   - RegistryChanged: Config.Refresh runs when the bus comes back and
+//     on every heartbeat;
+//   - ListenNotify: nothing keeps it, so a node whose bus comes back
+//     ends its listen streams without their result, which tells clients
+//     to listen again (SPEC §7.3);
+//   - follow notifications of a stream: Tail re-reads the history on the
+//     reconnect hint and polls it.
+
+// resync runs when the bus is back after a loss: it catches up, from the
+// shared store, on what the messages lost meanwhile would have told this
+// node.
+func (n *Node) resync() {
+	n.sessions.Flush()
+	n.Local.endAll(nil, true)
+	sessions, requests := n.Local.held()
+	if len(sessions) == 0 {
+		return
+	}
+	n.Go(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		ended := map[string]bool{}
+		for sid := range sessions {
+			if err := n.sessions.Touch(ctx, sid); errors.Is(err, cluster.ErrNotFound) {
+				ended[sid] = true
+				n.EndLocal(sid)
+			}
+		}
+		for _, k := range requests {
+			if ended[k[0]] || len(k[1]) > maxCancelKey {
+				continue
+			}
+			holder, err := n.be.Claims.Holder(ctx, cancelKey(k[0], k[1]))
+			if err != nil || holder == "" {
+				continue
+			}
+			n.Local.cancel(k[0], k[1])
+		}
+	})
+}
