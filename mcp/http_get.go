@@ -226,7 +226,7 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *s
 	sw.start(nil)
 	jobs := upkeepJobs{conn: conn, claim: key}
 	if !info.Done && info.Owner != "" {
-		jobs.owner = &ownerWatch{session: sid, stream: eid.Stream, info: info}
+		jobs.owner = &coordinator.OwnerWatch{Session: sid, Stream: eid.Stream, Info: info}
 	}
 	go h.upkeep(ctx, sw, jobs)
 	_, err = cluster.Tail(ctx, h.be.Events, sid, eid.Stream, eid.Seq, h.historyWriter(sw, eid.Stream, info.Last))
@@ -476,18 +476,9 @@ func (h *HTTPHandler) Draining() bool { return h.node.Draining() }
 // upkeepJobs are the periodic chores of one open stream.
 type upkeepJobs struct {
 	conn    *coordinator.Conn
-	claim   string      // claim to renew; losing it ends the stream
-	session string      // session to keep alive while its GET stream is open
-	owner   *ownerWatch // producer to watch on a resumed POST stream
-}
-
-// ownerWatch ends a followed stream with an error for its request when
-// the node producing it loses its membership lease, or its producer
-// stops holding the stream (see holdStream).
-type ownerWatch struct {
-	session, stream string
-	info            cluster.StreamInfo
-	unheld          int // consecutive checks that found no producer
+	claim   string                  // claim to renew; losing it ends the stream
+	session string                  // session to keep alive while its GET stream is open
+	owner   *coordinator.OwnerWatch // producer to watch on a resumed POST stream
 }
 
 // upkeep runs a stream's chores on one goroutine until ctx ends: comment
@@ -532,48 +523,9 @@ func (h *HTTPHandler) upkeep(ctx context.Context, sw *sseWriter, j upkeepJobs) {
 				return
 			}
 		case <-watch:
-			if h.ownerLost(ctx, j.owner) {
+			if h.node.OwnerLost(ctx, j.owner) {
 				watch = nil
 			}
 		}
 	}
-}
-
-// ownerLost appends an error for the stream's request, ending it, when
-// its producing node is gone, or when its producer has not held the
-// stream on two checks in a row (one lapse may be a store outage the
-// producer has not yet seen the end of); it reports whether it did.
-// The owner is a process (node id and incarnation), so a node restarted
-// with the same id does not keep the streams of its previous process open.
-func (h *HTTPHandler) ownerLost(ctx context.Context, w *ownerWatch) bool {
-	alive, err := h.be.Members.Alive(ctx, w.info.Owner)
-	if err != nil {
-		return false
-	}
-	if alive {
-		holder, err := h.be.Claims.Holder(ctx, produceKey(w.stream))
-		if err != nil {
-			return false
-		}
-		if holder != "" {
-			w.unheld = 0
-			return false
-		}
-		if w.unheld++; w.unheld < 2 {
-			return false
-		}
-	}
-	id, err := jsonrpc.ParseKey(w.info.Request)
-	if err != nil {
-		return true
-	}
-	msg := jsonrpc.ErrorResponse(id, jsonrpc.NewError(jsonrpc.CodeNodeLost, "the node running this request stopped; retry it", map[string]any{"node": coordinator.NodeOf(w.info.Owner)}))
-	if alive {
-		msg = abandonedError(id, coordinator.NodeOf(w.info.Owner))
-	}
-	data, _ := jsonrpc.Encode(msg)
-	if _, err := h.be.Events.Append(ctx, w.session, w.stream, data, true, h.lim); err != nil {
-		h.log.Debug().Err(err).Str("stream", w.stream).Msg("lost-node error not appended")
-	}
-	return true
 }

@@ -101,7 +101,7 @@ func (p *postOut) upgrade(ctx context.Context) error {
 		if err := p.h.be.Events.Open(ctx, p.stream, meta, p.h.lim); err != nil {
 			return rpcError(err)
 		}
-		unhold, err := p.h.holdStream(ctx, p.stream)
+		unhold, err := p.h.node.HoldStream(ctx, p.stream)
 		if err != nil {
 			return rpcError(err)
 		}

@@ -16,53 +16,9 @@ import (
 // connection gets even when recording it fails, and is recorded once the
 // store answers again.
 //
-// A POST stream is held by its producer: a claim renewed while the
-// request runs and until its final response is recorded. A node that
-// follows the stream for a resumed connection ends it with an error for
-// the request when its producer lets the claim lapse (it gave up
-// recording, its process died or was restarted under the same node id),
-// so no resumed stream waits for an end that nobody will append.
-
-// produceKey names the claim of the producer of a POST stream. Stream
-// ids are unique in the deployment, and the claim outside the session's
-// namespace needs no release: it lapses within LeaseTTL of its last
-// renewal, and after the final is recorded nobody asks for it.
-func produceKey(stream string) string { return "produce:" + stream }
-
-// holdStream claims the production of stream and renews the claim every
-// LeaseTTL/3 (retrying sooner while the store fails, taking the claim
-// back if it lapsed meanwhile) until the returned function is called.
-func (h *HTTPHandler) holdStream(ctx context.Context, stream string) (func(), error) {
-	key, holder := produceKey(stream), h.instance+"/"+randomToken(9)
-	if _, err := h.be.Claims.Claim(ctx, key, holder, h.opts.LeaseTTL); err != nil {
-		return nil, err
-	}
-	hctx, cancel := context.WithCancel(h.ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		every := h.opts.LeaseTTL / 3
-		t := time.NewTimer(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-hctx.Done():
-				return
-			case <-t.C:
-			}
-			ok, err := h.be.Claims.Renew(hctx, key, holder, h.opts.LeaseTTL)
-			if err == nil && !ok {
-				_, err = h.be.Claims.Claim(hctx, key, holder, h.opts.LeaseTTL)
-			}
-			if err != nil {
-				t.Reset(min(every, 100*time.Millisecond))
-				continue
-			}
-			t.Reset(every)
-		}
-	}()
-	return func() { cancel(); <-done }, nil
-}
+//
+// Holding the stream while it is produced, and ending resumed streams
+// whose producer is gone, is coordinator.Node's (nodeloss.go).
 
 // recordLater appends a final message the store refused, retrying with
 // backoff for up to RecordTimeout (and while the node runs); unhold is
@@ -102,13 +58,6 @@ func (h *HTTPHandler) recordLater(session, stream string, data []byte, unhold fu
 			wait = min(2*wait, time.Second)
 		}
 	}()
-}
-
-// abandonedError ends a resumed stream whose producer stopped holding it.
-func abandonedError(id jsonrpc.ID, owner string) *jsonrpc.Message {
-	return jsonrpc.ErrorResponse(id, jsonrpc.NewError(jsonrpc.CodeNodeLost,
-		"the node running this request stopped before its response was recorded; retry it",
-		map[string]any{"node": owner}))
 }
 
 // unrecorded is emit's error when a message could not be appended to the
