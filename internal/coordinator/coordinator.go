@@ -18,11 +18,8 @@ import (
 	"sync"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
-	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // ErrTooMany is returned by Register when the waiter table is full.
@@ -112,32 +109,6 @@ func (c *Coordinator) OnUndecodable(f func(topic string, err error)) { c.undecod
 
 // Instance names this coordinator's process: "<node>.<incarnation>".
 func (c *Coordinator) Instance() string { return c.node }
-
-// Topic is the bus topic on which node receives routed replies.
-func Topic(node string) string { return "reply:" + node }
-
-// Start subscribes to this node's reply topic.
-func (c *Coordinator) Start(ctx context.Context) (cancel func(), err error) {
-	if c.bus == nil {
-		return func() {}, nil
-	}
-	topic := Topic(c.node)
-	return c.bus.Subscribe(ctx, topic, func(b []byte) {
-		r, err := DecodeReply(b)
-		if err != nil {
-			if c.undecodable != nil {
-				c.undecodable(topic, err)
-			}
-			return
-		}
-		_, span := telemetry.Tracer().Start(telemetry.Extract(context.Background(), r.Trace), "mcp reply routed",
-			trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(attribute.String("mcp.node.id", c.display), attribute.String("jsonrpc.request.id", r.ID)))
-		settled := c.settle(key{r.Session, r.ID}, r.Result, r.Error)
-		span.SetAttributes(attribute.Bool("mcp.reply.settled", settled))
-		span.End()
-	})
-}
 
 // NewID mints an outbound request id that names this process, followed
 // by 96 random bits: ids cannot be guessed from earlier ones.
@@ -238,34 +209,6 @@ func (c *Coordinator) settle(k key, res json.RawMessage, e *jsonrpc.Error) bool 
 		close(w.done)
 	})
 	return true
-}
-
-// Resolve delivers a reply (a response message) that arrived on session.
-// A reply to an id this node minted is settled here; one minted by
-// another node is forwarded to it. Replies to ids nobody minted, or to
-// requests of another session, are dropped. It reports whether the reply
-// was settled locally or forwarded; ErrUndelivered when it was forwarded
-// but the owner's node did not receive it.
-func (c *Coordinator) Resolve(ctx context.Context, session string, msg *jsonrpc.Message) (bool, error) {
-	owner, ok := Owner(msg.ID)
-	if !ok {
-		return false, nil
-	}
-	if owner == c.node || c.bus == nil {
-		return c.settle(key{session, msg.ID.Key()}, msg.Result, msg.Error), nil
-	}
-	b, err := EncodeReply(Reply{Session: session, ID: msg.ID.Key(), Result: msg.Result, Error: msg.Error, Trace: telemetry.Inject(ctx)})
-	if err != nil {
-		return false, err
-	}
-	n, err := c.bus.Publish(ctx, Topic(owner), b)
-	if err != nil {
-		return false, err
-	}
-	if n == 0 {
-		return false, ErrUndelivered
-	}
-	return true, nil
 }
 
 // FailSession fails every waiter of session (it ended).
