@@ -412,40 +412,11 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 // and waits for the reply. It fails at once when no GET stream of the
 // session is open, and promptly when the stream closes before the reply.
 func (h *HTTPHandler) RequestOnSession(ctx context.Context, session, method string, params any) (json.RawMessage, error) {
-	// Register before looking for the stream: a stream that closes after
-	// the look fails the waiter (getdrop), one that closed before is not
-	// found.
-	id := h.coord.NewID()
-	waiter, err := h.coord.Register(session, id, "get")
-	if err != nil {
-		return nil, err
-	}
-	holder, err := h.be.Claims.Holder(ctx, coordinator.GetKey(session))
-	if err != nil {
-		waiter.Cancel()
-		return nil, rpcError(err)
-	}
-	if holder == "" {
-		waiter.Cancel()
+	res, err := h.node.RequestOnGet(ctx, session, method, params, h.srv.opts.requestTimeout())
+	if errors.Is(err, coordinator.ErrNoGetStream) {
 		return nil, ErrNoChannel
 	}
-	msg, err := jsonrpc.Request(id, method, params)
-	if err != nil {
-		waiter.Cancel()
-		return nil, err
-	}
-	data, _ := jsonrpc.Encode(msg)
-	if err := h.node.AppendGet(ctx, session, data); err != nil {
-		waiter.Cancel()
-		return nil, rpcError(err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, h.srv.opts.requestTimeout())
-	defer cancel()
-	// The node holding the stream announces its end (getdrop), but that
-	// message is lost if the node dies or the bus drops it: the claim,
-	// which the holder renews every LeaseTTL/3, tells it too.
-	go h.watchClaim(ctx, coordinator.GetKey(session), h.opts.LeaseTTL/2, waiter, coordinator.ErrGetDropped)
-	return waiter.Wait(ctx)
+	return res, rpcError(err)
 }
 
 // Ping checks a session's client over its GET stream.

@@ -241,7 +241,7 @@ func (p *postOut) abandoned(ctx context.Context, cancel context.CancelCauseFunc)
 		cancel(errClientGone)
 		return
 	}
-	p.h.watchClaim(ctx, followKey(p.session, p.stream), p.h.opts.ResumeGrace, causeFail(cancel), errClientGone)
+	p.h.node.WatchClaim(ctx, followKey(p.session, p.stream), p.h.opts.ResumeGrace, causeFail(cancel), errClientGone)
 }
 
 // followKey names the claim of a connection following a stream.

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/cluster/memory"
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/session"
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
@@ -281,5 +282,59 @@ func TestNodeLogsUndecodableBusPayloads(t *testing.T) {
 	nodes[0].metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if !strings.Contains(rec.Body.String(), `mcp_bus_undecodable_total{node="a"} 1`) {
 		t.Fatalf("undecodable payload not counted:\n%s", rec.Body.String())
+	}
+}
+
+// Flows 3 and 7: a request sent on a session's GET stream from one node
+// is answered by a reply that lands on another; a reply of another
+// session never reaches it; with no GET stream open it fails at once.
+func TestNodeRequestOnGetAnsweredThroughAnotherNode(t *testing.T) {
+	be, nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	ctx := context.Background()
+	sid := newSession(t, a.sessions)
+	if _, err := a.RequestOnGet(ctx, sid, "ping", nil, time.Second); !errors.Is(err, coordinator.ErrNoGetStream) {
+		t.Fatalf("no GET stream: %v", err)
+	}
+	stream := coordinator.GetStreamID(sid)
+	if err := be.Events.Open(ctx, stream, cluster.StreamMeta{Session: sid}, cluster.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := be.Claims.Claim(ctx, coordinator.GetKey(sid), "conn1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		res []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := a.RequestOnGet(ctx, sid, "ping", nil, 5*time.Second)
+		done <- result{res, err}
+	}()
+	var req *jsonrpc.Message
+	waitFor(t, "the request on the GET stream", func() bool {
+		evs, _, err := be.Events.Read(ctx, sid, stream, 0)
+		if err != nil || len(evs) == 0 {
+			return false
+		}
+		req, err = jsonrpc.Decode(evs[0].Data)
+		return err == nil
+	})
+	reply := &jsonrpc.Message{ID: req.ID, Result: []byte(`{"pong":1}`)}
+	forged := &jsonrpc.Message{ID: req.ID, Result: []byte(`{"forged":1}`)}
+	if err := b.RouteReply(ctx, "another session", forged); err != nil {
+		t.Fatalf("reply on another session: %v", err)
+	}
+	if err := b.RouteReply(ctx, sid, reply); err != nil {
+		t.Fatalf("reply: %v", err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || string(r.res) != `{"pong":1}` {
+			t.Fatalf("RequestOnGet = %s, %v", r.res, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not wake")
 	}
 }
