@@ -213,7 +213,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.metrics = telemetry.NewMetrics(h.opts.NodeID)
 	h.node = coordinator.NewNode(coordinator.Config{
 		Backend: h.be, Waiters: h.coord, Sessions: h.sessions,
-		LeaseTTL: h.opts.LeaseTTL, HistoryTTL: h.opts.HistoryTTL, Limits: h.lim,
+		LeaseTTL: h.opts.LeaseTTL, SessionTTL: h.opts.SessionTTL, HistoryTTL: h.opts.HistoryTTL, Limits: h.lim,
 		MaxFanOuts: h.opts.MaxFanOuts, Log: h.log, Metrics: h.metrics,
 		Refresh: h.loadFeatures,
 	})

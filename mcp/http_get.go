@@ -96,23 +96,9 @@ func (h *HTTPHandler) liveStream(r *http.Request, session, getFor string) (conte
 // after when resuming, and follows new events until the client leaves.
 func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *session.Session, after uint64, resume bool) {
 	sid, stream := sess.ID, coordinator.GetStreamID(sess.ID)
-	if err := h.be.Events.Open(r.Context(), stream, cluster.StreamMeta{Session: sid}, h.lim); err != nil {
-		streamError(w, err)
-		return
-	}
-	from := ^uint64(0)
-	if resume {
-		from = after // a history trimmed past the cursor answers 410
-	}
-	_, info, err := h.be.Events.Read(r.Context(), sid, stream, from)
+	after, last, err := h.node.OpenGet(r.Context(), sid, after, resume)
 	if err != nil {
 		streamError(w, err)
-		return
-	}
-	if !resume {
-		after = info.Last
-	} else if after > info.Last {
-		streamError(w, cluster.ErrNotFound)
 		return
 	}
 	slot, err := h.admit.openStream()
@@ -125,23 +111,12 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *se
 	defer done()
 	defer time.AfterFunc(h.opts.MaxStreamLifetime, func() { conn.Cancel(errLifetime) }).Stop()
 	defer h.metrics.StreamOpened("get")()
-	key := coordinator.GetKey(sid)
-	if _, err := h.be.Claims.Claim(ctx, key, conn.ID, h.opts.LeaseTTL); err != nil {
+	release, err := h.node.TakeGet(ctx, sid, conn)
+	if err != nil {
 		streamError(w, err)
 		return
 	}
-	if err := h.node.Publish(ctx, coordinator.GetTakeover{Session: sid, Conn: conn.ID}); err != nil {
-		h.log.Warn().Err(err).Msg("take-over not broadcast")
-	}
-	defer func() {
-		if context.Cause(ctx) == coordinator.ErrTakenOver {
-			return
-		}
-		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = h.be.Claims.Release(bg, key, conn.ID)
-		_ = h.node.Publish(bg, coordinator.GetDropped{Session: sid})
-	}()
+	defer release()
 	sw := h.streamWriter(w, conn)
 	defer sw.close()
 	sw.start(nil)
@@ -152,9 +127,8 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *se
 	} else {
 		_ = sw.retry(h.opts.RetryHint)
 	}
-	go h.upkeep(ctx, sw, upkeepJobs{conn: conn, claim: key, session: sid})
-	_, err = cluster.Tail(ctx, h.be.Events, sid, stream, after, h.historyWriter(sw, stream, info.Last))
-	h.endStream(sw, ctx, err)
+	go h.node.RunUpkeep(ctx, h.upkeep(sw, coordinator.Upkeep{Conn: conn, Claim: coordinator.GetKey(sid), Session: sid}))
+	h.endStream(sw, ctx, h.node.Tail(ctx, sid, stream, after, h.historyWriter(sw, stream, last)))
 }
 
 // historyWriter writes a stream's events to sw, counting those up to
@@ -193,13 +167,9 @@ func (h *HTTPHandler) endStream(sw *sseWriter, ctx context.Context, err error) {
 // ends with a JSON-RPC error for the request.
 func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *session.Session, eid sse.EventID) {
 	sid := sess.ID
-	_, info, err := h.be.Events.Read(r.Context(), sid, eid.Stream, eid.Seq)
+	info, err := h.node.OpenResume(r.Context(), sid, eid.Stream, eid.Seq)
 	if err != nil {
 		streamError(w, err)
-		return
-	}
-	if eid.Seq > info.Last {
-		streamError(w, cluster.ErrNotFound)
 		return
 	}
 	slot, err := h.admit.openStream()
@@ -211,26 +181,21 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *s
 	ctx, conn, done := h.liveStream(r, sid, "")
 	defer done()
 	defer h.metrics.StreamOpened("resume")()
-	key := followKey(sid, eid.Stream)
-	if _, err := h.be.Claims.Claim(ctx, key, conn.ID, h.opts.LeaseTTL); err != nil {
+	release, err := h.node.Follow(ctx, sid, eid.Stream, conn)
+	if err != nil {
 		streamError(w, err)
 		return
 	}
-	defer func() {
-		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = h.be.Claims.Release(bg, key, conn.ID)
-	}()
+	defer release()
 	sw := h.streamWriter(w, conn)
 	defer sw.close()
 	sw.start(nil)
-	jobs := upkeepJobs{conn: conn, claim: key}
+	jobs := coordinator.Upkeep{Conn: conn, Claim: coordinator.FollowKey(sid, eid.Stream)}
 	if !info.Done && info.Owner != "" {
-		jobs.owner = &coordinator.OwnerWatch{Session: sid, Stream: eid.Stream, Info: info}
+		jobs.Owner = &coordinator.OwnerWatch{Session: sid, Stream: eid.Stream, Info: info}
 	}
-	go h.upkeep(ctx, sw, jobs)
-	_, err = cluster.Tail(ctx, h.be.Events, sid, eid.Stream, eid.Seq, h.historyWriter(sw, eid.Stream, info.Last))
-	h.endStream(sw, ctx, err)
+	go h.node.RunUpkeep(ctx, h.upkeep(sw, jobs))
+	h.endStream(sw, ctx, h.node.Tail(ctx, sid, eid.Stream, eid.Seq, h.historyWriter(sw, eid.Stream, info.Last)))
 }
 
 // serveDelete ends a session everywhere.
@@ -444,59 +409,10 @@ func (h *HTTPHandler) Drain(ctx context.Context) { h.node.Drain(ctx) }
 // Draining reports whether Drain was called.
 func (h *HTTPHandler) Draining() bool { return h.node.Draining() }
 
-// upkeepJobs are the periodic chores of one open stream.
-type upkeepJobs struct {
-	conn    *coordinator.Conn
-	claim   string                  // claim to renew; losing it ends the stream
-	session string                  // session to keep alive while its GET stream is open
-	owner   *coordinator.OwnerWatch // producer to watch on a resumed POST stream
-}
-
-// upkeep runs a stream's chores on one goroutine until ctx ends: comment
-// keep-alives, renewing its claim, sliding its session's idle timeout
-// (a listening client is not idle; the stream ends when the session is
-// gone), and watching the node that produces a resumed stream.
-func (h *HTTPHandler) upkeep(ctx context.Context, sw *sseWriter, j upkeepJobs) {
-	keep := time.NewTicker(h.opts.KeepAlive)
-	defer keep.Stop()
-	var renew, touch, watch <-chan time.Time
-	if j.claim != "" {
-		t := time.NewTicker(h.opts.LeaseTTL / 3)
-		defer t.Stop()
-		renew = t.C
-	}
-	if j.session != "" {
-		t := time.NewTicker(max(h.opts.SessionTTL/4, 50*time.Millisecond))
-		defer t.Stop()
-		touch = t.C
-	}
-	if j.owner != nil {
-		t := time.NewTicker(h.opts.LeaseTTL / 2)
-		defer t.Stop()
-		watch = t.C
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-keep.C:
-			if sw.comment("keep-alive") != nil {
-				return
-			}
-		case <-renew:
-			if ok, err := h.be.Claims.Renew(ctx, j.claim, j.conn.ID, h.opts.LeaseTTL); err == nil && !ok {
-				j.conn.Cancel(coordinator.ErrTakenOver)
-				return
-			}
-		case <-touch:
-			if err := h.sessions.Touch(ctx, j.session); errors.Is(err, cluster.ErrNotFound) {
-				j.conn.Cancel(coordinator.ErrSessionEnded)
-				return
-			}
-		case <-watch:
-			if h.node.OwnerLost(ctx, j.owner) {
-				watch = nil
-			}
-		}
-	}
+// upkeep adds a stream's SSE keep-alives to its chores (see
+// coordinator.Node.RunUpkeep).
+func (h *HTTPHandler) upkeep(sw *sseWriter, j coordinator.Upkeep) coordinator.Upkeep {
+	j.KeepAlive = func() error { return sw.comment("keep-alive") }
+	j.KeepAliveEvery = h.opts.KeepAlive
+	return j
 }

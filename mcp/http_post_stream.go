@@ -241,12 +241,7 @@ func (p *postOut) abandoned(ctx context.Context, cancel context.CancelCauseFunc)
 		cancel(errClientGone)
 		return
 	}
-	p.h.node.WatchClaim(ctx, followKey(p.session, p.stream), p.h.opts.ResumeGrace, causeFail(cancel), errClientGone)
-}
-
-// followKey names the claim of a connection following a stream.
-func followKey(session, stream string) string {
-	return "session:" + session + ":follow:" + stream
+	p.h.node.WatchClaim(ctx, coordinator.FollowKey(p.session, p.stream), p.h.opts.ResumeGrace, causeFail(cancel), errClientGone)
 }
 
 // getKey names the claim of the connection holding a session's GET stream.

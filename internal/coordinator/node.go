@@ -22,6 +22,9 @@ type Config struct {
 	// LeaseTTL is the membership lease (renewed every LeaseTTL/3) and the
 	// lease of stream claims.
 	LeaseTTL time.Duration
+	// SessionTTL is the idle timeout of sessions: an open GET stream
+	// slides it every SessionTTL/4.
+	SessionTTL time.Duration
 	// HistoryTTL is how long a cancellation is remembered.
 	HistoryTTL time.Duration
 	// Limits bound the streams fan-out appends to.
@@ -45,15 +48,16 @@ type Node struct {
 	Waiters *Coordinator
 	Local   *Registry
 
-	be       *cluster.Backend
-	sessions *session.Store
-	instance string
-	leaseTTL time.Duration
-	history  time.Duration
-	lim      cluster.Limits
-	log      zerolog.Logger
-	metrics  *telemetry.Metrics
-	refresh  func(ctx context.Context)
+	be         *cluster.Backend
+	sessions   *session.Store
+	instance   string
+	leaseTTL   time.Duration
+	sessionTTL time.Duration
+	history    time.Duration
+	lim        cluster.Limits
+	log        zerolog.Logger
+	metrics    *telemetry.Metrics
+	refresh    func(ctx context.Context)
 
 	fanOuts       *fanOutLimiter
 	fanOutDropped func()
@@ -72,7 +76,7 @@ func NewNode(cfg Config) *Node {
 	n := &Node{
 		Waiters: cfg.Waiters, Local: NewRegistry(),
 		be: cfg.Backend, sessions: cfg.Sessions, instance: cfg.Waiters.Instance(),
-		leaseTTL: cfg.LeaseTTL, history: cfg.HistoryTTL, lim: cfg.Limits,
+		leaseTTL: cfg.LeaseTTL, sessionTTL: cfg.SessionTTL, history: cfg.HistoryTTL, lim: cfg.Limits,
 		log: cfg.Log, metrics: cfg.Metrics, refresh: cfg.Refresh,
 		fanOuts:    newFanOutLimiter(cfg.MaxFanOuts, maxWaitingFanOuts),
 		refreshDue: make(chan struct{}, 1),

@@ -1,0 +1,107 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// Flow 4 (DESIGN §3): the client's connection to B drops; it GETs with
+// Last-Event-ID and lands on C. C checks the stream belongs to the
+// session (the event log refuses another session's stream), replays the
+// missed events from history, and follows the stream live while B keeps
+// producing, until the final response ends it (or B is lost: see
+// nodeloss.go). A session's GET stream is resumed the same way, and held
+// by one connection at a time (getstream.go).
+
+// FollowKey names the claim of a connection following a stream.
+func FollowKey(session, stream string) string {
+	return "session:" + session + ":follow:" + stream
+}
+
+// OpenGet opens (if need be) the GET stream of session and returns the
+// sequence number to follow it from: after when resuming (ErrEvicted
+// when the history after it is gone, ErrNotFound past the stream's
+// end), its last event otherwise; and its last event.
+func (n *Node) OpenGet(ctx context.Context, session string, after uint64, resume bool) (from, last uint64, err error) {
+	stream := GetStreamID(session)
+	if err := n.be.Events.Open(ctx, stream, cluster.StreamMeta{Session: session}, n.lim); err != nil {
+		return 0, 0, err
+	}
+	at := ^uint64(0)
+	if resume {
+		at = after // a history trimmed past the cursor answers ErrEvicted
+	}
+	_, info, err := n.be.Events.Read(ctx, session, stream, at)
+	if err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case !resume:
+		after = info.Last
+	case after > info.Last:
+		return 0, 0, cluster.ErrNotFound
+	}
+	return after, info.Last, nil
+}
+
+// TakeGet makes conn the holder of session's GET stream and tells the
+// other nodes, so a connection holding it elsewhere ends. The returned
+// function gives the stream up when conn closes (unless it was taken
+// over): it releases the claim and fails the requests sent on it.
+func (n *Node) TakeGet(ctx context.Context, session string, conn *Conn) (func(), error) {
+	key := GetKey(session)
+	if _, err := n.be.Claims.Claim(ctx, key, conn.ID, n.leaseTTL); err != nil {
+		return nil, err
+	}
+	if err := n.Publish(ctx, GetTakeover{Session: session, Conn: conn.ID}); err != nil {
+		n.log.Warn().Err(err).Msg("take-over not broadcast")
+	}
+	return func() {
+		if context.Cause(ctx) == ErrTakenOver {
+			return
+		}
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = n.be.Claims.Release(bg, key, conn.ID)
+		_ = n.Publish(bg, GetDropped{Session: session})
+	}, nil
+}
+
+// OpenResume checks that stream is session's and that its history after
+// seq is kept, and returns its info: ErrNotFound or ErrForbidden when
+// it is not session's (callers answer both alike, so streams of other
+// sessions cannot be probed), ErrEvicted when the history is gone.
+func (n *Node) OpenResume(ctx context.Context, session, stream string, seq uint64) (cluster.StreamInfo, error) {
+	_, info, err := n.be.Events.Read(ctx, session, stream, seq)
+	if err != nil {
+		return cluster.StreamInfo{}, err
+	}
+	if seq > info.Last {
+		return cluster.StreamInfo{}, cluster.ErrNotFound
+	}
+	return info, nil
+}
+
+// Follow claims that conn follows stream (a POST stream's producer
+// keeps its request running while some connection follows it); the
+// returned function releases the claim.
+func (n *Node) Follow(ctx context.Context, session, stream string, conn *Conn) (func(), error) {
+	key := FollowKey(session, stream)
+	if _, err := n.be.Claims.Claim(ctx, key, conn.ID, n.leaseTTL); err != nil {
+		return nil, err
+	}
+	return func() {
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = n.be.Claims.Release(bg, key, conn.ID)
+	}, nil
+}
+
+// Tail replays stream after seq and follows it live, calling fn for each
+// event, until its final event, ctx ends or fn fails (see cluster.Tail).
+func (n *Node) Tail(ctx context.Context, session, stream string, after uint64, fn func(cluster.Event) error) error {
+	_, err := cluster.Tail(ctx, n.be.Events, session, stream, after, fn)
+	return err
+}
