@@ -97,11 +97,7 @@ func (p *postOut) upgrade(ctx context.Context) error {
 	}
 	if p.legacy {
 		p.stream = sse.NewStreamID()
-		meta := cluster.StreamMeta{Session: p.session, Owner: p.h.instance, Request: p.req.id.Key()}
-		if err := p.h.be.Events.Open(ctx, p.stream, meta, p.h.lim); err != nil {
-			return rpcError(err)
-		}
-		unhold, err := p.h.node.HoldStream(ctx, p.stream)
+		unhold, err := p.h.node.OpenStream(ctx, p.session, p.stream, p.req.id.Key())
 		if err != nil {
 			return rpcError(err)
 		}
@@ -112,7 +108,7 @@ func (p *postOut) upgrade(ctx context.Context) error {
 	if p.legacy && atLeast(p.req.version, Version20251125) {
 		// The priming event gives the client an id to resume from
 		// (2025-11-25; older clients may not expect an empty event).
-		seq, err := p.h.be.Events.Append(ctx, p.session, p.stream, nil, false, p.h.lim)
+		seq, err := p.h.node.Record(ctx, p.session, p.stream, nil, false)
 		if err != nil {
 			return rpcError(err)
 		}
@@ -145,7 +141,7 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final bool) er
 	}
 	ev := sse.Event{Data: data}
 	if p.legacy {
-		seq, err := p.h.be.Events.Append(ctx, p.session, p.stream, data, final, p.h.lim)
+		seq, err := p.h.node.Record(ctx, p.session, p.stream, data, final)
 		if err != nil {
 			if final {
 				// The live connection gets its final message whatever
@@ -177,11 +173,11 @@ func (p *postOut) nextEventID() string {
 	if !p.legacy || p.stream == "" {
 		return ""
 	}
-	_, info, err := p.h.be.Events.Read(context.Background(), p.session, p.stream, ^uint64(0))
+	last, err := p.h.node.LastRecorded(context.Background(), p.session, p.stream)
 	if err != nil {
 		return ""
 	}
-	return sse.EventID{Stream: p.stream, Seq: info.Last + 1}.String()
+	return sse.EventID{Stream: p.stream, Seq: last + 1}.String()
 }
 
 // request sends a server→client request on this stream and waits for the

@@ -16,49 +16,9 @@ import (
 // connection gets even when recording it fails, and is recorded once the
 // store answers again.
 //
-//
-// Holding the stream while it is produced, and ending resumed streams
-// whose producer is gone, is coordinator.Node's (nodeloss.go).
-
-// recordLater appends a final message the store refused, retrying with
-// backoff for up to RecordTimeout (and while the node runs); unhold is
-// called at the end, so the stream's claim lapses if the final never
-// made it. A store that answers with anything but ErrUnavailable (the
-// stream ended, expired or its session is gone) ends the attempts.
-// A drain waits for it like for a running request; the session's end
-// stops it.
-func (h *HTTPHandler) recordLater(session, stream string, data []byte, unhold func()) {
-	ctx, cancel := context.WithTimeout(h.ctx, h.opts.RecordTimeout)
-	removeInflight := h.node.Local.AddInflight(session, "record:"+stream, cancel)
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		defer unhold()
-		defer removeInflight()
-		defer cancel()
-		wait := 50 * time.Millisecond
-		for {
-			select {
-			case <-ctx.Done():
-				h.log.Warn().Str("session", telemetry.SessionTag(session)).Str("stream", stream).Msg("final response not recorded: gave up; resumers get an error")
-				return
-			case <-time.After(wait):
-			}
-			_, err := h.be.Events.Append(ctx, session, stream, data, true, h.lim)
-			if err == nil {
-				h.log.Info().Str("session", telemetry.SessionTag(session)).Str("stream", stream).Msg("final response recorded after a store outage")
-				return
-			}
-			if !errors.Is(err, cluster.ErrUnavailable) {
-				if ctx.Err() == nil {
-					h.log.Warn().Err(err).Str("stream", stream).Msg("final response not recorded")
-				}
-				return
-			}
-			wait = min(2*wait, time.Second)
-		}
-	}()
-}
+// Recording the stream's history, holding the stream while it is
+// produced, and ending resumed streams whose producer is gone, are
+// coordinator.Node's (record.go, nodeloss.go).
 
 // unrecorded is emit's error when a message could not be appended to the
 // stream's history: err for the client, cause from the backend.
@@ -90,7 +50,7 @@ func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
 			if errors.As(err, &u) && errors.Is(u.cause, cluster.ErrUnavailable) {
 				// Resumers wait for the final: record it once the
 				// store is back, holding the stream meanwhile.
-				p.h.recordLater(p.session, p.stream, u.data, unhold)
+				p.h.node.RecordLater(p.session, p.stream, u.data, unhold, p.h.opts.RecordTimeout)
 				unhold = nil
 			} else {
 				p.h.log.Warn().Err(err).Str("session", telemetry.SessionTag(p.session)).Msg("final response not recorded")
