@@ -153,14 +153,7 @@ type HTTPHandler struct {
 	log   zerolog.Logger
 	coord *coordinator.Coordinator
 	lim   cluster.Limits
-	// instance names this process in the cluster: the node id and an
-	// unguessable incarnation drawn at start ("<node>.<incarnation>").
-	// It is the name of the membership lease, the owner of the streams
-	// this process produces and the reply topic of its waiters, so a
-	// process restarted with the same node id never inherits (nor keeps
-	// alive) what the previous one owned.
-	instance string
-	admit    *limits // handler slots, bytes in flight and open streams of this node
+	admit *limits // handler slots, bytes in flight and open streams of this node
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -205,7 +198,6 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.coord = coordinator.New(h.opts.NodeID, incarnation, h.be.Bus, h.opts.MaxWaiters)
 	h.coord.SetSessionShare(h.opts.MaxWaitersPerSession)
-	h.instance = h.coord.Instance()
 	h.sessions = session.NewStore(h.be.Sessions, session.Options{
 		TTL: h.opts.SessionTTL, MaxSessions: h.opts.MaxSessions,
 		CacheTTL: h.opts.SessionCacheTTL, Live: func() bool { return h.node.BusReady() },
