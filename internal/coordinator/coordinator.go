@@ -1,10 +1,11 @@
-// Package coordinator correlates server→client requests with the
-// client's replies, which arrive on separate HTTP requests that may land
-// on any node. The id of every outbound request encodes the node that
-// waits for it, so the node receiving a reply forwards it to the owner
-// over the bus without a lookup. Waiters are keyed by (session, id): a
+// The waiter table: server→client requests and the client's replies,
+// which arrive on separate HTTP requests that may land on any node. The
+// id of every outbound request encodes the node that waits for it, so
+// the node receiving a reply forwards it to the owner over the bus
+// without a lookup (reply.go). Waiters are keyed by (session, id): a
 // reply arriving on one session can never resolve another session's
 // waiter, even when both use the same id.
+
 package coordinator
 
 import (
