@@ -1,0 +1,117 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/coordinator"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+)
+
+// Flow 5: a stream whose producing process holds no membership lease is
+// ended with a node-lost error for its request; one whose producer is
+// alive and holds it is left alone.
+func TestNodeOwnerLostEndsTheStream(t *testing.T) {
+	be, nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	ctx := context.Background()
+	sid := newSession(t, a.sessions)
+	id := jsonrpc.StringID("r1")
+	unhold, err := a.OpenStream(ctx, sid, "stream1", id.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unhold()
+	_, info, err := be.Events.Read(ctx, sid, "stream1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &coordinator.OwnerWatch{Session: sid, Stream: "stream1", Info: info}
+	if b.OwnerLost(ctx, w) {
+		t.Fatal("a held stream of a live node was taken for lost")
+	}
+	a.Leave() // as if its lease lapsed
+	if !b.OwnerLost(ctx, w) {
+		t.Fatal("the stream of a gone node was not ended")
+	}
+	evs, info, err := be.Events.Read(ctx, sid, "stream1", 0)
+	if err != nil || !info.Done || len(evs) != 1 {
+		t.Fatalf("history after node loss: %d events, done %v, %v", len(evs), info.Done, err)
+	}
+	msg, err := jsonrpc.Decode(evs[0].Data)
+	if err != nil || msg.Error == nil || msg.Error.Code != jsonrpc.CodeNodeLost || msg.ID.Key() != id.Key() {
+		t.Fatalf("final event %s (%v)", evs[0].Data, err)
+	}
+}
+
+// A stream's chores end it when it loses its claim (taken over) or its
+// session (ended), and stop when the keep-alive fails.
+func TestNodeUpkeepEndsStreams(t *testing.T) {
+	be, nodes := startNodes(t, 1)
+	n := nodes[0]
+	ctx := context.Background()
+
+	connCtx, cancel := context.WithCancelCause(ctx)
+	conn := &coordinator.Conn{ID: "c1", Cancel: cancel}
+	if _, err := be.Claims.Claim(ctx, "claim1", "someone else", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	go n.RunUpkeep(connCtx, coordinator.Upkeep{Conn: conn, Claim: "claim1", KeepAlive: func() error { return nil }, KeepAliveEvery: time.Hour})
+	waitFor(t, "the stream to lose its claim", func() bool { return connCtx.Err() != nil })
+	if !errors.Is(context.Cause(connCtx), coordinator.ErrTakenOver) {
+		t.Fatalf("ended with %v", context.Cause(connCtx))
+	}
+
+	sid := newSession(t, n.sessions)
+	connCtx, cancel = context.WithCancelCause(ctx)
+	conn = &coordinator.Conn{ID: "c2", Cancel: cancel}
+	go n.RunUpkeep(connCtx, coordinator.Upkeep{Conn: conn, Session: sid, KeepAlive: func() error { return nil }, KeepAliveEvery: time.Hour})
+	if _, err := n.sessions.End(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the stream of an ended session to end", func() bool { return connCtx.Err() != nil })
+	if !errors.Is(context.Cause(connCtx), coordinator.ErrSessionEnded) {
+		t.Fatalf("ended with %v", context.Cause(connCtx))
+	}
+
+	done := make(chan struct{})
+	go func() {
+		n.RunUpkeep(ctx, coordinator.Upkeep{Conn: &coordinator.Conn{ID: "c3"}, KeepAlive: func() error { return errors.New("gone") }, KeepAliveEvery: time.Millisecond})
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("upkeep went on after the keep-alive failed")
+	}
+}
+
+// A final response the store refused is recorded by RecordLater, and a
+// drain waits for it like for a running request.
+func TestNodeRecordLater(t *testing.T) {
+	be, nodes := startNodes(t, 1)
+	n := nodes[0]
+	ctx := context.Background()
+	sid := newSession(t, n.sessions)
+	unhold, err := n.OpenStream(ctx, sid, "s1", "s:r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	n.RecordLater(sid, "s1", []byte(`{"jsonrpc":"2.0","id":"r1","result":{}}`), func() { unhold(); close(released) }, 5*time.Second)
+	if n.Local.Running() != 1 {
+		t.Fatalf("running = %d, want the recording counted", n.Local.Running())
+	}
+	select {
+	case <-released:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the recording did not finish")
+	}
+	evs, info, err := be.Events.Read(ctx, sid, "s1", 0)
+	if err != nil || !info.Done || len(evs) != 1 || !strings.Contains(string(evs[0].Data), `"r1"`) {
+		t.Fatalf("history: %d events, done %v, %v", len(evs), info.Done, err)
+	}
+}
