@@ -224,7 +224,7 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.metrics.Session("ended")
-	if err := h.node.Publish(r.Context(), coordinator.SessionEnded{Session: sid}); err != nil {
+	if err := h.node.EndSession(r.Context(), sid); err != nil {
 		h.log.Warn().Err(err).Str("session", telemetry.SessionTag(sid)).Msg("session end not broadcast")
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -62,11 +62,6 @@ func (n *Node) Refresh() {
 	}
 }
 
-// Alive reports whether the process instance holds its membership lease.
-func (n *Node) Alive(ctx context.Context, instance string) (bool, error) {
-	return n.be.Members.Alive(ctx, instance)
-}
-
 // BusReady reports whether messages between nodes flow (always true on
 // the memory backend).
 func (n *Node) BusReady() bool {
