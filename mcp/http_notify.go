@@ -7,7 +7,8 @@ import (
 )
 
 // The cluster work of the HTTP transport is internal/coordinator's Node
-// (h.node): this file connects the server's notifications to it.
+// (h.node): this file hands it the server's list_changed and
+// resources/updated notifications, and answers readiness from it.
 
 func (h *HTTPHandler) listChanged(_ context.Context, method string) {
 	h.fanOut(method, "")
