@@ -14,7 +14,8 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
-// Config wires a Node.
+// Config wires a Node. The adapter's options are the one source of
+// defaults: durations and MaxFanOuts must be positive here.
 type Config struct {
 	Backend  *cluster.Backend
 	Waiters  *Coordinator
