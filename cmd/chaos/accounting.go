@@ -1,0 +1,151 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/sse"
+)
+
+// stats are the figures of one scenario. Every call ends in exactly one
+// of completed, an error (by its JSON-RPC code, or HTTP status when the
+// body had none) or hung (no end within the call bound).
+type stats struct {
+	mu                sync.Mutex
+	started           int
+	completed         int
+	errs              map[string]int
+	hung              int
+	lost, dup         int
+	resumes, resumed  int // calls cut and resumed; of those, ended through the resume
+	resumeGets        int // GET requests made to resume
+	getStreams        int // legacy GET streams: reconnects
+	getReconnects     int
+	listenReopens     int
+	listenUpdates     int
+	repliesRetried    int
+	probes, probeFail int
+	probeFails        []time.Time
+	notes             []string
+}
+
+func newStats() *stats { return &stats{errs: map[string]int{}} }
+
+func (s *stats) add(f func(s *stats)) {
+	s.mu.Lock()
+	f(s)
+	s.mu.Unlock()
+}
+
+// note keeps a bounded list of details about bad outcomes.
+func (s *stats) note(format string, args ...any) {
+	s.add(func(s *stats) {
+		if len(s.notes) < 40 {
+			s.notes = append(s.notes, fmt.Sprintf(format, args...))
+		}
+	})
+}
+
+// tracker checks one client's view of SSE streams: every message event
+// of a stream (their sequence numbers in history start at 1 and have no
+// gaps; priming events carry no message and are not counted) must arrive
+// exactly once, and every progress value of a call once.
+type tracker struct {
+	seqs     map[string]map[uint64]int // message events received per stream
+	primed   map[string]map[uint64]bool
+	progress map[float64]int
+	last     string
+}
+
+func newTracker() *tracker {
+	return &tracker{seqs: map[string]map[uint64]int{}, primed: map[string]map[uint64]bool{}, progress: map[float64]int{}}
+}
+
+// event records an event; a priming one (no data) only marks its
+// position as accounted for.
+func (t *tracker) event(id string, priming bool) {
+	if id == "" {
+		return
+	}
+	t.last = id
+	eid, err := sse.ParseEventID(id)
+	if err != nil {
+		return
+	}
+	if priming {
+		if t.primed[eid.Stream] == nil {
+			t.primed[eid.Stream] = map[uint64]bool{}
+		}
+		t.primed[eid.Stream][eid.Seq] = true
+		return
+	}
+	m := t.seqs[eid.Stream]
+	if m == nil {
+		m = map[uint64]int{}
+		t.seqs[eid.Stream] = m
+	}
+	m[eid.Seq]++
+}
+
+// result counts duplicated events (an id twice, or a progress value
+// twice), and lost events: positions 1 up to the highest one received
+// that no event filled (recorded, never delivered) and, when complete
+// is set, progress values missing out of 1..steps.
+func (t *tracker) result(steps int, complete bool) (lost, dup int) {
+	for st, m := range t.seqs {
+		var top uint64
+		for seq, n := range m {
+			dup += n - 1
+			top = max(top, seq)
+		}
+		for seq := uint64(1); seq < top; seq++ {
+			if m[seq] == 0 && !t.primed[st][seq] {
+				lost++
+			}
+		}
+	}
+	for _, n := range t.progress {
+		dup += n - 1
+	}
+	if complete {
+		for i := 1; i <= steps; i++ {
+			if t.progress[float64(i)] == 0 {
+				lost++
+			}
+		}
+	}
+	return lost, dup
+}
+
+// client speaks MCP to the balancer.
+
+func describeSeqs(t *tracker) string {
+	var parts []string
+	for st, m := range t.seqs {
+		var seqs []int
+		for q, n := range m {
+			for range n {
+				seqs = append(seqs, int(q))
+			}
+		}
+		sort.Ints(seqs)
+		parts = append(parts, fmt.Sprintf("%.6s:%v", st, seqs))
+	}
+	return strings.Join(parts, " ")
+}
+
+func describeProgress(t *tracker) string {
+	var vs []float64
+	for v, n := range t.progress {
+		for range n {
+			vs = append(vs, v)
+		}
+	}
+	sort.Float64s(vs)
+	return fmt.Sprint(vs)
+}
+
+// follow POSTs the request and reads its answer; when an SSE stream ends
