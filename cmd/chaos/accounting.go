@@ -120,8 +120,6 @@ func (t *tracker) result(steps int, complete bool) (lost, dup int) {
 	return lost, dup
 }
 
-// client speaks MCP to the balancer.
-
 func describeSeqs(t *tracker) string {
 	var parts []string
 	for st, m := range t.seqs {

@@ -23,6 +23,7 @@ const (
 	sampleAnswer  = "42"
 )
 
+// client speaks MCP to the balancer.
 type client struct {
 	url string
 	hc  *http.Client
