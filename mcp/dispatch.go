@@ -249,8 +249,14 @@ func (s *Server) call(ctx context.Context, req *Request, sess sessionOps) (json.
 	}
 	ctx, span := s.startSpan(ctx, req)
 	defer span.End()
-	res, err := s.runWithInputs(ctx, req, func(ctx context.Context) (any, error) {
-		return s.method(ctx, req, sess)
+	res, err := s.receive(ctx, req, func(ctx context.Context, _ string, req *Request) (json.RawMessage, error) {
+		res, err := s.runWithInputs(ctx, req, func(ctx context.Context) (any, error) {
+			return s.method(ctx, req, sess)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return s.finish(req, res)
 	})
 	if err != nil {
 		// Bounded like the error the client gets: messages may quote
@@ -260,7 +266,7 @@ func (s *Server) call(ctx context.Context, req *Request, sess sessionOps) (json.
 		span.SetStatus(codes.Error, msg)
 		return nil, err
 	}
-	return s.finish(req, res)
+	return res, nil
 }
 
 // startSpan starts the span of one MCP request, a child of the trace

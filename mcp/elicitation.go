@@ -81,5 +81,5 @@ func (r *Request) ElicitationComplete(ctx context.Context, elicitationID string)
 	if err != nil {
 		return err
 	}
-	return r.out.notify(ctx, msg)
+	return r.sendNotification(ctx, msg)
 }

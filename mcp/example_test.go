@@ -3,9 +3,11 @@ package mcp_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/mcpcluster/mcpcluster/mcp"
 )
@@ -99,4 +101,33 @@ func ExampleNewError() {
 	// Output:
 	// {"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"unknown account","data":{"account":"7"}}}
 	// -32602 unknown account
+}
+
+// ExampleServer_AddReceivingMiddleware logs every inbound method and
+// refuses one tool before it runs; the refusal (an *mcp.Error, as other
+// errors are answered as internal errors) is the JSON-RPC error.
+func ExampleServer_AddReceivingMiddleware() {
+	s := mcp.NewServer(mcp.Implementation{Name: "guarded", Version: "1.0.0"}, nil)
+	mcp.AddTool(s, mcp.Tool{Name: "delete_all", Description: "Deletes everything."},
+		func(ctx context.Context, req *mcp.Request, _ struct{}) (string, error) { return "deleted", nil })
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req *mcp.Request) (json.RawMessage, error) {
+			fmt.Println("received", method)
+			if method == "tools/call" && strings.Contains(string(req.Params), `"delete_all"`) {
+				return nil, mcp.NewError(-32001, "delete_all is not allowed", nil)
+			}
+			return next(ctx, method, req)
+		}
+	})
+
+	clientOut, serverIn := io.Pipe()
+	serverOut, clientIn := io.Pipe()
+	go func() { _ = s.ServeStdio(context.Background(), clientOut, clientIn, nil) }()
+	fmt.Fprintln(serverIn, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_all","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	reply, _ := bufio.NewReader(serverOut).ReadString('\n')
+	serverIn.Close()
+	fmt.Print(reply)
+	// Output:
+	// received tools/call
+	// {"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"delete_all is not allowed"}}
 }

@@ -377,7 +377,9 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 // and waits for the reply. It fails at once when no GET stream of the
 // session is open, and promptly when the stream closes before the reply.
 func (h *HTTPHandler) RequestOnSession(ctx context.Context, session, method string, params any) (json.RawMessage, error) {
-	res, err := h.node.RequestOnGet(ctx, session, method, params, h.srv.opts.requestTimeout())
+	res, err := h.srv.send(ctx, &Request{sessionID: session}, method, params, func(ctx context.Context) (json.RawMessage, error) {
+		return h.node.RequestOnGet(ctx, session, method, params, h.srv.opts.requestTimeout())
+	})
 	if errors.Is(err, coordinator.ErrNoGetStream) {
 		return nil, ErrNoChannel
 	}
@@ -397,7 +399,10 @@ func (h *HTTPHandler) NotifySession(ctx context.Context, session, method string,
 		return err
 	}
 	data, _ := jsonrpc.Encode(msg)
-	return rpcError(h.node.AppendGet(ctx, session, data))
+	_, err = h.srv.send(ctx, &Request{sessionID: session}, method, msg.Params, func(ctx context.Context) (json.RawMessage, error) {
+		return nil, h.node.AppendGet(ctx, session, data)
+	})
+	return rpcError(err)
 }
 
 // Drain starts a graceful shutdown: new work is refused, open streams get

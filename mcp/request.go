@@ -202,7 +202,7 @@ func (r *Request) Progress(ctx context.Context, progress, total float64, message
 	if err != nil {
 		return err
 	}
-	return r.out.notify(ctx, msg)
+	return r.sendNotification(ctx, msg)
 }
 
 // Log sends notifications/message at level if it passes the client's
@@ -226,7 +226,7 @@ func (r *Request) Log(ctx context.Context, level LogLevel, logger string, data a
 	if err != nil {
 		return err
 	}
-	return r.out.notify(ctx, msg)
+	return r.sendNotification(ctx, msg)
 }
 
 // Sample asks the client's model for a completion (sampling/createMessage).
@@ -337,7 +337,7 @@ func (r *Request) roundTrip(ctx context.Context, method string, params any) (jso
 		}
 		rctx, cancel := context.WithTimeout(ctx, r.srv.opts.requestTimeout())
 		defer cancel()
-		res, err := r.out.request(rctx, method, params)
+		res, err := r.sendRequest(rctx, method, params)
 		if err != nil && ctx.Err() == nil {
 			// The client's refusal or silence is the handler's to
 			// report (a typed tool turns it into an isError result),

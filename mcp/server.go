@@ -130,6 +130,8 @@ type Server struct {
 	hubs   []hub
 
 	localOnce onceTable // consumed requestStates without a shared store
+
+	mw middlewares // receiving and sending method middleware
 }
 
 // hub is a transport's way to deliver unsolicited notifications: a

@@ -1,0 +1,118 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+)
+
+// MethodHandler handles one MCP message: on the receiving side an inbound
+// request, on the sending side a message the server sends to the client.
+// It returns the encoded result (nil for a notification). An error on the
+// receiving side becomes the JSON-RPC error of the response (an *Error
+// keeps its code and message; other errors are answered as internal
+// errors); on the sending side it is returned to
+// the code that sent the message, and the message is not sent.
+type MethodHandler func(ctx context.Context, method string, req *Request) (json.RawMessage, error)
+
+// Middleware wraps a MethodHandler, for cross-cutting concerns such as
+// tracing, metrics, auditing and access control. It may refuse a message
+// by returning an error without calling next.
+type Middleware func(next MethodHandler) MethodHandler
+
+// middlewares holds a server's receiving and sending chains.
+type middlewares struct {
+	mu        sync.RWMutex
+	receiving []Middleware
+	sending   []Middleware
+}
+
+// AddReceivingMiddleware wraps the dispatch of every inbound request, on
+// every transport and revision, batch members included (initialize and
+// subscriptions/listen, which the transports serve themselves, and
+// inbound notifications are not dispatched through it). The first
+// middleware of the first call is the outermost: it sees the request
+// first and the result last.
+func (s *Server) AddReceivingMiddleware(m ...Middleware) {
+	s.mw.mu.Lock()
+	defer s.mw.mu.Unlock()
+	s.mw.receiving = append(s.mw.receiving, m...)
+}
+
+// AddSendingMiddleware wraps every message the server sends to the
+// client: the notifications of a request (progress, log messages,
+// elicitation complete), its server→client requests (sampling,
+// elicitation, roots) on handshake-era revisions, and the messages sent
+// to a session through HTTPHandler.RequestOnSession, Ping and
+// NotifySession. The Request it sees carries the message's method and
+// params, and the session, revision, client and principal of the request
+// that sends it (only the method and params for messages sent outside a
+// request). Ordering is as for AddReceivingMiddleware.
+func (s *Server) AddSendingMiddleware(m ...Middleware) {
+	s.mw.mu.Lock()
+	defer s.mw.mu.Unlock()
+	s.mw.sending = append(s.mw.sending, m...)
+}
+
+// chain wraps h in ms, the first outermost.
+func chain(ms []Middleware, h MethodHandler) MethodHandler {
+	for i := len(ms) - 1; i >= 0; i-- {
+		h = ms[i](h)
+	}
+	return h
+}
+
+// receive runs h through the receiving middleware.
+func (s *Server) receive(ctx context.Context, req *Request, h MethodHandler) (json.RawMessage, error) {
+	s.mw.mu.RLock()
+	ms := s.mw.receiving
+	s.mw.mu.RUnlock()
+	return chain(ms, h)(ctx, req.Method, req)
+}
+
+// send runs the sending of one message through the sending middleware.
+// from is the request that sends it (nil outside a request).
+func (s *Server) send(ctx context.Context, from *Request, method string, params any, h func(ctx context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	s.mw.mu.RLock()
+	ms := s.mw.sending
+	s.mw.mu.RUnlock()
+	if len(ms) == 0 {
+		return h(ctx)
+	}
+	out := &Request{Method: method, srv: s}
+	if raw, ok := params.(json.RawMessage); ok {
+		out.Params = raw
+	} else if params != nil {
+		raw, err := json.Marshal(params)
+		if err != nil {
+			return nil, err
+		}
+		out.Params = raw
+	}
+	if from != nil {
+		out.id, out.sessionID, out.version, out.modern = from.id, from.sessionID, from.version, from.modern
+		out.caps, out.clientInfo, out.principal = from.caps, from.clientInfo, from.principal
+	}
+	return chain(ms, func(ctx context.Context, _ string, _ *Request) (json.RawMessage, error) {
+		return h(ctx)
+	})(ctx, method, out)
+}
+
+// sendNotification sends msg, a notification of r, through the sending
+// middleware.
+func (r *Request) sendNotification(ctx context.Context, msg *jsonrpc.Message) error {
+	_, err := r.srv.send(ctx, r, msg.Method, msg.Params, func(ctx context.Context) (json.RawMessage, error) {
+		return nil, r.out.notify(ctx, msg)
+	})
+	return err
+}
+
+// sendRequest sends a server→client request of r through the sending
+// middleware and waits for the reply.
+func (r *Request) sendRequest(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	return r.srv.send(ctx, r, method, params, func(ctx context.Context) (json.RawMessage, error) {
+		return r.out.request(ctx, method, params)
+	})
+}
