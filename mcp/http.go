@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -165,6 +164,8 @@ type HTTPHandler struct {
 	node    *coordinator.Node
 	metrics *telemetry.Metrics
 
+	handler http.Handler // the edge chain and route (see edge)
+
 	ownBackend bool // the backend was made here, so Close closes it
 	closeOnce  sync.Once
 }
@@ -210,6 +211,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 		Refresh: h.loadFeatures,
 	})
 	h.admit = newLimits(&h.opts)
+	h.handler = h.edge()
 	h.metrics.GaugeFunc("mcp_handlers_running", "Request handlers running on this node (each batch member counts).",
 		func() float64 { n, _, _ := h.admit.usage(); return float64(n) })
 	h.metrics.GaugeFunc("mcp_inflight_bytes", "Request body bytes held by this node's running requests.",
@@ -261,104 +263,8 @@ func (h *HTTPHandler) Close() {
 // MetricsHandler serves the node's metrics in the Prometheus text format.
 func (h *HTTPHandler) MetricsHandler() http.Handler { return h.metrics.Handler() }
 
-// requestInfo is filled in while a request is served, for its log line.
-type requestInfo struct {
-	method atomic.Pointer[string] // the first one noted wins
-}
-
-type requestInfoKey struct{}
-
-// statusRecorder remembers the status written; Unwrap keeps
-// http.ResponseController (flushing SSE) working through it.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// ServeHTTP routes the MCP endpoint's methods. Every request gets a
-// request id (an incoming X-Request-Id is kept) and one access line at
-// info (warn for a 5xx) with the node, the request id, the session's tag,
-// the HTTP and MCP methods, the status and the duration; handlers log
-// through a logger carrying the same fields (Request.Logger).
-func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rid := r.Header.Get("X-Request-Id")
-	if rid == "" || len(rid) > 128 {
-		rid = randomToken(12)
-	}
-	w.Header().Set("X-Request-Id", rid)
-	info := &requestInfo{}
-	lc := h.log.With().Str("request_id", rid)
-	if sid := r.Header.Get(headerSession); sid != "" {
-		lc = lc.Str("session", telemetry.SessionTag(sid))
-	}
-	log := lc.Logger()
-	rec := &statusRecorder{ResponseWriter: w}
-	start := time.Now()
-	h.route(rec, r.WithContext(context.WithValue(log.WithContext(r.Context()), requestInfoKey{}, info)))
-	var ev *zerolog.Event
-	switch {
-	case rec.status >= 500:
-		ev = log.Warn()
-	case h.opts.NoAccessLog:
-		return
-	default:
-		ev = log.Info()
-	}
-	method := ""
-	if m := info.method.Load(); m != nil {
-		method = *m
-	}
-	ev.Str("http_method", r.Method).Str("mcp_method", method).Int("status", rec.status).
-		Float64("duration_ms", telemetry.Ms(time.Since(start))).Msg("request")
-}
-
-// noteMethod records the MCP method of the request for its access line,
-// unless one was noted before (a batch notes all of its methods first;
-// its requests, served concurrently, note theirs in vain).
-func noteMethod(ctx context.Context, method string) {
-	if info, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
-		info.method.CompareAndSwap(nil, &method)
-	}
-}
-
-// requestLogger records the MCP method for the request's log line and
-// returns the request's logger with it.
-func requestLogger(ctx context.Context, method string) *zerolog.Logger {
-	noteMethod(ctx, method)
-	l := zerolog.Ctx(ctx).With().Str("mcp_method", method).Logger()
-	return &l
-}
-
+// route serves the MCP endpoint's methods, behind the edge chain.
 func (h *HTTPHandler) route(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength != 0 {
-		// Bounds the body whether it is read or, after an early answer,
-		// discarded by the server; lifted once it is read (readBody).
-		h.bodyDeadline(w)
-	}
-	if !h.hostAllowed(r) {
-		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "host %q is not allowed", r.Host))
-		return
-	}
-	if !h.originAllowed(r) {
-		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "origin %q is not allowed", r.Header.Get("Origin")))
-		return
-	}
 	switch r.Method {
 	case http.MethodPost:
 		h.servePost(w, r)

@@ -1,0 +1,194 @@
+package mcp
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
+)
+
+// The HTTP edge: concerns every request of the MCP endpoint shares,
+// each a func(http.Handler) http.Handler, composed in one chain in front
+// of the method routing. The endpoint serves SSE streams (GET, and POST
+// answers that become streams), so the chain holds no timeout or
+// compression middleware: a stream lives as long as its client keeps it,
+// and every event must reach the client when it is written.
+
+// edge returns the handler of the MCP endpoint: the edge chain, in the
+// order a request crosses it, then route.
+func (h *HTTPHandler) edge() http.Handler {
+	return chi.Chain(
+		requestID,     // X-Request-Id: the client's, or a new one
+		h.accessLog,   // one line per request, and the request's logger
+		h.boundBody,   // the body's read deadline
+		h.checkHost,   // DNS rebinding: the Host header
+		h.checkOrigin, // the Origin header
+	).HandlerFunc(h.route)
+}
+
+// ServeHTTP serves the MCP endpoint's methods (POST, GET, DELETE)
+// through the edge chain (see edge).
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.handler.ServeHTTP(w, r)
+}
+
+type requestIDKey struct{}
+
+// maxRequestID bounds an incoming X-Request-Id; a longer one is replaced.
+const maxRequestID = 128
+
+// requestID gives every request an id: an incoming X-Request-Id is kept
+// (when at most maxRequestID bytes), else a random one is made. It is
+// echoed in the response's X-Request-Id and kept in the context
+// (requestIDFrom).
+func requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rid := r.Header.Get("X-Request-Id")
+		if rid == "" || len(rid) > maxRequestID {
+			rid = randomToken(12)
+		}
+		w.Header().Set("X-Request-Id", rid)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, rid)))
+	})
+}
+
+// requestIDFrom returns the request id requestID put in ctx.
+func requestIDFrom(ctx context.Context) string {
+	rid, _ := ctx.Value(requestIDKey{}).(string)
+	return rid
+}
+
+// requestInfo is filled in while a request is served, for its log line.
+type requestInfo struct {
+	method atomic.Pointer[string] // the first one noted wins
+}
+
+type requestInfoKey struct{}
+
+// accessLog writes one access line per request, at info (warn for a
+// 5xx; only those when HTTPOptions.NoAccessLog), with the node, the
+// request id, the session's tag, the HTTP and MCP methods, the status and
+// the duration. The request's context carries a logger with the same
+// fields, which handlers log through (Request.Logger).
+func (h *HTTPHandler) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info := &requestInfo{}
+		lc := h.log.With().Str("request_id", requestIDFrom(r.Context()))
+		if sid := r.Header.Get(headerSession); sid != "" {
+			lc = lc.Str("session", telemetry.SessionTag(sid))
+		}
+		log := lc.Logger()
+		rec := &statusRecorder{ResponseWriter: w}
+		start := time.Now()
+		next.ServeHTTP(rec, r.WithContext(context.WithValue(log.WithContext(r.Context()), requestInfoKey{}, info)))
+		var ev *zerolog.Event
+		switch {
+		case rec.status >= 500:
+			ev = log.Warn()
+		case h.opts.NoAccessLog:
+			return
+		default:
+			ev = log.Info()
+		}
+		method := ""
+		if m := info.method.Load(); m != nil {
+			method = *m
+		}
+		ev.Str("http_method", r.Method).Str("mcp_method", method).Int("status", rec.status).
+			Float64("duration_ms", telemetry.Ms(time.Since(start))).Msg("request")
+	})
+}
+
+// noteMethod records the MCP method of the request for its access line,
+// unless one was noted before (a batch notes all of its methods first;
+// its requests, served concurrently, note theirs in vain).
+func noteMethod(ctx context.Context, method string) {
+	if info, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		info.method.CompareAndSwap(nil, &method)
+	}
+}
+
+// requestLogger records the MCP method for the request's log line and
+// returns the request's logger with it.
+func requestLogger(ctx context.Context, method string) *zerolog.Logger {
+	noteMethod(ctx, method)
+	l := zerolog.Ctx(ctx).With().Str("mcp_method", method).Logger()
+	return &l
+}
+
+// statusRecorder remembers the status written. It keeps http.Flusher,
+// and Unwrap keeps http.ResponseController (flushing SSE, deadlines)
+// working through it.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Flush sends buffered data to the client (the status is then 200 if
+// none was written).
+func (s *statusRecorder) Flush() {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	_ = http.NewResponseController(s.ResponseWriter).Flush()
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+var _ http.Flusher = (*statusRecorder)(nil)
+
+// boundBody sets the read deadline of a request with a body, whether
+// the body is read or, after an early answer, discarded by the server;
+// readBody lifts it once the body is read.
+func (h *HTTPHandler) boundBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			h.bodyDeadline(w)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkHost refuses (403) a request whose Host header is not allowed:
+// see hostAllowed.
+func (h *HTTPHandler) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !h.hostAllowed(r) {
+			writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "host %q is not allowed", r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkOrigin refuses (403) a request whose Origin header is not
+// allowed: see originAllowed.
+func (h *HTTPHandler) checkOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !h.originAllowed(r) {
+			writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "origin %q is not allowed", r.Header.Get("Origin")))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
