@@ -162,7 +162,7 @@ func (h *HTTPHandler) initialize(w http.ResponseWriter, r *http.Request, msg *js
 		writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.ErrDraining)
 		return
 	}
-	res, st, err := h.srv.initialize(msg.Params)
+	res, st, err := h.srv.receiveInitialize(r.Context(), msg)
 	if err != nil {
 		writeError(w, http.StatusOK, msg.ID, err)
 		return

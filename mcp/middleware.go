@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/session"
 )
 
 // MethodHandler handles one MCP message: on the receiving side an inbound
@@ -30,9 +31,9 @@ type middlewares struct {
 }
 
 // AddReceivingMiddleware wraps the dispatch of every inbound request, on
-// every transport and revision, batch members included (initialize and
-// subscriptions/listen, which the transports serve themselves, and
-// inbound notifications are not dispatched through it). The first
+// every transport and revision, batch members and initialize included
+// (subscriptions/listen, a stream the transports serve themselves, and
+// inbound notifications and replies are not dispatched through it). The first
 // middleware of the first call is the outermost: it sees the request
 // first and the result last.
 func (s *Server) AddReceivingMiddleware(m ...Middleware) {
@@ -44,9 +45,10 @@ func (s *Server) AddReceivingMiddleware(m ...Middleware) {
 // AddSendingMiddleware wraps every message the server sends to the
 // client: the notifications of a request (progress, log messages,
 // elicitation complete), its server→client requests (sampling,
-// elicitation, roots) on handshake-era revisions, and the messages sent
-// to a session through HTTPHandler.RequestOnSession, Ping and
-// NotifySession. The Request it sees carries the message's method and
+// elicitation, roots) on handshake-era revisions, the messages sent to a
+// session through HTTPHandler.RequestOnSession, Ping and NotifySession,
+// and the list_changed and resources/updated notifications, once per
+// change on the node where it happens (not once per recipient). The Request it sees carries the message's method and
 // params, and the session, revision, client and principal of the request
 // that sends it (only the method and params for messages sent outside a
 // request). Ordering is as for AddReceivingMiddleware.
@@ -114,5 +116,34 @@ func (r *Request) sendNotification(ctx context.Context, msg *jsonrpc.Message) er
 func (r *Request) sendRequest(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	return r.srv.send(ctx, r, method, params, func(ctx context.Context) (json.RawMessage, error) {
 		return r.out.request(ctx, method, params)
+	})
+}
+
+// receiveInitialize runs initialize through the receiving middleware and
+// returns the result and the new session's value.
+func (s *Server) receiveInitialize(ctx context.Context, msg *jsonrpc.Message) (json.RawMessage, *session.Session, error) {
+	var st *session.Session
+	req := &Request{Method: msg.Method, Params: msg.Params, id: msg.ID, srv: s}
+	res, err := s.receive(ctx, req, func(ctx context.Context, _ string, req *Request) (json.RawMessage, error) {
+		res, got, err := s.initialize(req.Params)
+		st = got
+		return res, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if st == nil {
+		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "initialize was answered by a middleware without the server")
+	}
+	return res, st, nil
+}
+
+// sendChange runs a list_changed or resources/updated notification
+// through the sending middleware; deliver sends it when none refuses.
+func (s *Server) sendChange(ctx context.Context, method, uri string, deliver func()) {
+	msg := plainNotification(method, uri)
+	_, _ = s.send(ctx, nil, method, msg.Params, func(context.Context) (json.RawMessage, error) {
+		deliver()
+		return nil, nil
 	})
 }

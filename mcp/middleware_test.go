@@ -28,6 +28,12 @@ func (tr *trail) add(s string) {
 	tr.got = append(tr.got, s)
 }
 
+func (tr *trail) reset() {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.got = nil
+}
+
 func (tr *trail) list() []string {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
@@ -104,6 +110,7 @@ func TestReceivingMiddleware(t *testing.T) {
 				case "http":
 					n := newNode(t, &nodeOptions{Setup: func(s *mcp.Server) { middlewareServer(s, tr) }})
 					c := session(t, n.url, mcp.LatestLegacyVersion, nil)
+					tr.reset() // initialize went through the chain too
 					resp := post(t, c, n.url, "tools/call", toolCall(tc.tool, nil, false), nil)
 					for _, m := range resp.Messages {
 						if m.Kind() == jsonrpc.KindResponse && m.Error != nil {
@@ -223,4 +230,29 @@ func TestSendingMiddleware(t *testing.T) {
 			t.Fatalf("got %q, want %q", got, want)
 		}
 	})
+}
+
+// initialize goes through the receiving middleware, and a list_changed
+// notification through the sending middleware, once per change.
+func TestMiddlewareInitializeAndListChanged(t *testing.T) {
+	tr := &trail{}
+	s := mcp.NewServer(mcp.Implementation{Name: "test", Version: "1.0.0"}, nil)
+	s.AddReceivingMiddleware(tagging(tr, "a"))
+	s.AddSendingMiddleware(recordSending(tr))
+	c := startStdio(t, s, nil)
+	c.send(stdioInit)
+	if l := c.next("the initialize answer"); l.Error != nil || l.Result == nil {
+		t.Fatalf("initialize: %s", l.raw)
+	}
+	c.send(stdioInitialized, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	c.next("the ping answer") // notifications/initialized took effect before ping
+	mcp.AddTool(s, mcp.Tool{Name: "late", Description: "Added at run time."},
+		func(ctx context.Context, req *mcp.Request, _ struct{}) (string, error) { return "", nil })
+	if l := c.next("the list_changed"); l.Method != "notifications/tools/list_changed" {
+		t.Fatalf("got %s, want notifications/tools/list_changed", l.raw)
+	}
+	want := []string{"a>initialize", "<a", "a>ping", "<a", "notifications/tools/list_changed session=false"}
+	if got := tr.list(); !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
 }

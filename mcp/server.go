@@ -210,13 +210,13 @@ func (s *Server) notifyListChanged(method string) {
 		return
 	}
 	ctx := context.Background()
-	s.eachHub(func(h hub) { h.listChanged(ctx, method) })
+	s.sendChange(ctx, method, "", func() { s.eachHub(func(h hub) { h.listChanged(ctx, method) }) })
 }
 
 // ResourceUpdated tells the sessions subscribed to uri (and modern listen
 // streams that asked for it) that the resource changed, on every node.
 func (s *Server) ResourceUpdated(ctx context.Context, uri string) {
-	s.eachHub(func(h hub) { h.resourceUpdated(ctx, uri) })
+	s.sendChange(ctx, "notifications/resources/updated", uri, func() { s.eachHub(func(h hub) { h.resourceUpdated(ctx, uri) }) })
 }
 
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)

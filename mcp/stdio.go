@@ -173,7 +173,7 @@ func (c *stdioConn) inbound(msg *jsonrpc.Message) {
 	}
 	if msg.Method == "initialize" {
 		// Cheap and handler-free: answered before anything read later.
-		c.reply(ctx, c.initialize(msg))
+		c.reply(ctx, c.initialize(ctx, msg))
 		end()
 		return
 	}
@@ -256,8 +256,8 @@ func (c *stdioConn) notification(msg *jsonrpc.Message) {
 }
 
 // initialize starts the process session and returns the response.
-func (c *stdioConn) initialize(msg *jsonrpc.Message) *jsonrpc.Message {
-	res, st, err := c.srv.initialize(msg.Params)
+func (c *stdioConn) initialize(ctx context.Context, msg *jsonrpc.Message) *jsonrpc.Message {
+	res, st, err := c.srv.receiveInitialize(ctx, msg)
 	if err != nil {
 		return jsonrpc.ErrorResponse(msg.ID, err)
 	}
