@@ -242,14 +242,16 @@ func (s *Server) call(ctx context.Context, req *Request, sess sessionOps) (json.
 	if req.modern && legacyOnly[req.Method] || !req.modern && modernOnly[req.Method] {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not available in protocol version %s", req.Method, req.version)
 	}
-	if req.modern {
-		if err := s.openRound(req); err != nil {
-			return nil, err
-		}
-	}
 	ctx, span := s.startSpan(ctx, req)
 	defer span.End()
 	res, err := s.receive(ctx, req, func(ctx context.Context, _ string, req *Request) (json.RawMessage, error) {
+		// Inside the middleware, which thus refuses a request before
+		// its requestState is unsealed, and sees a bad one's error.
+		if req.modern {
+			if err := s.openRound(req); err != nil {
+				return nil, err
+			}
+		}
 		res, err := s.runWithInputs(ctx, req, func(ctx context.Context) (any, error) {
 			return s.method(ctx, req, sess)
 		})
