@@ -256,3 +256,33 @@ func TestMiddlewareInitializeAndListChanged(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+// A notification pushed onto a session's GET stream goes through the
+// sending middleware with the session's id, and a refusal keeps it off
+// the stream and is the caller's error.
+func TestSendingMiddlewareNotifySession(t *testing.T) {
+	tr := &trail{}
+	n := newNode(t, &nodeOptions{Setup: func(s *mcp.Server) {
+		s.AddSendingMiddleware(recordSending(tr), func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req *mcp.Request) (json.RawMessage, error) {
+				if method == "notifications/blocked" {
+					return nil, mcp.NewError(codeRefused, "blocked", nil)
+				}
+				return next(ctx, method, req)
+			}
+		})
+	}})
+	c := session(t, n.url, mcp.LatestLegacyVersion, nil)
+	st := getStream(t, c, n.url, "")
+	if err := n.h.NotifySession(context.Background(), c.Session, "notifications/blocked", nil); err == nil {
+		t.Fatal("a refused notification was sent without an error")
+	}
+	sentinel(t, n, c, st)
+	if got := st.Count("notifications/blocked"); got != 0 {
+		t.Fatalf("the stream carried %d refused notifications, want 0", got)
+	}
+	want := []string{"notifications/blocked session=true", "notifications/test session=true"}
+	if got := tr.list(); !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
