@@ -118,22 +118,22 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *se
 	}
 	defer release()
 	sw := h.streamWriter(w, conn)
-	defer sw.close()
-	sw.start(nil)
+	defer sw.Close()
+	sw.Start(nil)
 	if atLeast(sess.Version, Version20251125) {
 		// Priming: the client gets a cursor to resume from even if the
 		// stream carries nothing before the connection ends.
-		_ = sw.event(sse.Event{ID: sse.EventID{Stream: stream, Seq: after}.String(), Retry: h.opts.RetryHint})
+		_ = sw.Event(sse.Event{ID: sse.EventID{Stream: stream, Seq: after}.String(), Retry: h.opts.RetryHint})
 	} else {
-		_ = sw.retry(h.opts.RetryHint)
+		_ = sw.Retry(h.opts.RetryHint)
 	}
-	go h.node.RunUpkeep(ctx, h.upkeep(sw, coordinator.Upkeep{Conn: conn, Claim: coordinator.GetKey(sid), Session: sid}))
+	go h.node.RunUpkeep(ctx, coordinator.Upkeep{Conn: conn, Claim: coordinator.GetKey(sid), Session: sid})
 	h.endStream(sw, ctx, h.node.Tail(ctx, sid, stream, after, h.historyWriter(sw, stream, last)))
 }
 
 // historyWriter writes a stream's events to sw, counting those up to
 // replayedUpTo (history the client missed) as replayed.
-func (h *HTTPHandler) historyWriter(sw *sseWriter, stream string, replayedUpTo uint64) func(cluster.Event) error {
+func (h *HTTPHandler) historyWriter(sw *sse.Writer, stream string, replayedUpTo uint64) func(cluster.Event) error {
 	return func(ev cluster.Event) error {
 		if ev.Seq <= replayedUpTo && len(ev.Data) > 0 {
 			h.metrics.Replayed(1)
@@ -144,18 +144,18 @@ func (h *HTTPHandler) historyWriter(sw *sseWriter, stream string, replayedUpTo u
 
 // writeHistoryEvent writes an event from a stream's history; priming
 // events (empty data) are not replayed.
-func writeHistoryEvent(sw *sseWriter, stream string, ev cluster.Event) error {
+func writeHistoryEvent(sw *sse.Writer, stream string, ev cluster.Event) error {
 	if len(ev.Data) == 0 {
 		return nil
 	}
-	return sw.event(sse.Event{ID: sse.EventID{Stream: stream, Seq: ev.Seq}.String(), Data: ev.Data})
+	return sw.Event(sse.Event{ID: sse.EventID{Stream: stream, Seq: ev.Seq}.String(), Data: ev.Data})
 }
 
 // endStream closes a stream; a draining node, or a stream that reached
 // its lifetime, first tells the client when to reconnect.
-func (h *HTTPHandler) endStream(sw *sseWriter, ctx context.Context, err error) {
+func (h *HTTPHandler) endStream(sw *sse.Writer, ctx context.Context, err error) {
 	if cause := context.Cause(ctx); errors.Is(cause, coordinator.ErrDrain) || errors.Is(cause, errLifetime) {
-		_ = sw.retry(h.opts.RetryHint)
+		_ = sw.Retry(h.opts.RetryHint)
 	}
 	if err != nil && ctx.Err() == nil {
 		h.log.Debug().Err(err).Msg("stream ended")
@@ -188,13 +188,13 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *s
 	}
 	defer release()
 	sw := h.streamWriter(w, conn)
-	defer sw.close()
-	sw.start(nil)
+	defer sw.Close()
+	sw.Start(nil)
 	jobs := coordinator.Upkeep{Conn: conn, Claim: coordinator.FollowKey(sid, eid.Stream)}
 	if !info.Done && info.Owner != "" {
 		jobs.Owner = &coordinator.OwnerWatch{Session: sid, Stream: eid.Stream, Info: info}
 	}
-	go h.node.RunUpkeep(ctx, h.upkeep(sw, jobs))
+	go h.node.RunUpkeep(ctx, jobs)
 	h.endStream(sw, ctx, h.node.Tail(ctx, sid, eid.Stream, eid.Seq, h.historyWriter(sw, eid.Stream, info.Last)))
 }
 
@@ -234,7 +234,7 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 type listenConn struct {
 	id     jsonrpc.ID
 	filter listenFilter
-	sw     *sseWriter
+	sw     *sse.Writer
 	end    context.CancelFunc // ends the stream with the listen result
 
 	mu     sync.Mutex // orders the acknowledgement, notifications and the result
@@ -291,7 +291,7 @@ func (c *listenConn) enqueue(msg *jsonrpc.Message) {
 		if c.closed.Load() {
 			return
 		}
-		if c.sw.blockedFor() > listenWait {
+		if c.sw.BlockedFor() > listenWait {
 			c.closed.Store(true)
 			c.end()
 			return
@@ -310,7 +310,7 @@ func (c *listenConn) sendLocked(msg *jsonrpc.Message) {
 		return
 	}
 	if data, err := jsonrpc.Encode(msg); err == nil {
-		_ = c.sw.event(sse.Event{Data: data})
+		_ = c.sw.Event(sse.Event{Data: data})
 	}
 }
 
@@ -337,23 +337,22 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 	defer cancel()
 	stop := context.AfterFunc(h.ctx, cancel)
 	defer stop()
-	c := &listenConn{id: req.id, filter: f, sw: newSSEWriter(w, h.opts.StreamWriteTimeout), end: cancel, queue: make(chan *jsonrpc.Message, listenQueue)}
-	c.sw.onFail = cancel // a client that stopped reading loses the stream
-	defer c.sw.close()
+	// A client that stopped reading loses the stream.
+	c := &listenConn{id: req.id, filter: f, sw: h.sseWriter(w, cancel), end: cancel, queue: make(chan *jsonrpc.Message, listenQueue)}
+	defer c.sw.Close()
 	// The stream is listed before the acknowledgement, so nothing changed
 	// after it is missed, and c.mu is held until the acknowledgement is
 	// written, so no notification comes before it.
 	c.mu.Lock()
 	unlist := h.node.Local.AddListener(c)
 	defer h.metrics.StreamOpened("listen")()
-	c.sw.start(nil)
+	c.sw.Start(nil)
 	c.sendLocked(listenAck(req.id, f))
 	c.mu.Unlock()
 	if h.node.Draining() {
 		cancel() // Drain ran before the stream was listed
 	}
 	defer unlist()
-	go c.sw.keepAlive(ctx, h.opts.KeepAlive)
 	defer time.AfterFunc(h.opts.MaxStreamLifetime, cancel).Stop()
 	for open := true; open; {
 		select {
@@ -413,11 +412,3 @@ func (h *HTTPHandler) Drain(ctx context.Context) { h.node.Drain(ctx) }
 
 // Draining reports whether Drain was called.
 func (h *HTTPHandler) Draining() bool { return h.node.Draining() }
-
-// upkeep adds a stream's SSE keep-alives to its chores (see
-// coordinator.Node.RunUpkeep).
-func (h *HTTPHandler) upkeep(sw *sseWriter, j coordinator.Upkeep) coordinator.Upkeep {
-	j.KeepAlive = func() error { return sw.comment("keep-alive") }
-	j.KeepAliveEvery = h.opts.KeepAlive
-	return j
-}

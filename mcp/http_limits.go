@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/sse"
 )
 
 // refusal is work a node turns away before running it: the HTTP status
@@ -226,8 +227,12 @@ var errStalled = errors.New("mcp: a write to the stream failed or blocked past S
 
 // streamWriter returns the SSE writer of a live connection: a write that
 // blocks past StreamWriteTimeout ends the connection's stream.
-func (h *HTTPHandler) streamWriter(w http.ResponseWriter, conn *coordinator.Conn) *sseWriter {
-	sw := newSSEWriter(w, h.opts.StreamWriteTimeout)
-	sw.onFail = func() { conn.Cancel(errStalled) }
-	return sw
+func (h *HTTPHandler) streamWriter(w http.ResponseWriter, conn *coordinator.Conn) *sse.Writer {
+	return h.sseWriter(w, func() { conn.Cancel(errStalled) })
+}
+
+// sseWriter returns an SSE writer on w with the handler's write timeout
+// and keep-alive interval; onFail runs when a write fails.
+func (h *HTTPHandler) sseWriter(w http.ResponseWriter, onFail func()) *sse.Writer {
+	return sse.NewWriter(w, sse.WriterOptions{WriteTimeout: h.opts.StreamWriteTimeout, KeepAlive: h.opts.KeepAlive, OnFail: onFail})
 }

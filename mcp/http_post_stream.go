@@ -31,11 +31,10 @@ type postOut struct {
 
 	start    time.Time
 	mu       sync.Mutex
-	sw       *sseWriter
+	sw       *sse.Writer
 	stream   string
 	refused  bool
-	closed   func() // ends the open-stream metric
-	stopKeep context.CancelFunc
+	closed   func()        // ends the open-stream metric
 	unlist   func()        // removes the stream from the node's live connections
 	detached chan struct{} // closed when the server closed the connection early
 	detachMu sync.Once
@@ -74,7 +73,7 @@ func (p *postOut) detach() {
 		sw := p.sw
 		p.mu.Unlock()
 		if sw != nil {
-			sw.detach(p.h.opts.RetryHint)
+			sw.Detach(p.h.opts.RetryHint)
 		}
 		close(p.detached)
 	})
@@ -89,12 +88,13 @@ func (p *postOut) upgrade(ctx context.Context) error {
 		p.refused = true
 		return errNotAcceptable
 	}
-	sw := newSSEWriter(p.w, p.h.opts.StreamWriteTimeout)
+	var onFail func()
 	if p.legacy {
 		// A client that stopped reading loses the connection; the
 		// request goes on in history for as long as a resume may come.
-		sw.onFail = func() { go p.detach() }
+		onFail = func() { go p.detach() }
 	}
+	sw := p.h.sseWriter(p.w, onFail)
 	if p.legacy {
 		p.stream = sse.NewStreamID()
 		unhold, err := p.h.node.OpenStream(ctx, p.session, p.stream, p.req.id.Key())
@@ -104,7 +104,7 @@ func (p *postOut) upgrade(ctx context.Context) error {
 		p.unhold = unhold
 	}
 	p.sw = sw
-	sw.start(nil)
+	sw.Start(nil)
 	if p.legacy && atLeast(p.req.version, Version20251125) {
 		// The priming event gives the client an id to resume from
 		// (2025-11-25; older clients may not expect an empty event).
@@ -112,11 +112,8 @@ func (p *postOut) upgrade(ctx context.Context) error {
 		if err != nil {
 			return rpcError(err)
 		}
-		_ = sw.event(sse.Event{ID: sse.EventID{Stream: p.stream, Seq: seq}.String(), Retry: p.h.opts.RetryHint})
+		_ = sw.Event(sse.Event{ID: sse.EventID{Stream: p.stream, Seq: seq}.String(), Retry: p.h.opts.RetryHint})
 	}
-	kctx, cancel := context.WithCancel(p.conn)
-	p.stopKeep = cancel
-	go sw.keepAlive(kctx, p.h.opts.KeepAlive)
 	if p.legacy {
 		// Drain and session end close the connection of a live stream.
 		lctx, lcancel := context.WithCancelCause(context.Background())
@@ -147,13 +144,13 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final bool) er
 				// The live connection gets its final message whatever
 				// happens to the history (without an id: it cannot
 				// be resumed from); the caller records it later.
-				_ = p.sw.event(ev)
+				_ = p.sw.Event(ev)
 			}
 			return &unrecorded{data: data, err: rpcError(err), cause: err}
 		}
 		ev.ID = sse.EventID{Stream: p.stream, Seq: seq}.String()
 	}
-	_ = p.sw.event(ev) // a dead connection is not an error: the history has it
+	_ = p.sw.Event(ev) // a dead connection is not an error: the history has it
 	return nil
 }
 

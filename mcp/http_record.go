@@ -57,16 +57,13 @@ func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
 			}
 		}
 		p.mu.Lock()
-		if p.stopKeep != nil {
-			p.stopKeep()
-		}
 		if p.unlist != nil {
 			p.unlist()
 		}
 		if p.closed != nil {
 			p.closed()
 		}
-		p.sw.close()
+		p.sw.Close()
 		p.mu.Unlock()
 		if unhold != nil {
 			unhold()

@@ -48,7 +48,7 @@ func TestNodeOwnerLostEndsTheStream(t *testing.T) {
 }
 
 // A stream's chores end it when it loses its claim (taken over) or its
-// session (ended), and stop when the keep-alive fails.
+// session (ended).
 func TestNodeUpkeepEndsStreams(t *testing.T) {
 	be, nodes := startNodes(t, 1)
 	n := nodes[0]
@@ -59,7 +59,7 @@ func TestNodeUpkeepEndsStreams(t *testing.T) {
 	if _, err := be.Claims.Claim(ctx, "claim1", "someone else", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	go n.RunUpkeep(connCtx, coordinator.Upkeep{Conn: conn, Claim: "claim1", KeepAlive: func() error { return nil }, KeepAliveEvery: time.Hour})
+	go n.RunUpkeep(connCtx, coordinator.Upkeep{Conn: conn, Claim: "claim1"})
 	waitFor(t, "the stream to lose its claim", func() bool { return connCtx.Err() != nil })
 	if !errors.Is(context.Cause(connCtx), coordinator.ErrTakenOver) {
 		t.Fatalf("ended with %v", context.Cause(connCtx))
@@ -68,7 +68,7 @@ func TestNodeUpkeepEndsStreams(t *testing.T) {
 	sid := newSession(t, n.sessions)
 	connCtx, cancel = context.WithCancelCause(ctx)
 	conn = &coordinator.Conn{ID: "c2", Cancel: cancel}
-	go n.RunUpkeep(connCtx, coordinator.Upkeep{Conn: conn, Session: sid, KeepAlive: func() error { return nil }, KeepAliveEvery: time.Hour})
+	go n.RunUpkeep(connCtx, coordinator.Upkeep{Conn: conn, Session: sid})
 	if _, err := n.sessions.End(ctx, sid); err != nil {
 		t.Fatal(err)
 	}
@@ -77,16 +77,6 @@ func TestNodeUpkeepEndsStreams(t *testing.T) {
 		t.Fatalf("ended with %v", context.Cause(connCtx))
 	}
 
-	done := make(chan struct{})
-	go func() {
-		n.RunUpkeep(ctx, coordinator.Upkeep{Conn: &coordinator.Conn{ID: "c3"}, KeepAlive: func() error { return errors.New("gone") }, KeepAliveEvery: time.Millisecond})
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("upkeep went on after the keep-alive failed")
-	}
 }
 
 // A final response the store refused is recorded by RecordLater, and a

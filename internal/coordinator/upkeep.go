@@ -20,18 +20,14 @@ type Upkeep struct {
 	Session string
 	// Owner is the producer to watch on a resumed POST stream.
 	Owner *OwnerWatch
-	// KeepAlive is called every KeepAliveEvery; an error ends the chores.
-	KeepAlive      func() error
-	KeepAliveEvery time.Duration
 }
 
 // RunUpkeep runs a stream's chores on one goroutine until ctx ends:
-// keep-alives, renewing its claim (every LeaseTTL/3), sliding its
-// session's idle timeout (every SessionTTL/4), and watching the node
-// that produces a resumed stream (every LeaseTTL/2).
+// renewing its claim (every LeaseTTL/3), sliding its session's idle
+// timeout (every SessionTTL/4), and watching the node that produces a
+// resumed stream (every LeaseTTL/2). SSE keep-alives are the stream
+// writer's own (see sse.Writer).
 func (n *Node) RunUpkeep(ctx context.Context, j Upkeep) {
-	keep := time.NewTicker(j.KeepAliveEvery)
-	defer keep.Stop()
 	var renew, touch, watch <-chan time.Time
 	if j.Claim != "" {
 		t := time.NewTicker(n.leaseTTL / 3)
@@ -52,10 +48,6 @@ func (n *Node) RunUpkeep(ctx context.Context, j Upkeep) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-keep.C:
-			if j.KeepAlive() != nil {
-				return
-			}
 		case <-renew:
 			if ok, err := n.be.Claims.Renew(ctx, j.Claim, j.Conn.ID, n.leaseTTL); err == nil && !ok {
 				j.Conn.Cancel(ErrTakenOver)
