@@ -44,7 +44,8 @@ type HTTPOptions struct {
 	MaxBodyBytes int64
 	// RetryHint is the SSE retry field sent on streams (default 1s).
 	RetryHint time.Duration
-	// KeepAlive is the interval of SSE comment keep-alives (default 15s).
+	// KeepAlive is the interval of SSE comment keep-alives: a stream
+	// quiet for KeepAlive gets one (default 15s).
 	KeepAlive time.Duration
 	// MaxEvents is the history kept per stream (default 1000).
 	MaxEvents int
