@@ -69,6 +69,10 @@ type SessionStore interface {
 	Load(ctx context.Context, id string, ttl time.Duration) (map[string]string, error)
 	// Touch slides the expiry without reading. ErrNotFound when not live.
 	Touch(ctx context.Context, id string, ttl time.Duration) error
+	// TouchMany is Touch of every id in one batch (one round trip where
+	// the backend allows): live[i] is false when ids[i] is not live. An
+	// error means none is known to have been touched.
+	TouchMany(ctx context.Context, ids []string, ttl time.Duration) (live []bool, err error)
 	// Set merges fields into a live session (other fields are kept).
 	// ErrNotFound when not live; it never resurrects an ended session.
 	Set(ctx context.Context, id string, fields map[string]string) error
@@ -253,6 +257,9 @@ type Registry interface {
 	All(ctx context.Context) (map[string]bool, error)
 }
 
+// Held names a claim and the owner that holds it.
+type Held struct{ Key, Owner string }
+
 // Claims are leased, named ownership records: which connection holds a
 // session's GET stream, which node follows a stream, one-time tokens.
 // A key of the form "session:<id>:<rest>" (no ':' inside the id) belongs
@@ -264,6 +271,10 @@ type Claims interface {
 	Claim(ctx context.Context, key, owner string, ttl time.Duration) (prev string, err error)
 	// Renew extends owner's claim; false when owner no longer holds it.
 	Renew(ctx context.Context, key, owner string, ttl time.Duration) (bool, error)
+	// RenewMany is Renew of every claim in one batch (one round trip
+	// where the backend allows): held[i] is false when claims[i].Owner no
+	// longer holds claims[i].Key.
+	RenewMany(ctx context.Context, claims []Held, ttl time.Duration) (held []bool, err error)
 	// Release drops the claim if owner holds it.
 	Release(ctx context.Context, key, owner string) error
 	// Holder returns the current holder ("" if none).

@@ -33,6 +33,7 @@ func (n *Node) Start() error {
 		n.log.Warn().Err(err).Msg("membership heartbeat failed")
 	}
 	n.refresh(ctx)
+	n.Go(n.runUpkeep)
 	n.Go(func(ctx context.Context) {
 		t := time.NewTicker(n.leaseTTL / 3)
 		defer t.Stop()

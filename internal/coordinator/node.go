@@ -65,6 +65,7 @@ type Node struct {
 	undecodable   func()
 	refreshDue    chan struct{}
 	draining      atomic.Bool
+	upkeep        upkeep
 
 	ctx    context.Context
 	cancel context.CancelFunc

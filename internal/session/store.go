@@ -150,6 +150,21 @@ func (st *Store) Touch(ctx context.Context, id string) error {
 	return nil
 }
 
+// TouchMany slides the idle timeout of every session of ids in one
+// batch; live[i] is false when ids[i] has ended.
+func (st *Store) TouchMany(ctx context.Context, ids []string) (live []bool, err error) {
+	live, err = st.be.TouchMany(ctx, ids, st.opts.TTL)
+	if err != nil {
+		return nil, fmt.Errorf("touch sessions: %w", err)
+	}
+	for i, ok := range live {
+		if !ok {
+			st.Invalidate(ids[i])
+		}
+	}
+	return live, nil
+}
+
 // SetLogLevel records the log level of session id and drops this node's
 // cached copy; the caller tells the other nodes to Invalidate theirs.
 func (st *Store) SetLogLevel(ctx context.Context, id, level string) error {

@@ -1,9 +1,12 @@
 package backendtest
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
 )
 
 func (s *suite) testMembers(t *testing.T) {
@@ -82,6 +85,61 @@ func (s *suite) testClaims(t *testing.T) {
 			t.Fatalf("Renew after Release: got %v, %v, want false", ok, err)
 		}
 		must(t, "Release of a free key", b.Claims.Release(ctx, key, "conn-2"))
+	})
+
+	t.Run("RenewMany", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		const short = 3 * time.Second // room for a loaded machine to set up
+		// More claims than one batch of a backend that batches, of two
+		// kinds (a session's and a free-standing one), held, taken over
+		// and unknown.
+		var claims []cluster.Held
+		var want []bool
+		for i := range 300 {
+			key := uniq(fmt.Sprintf("session:s%d:get", i))
+			if i%2 == 1 {
+				key = uniq("follow:x")
+			}
+			c := cluster.Held{Key: key, Owner: "conn-1"}
+			switch i % 5 {
+			case 3: // taken over
+				if _, err := b.Claims.Claim(ctx, key, "conn-1", short); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := b.Claims.Claim(ctx, key, "conn-2", time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			case 4: // never claimed
+			default:
+				if _, err := b.Claims.Claim(ctx, key, "conn-1", short); err != nil {
+					t.Fatal(err)
+				}
+			}
+			claims = append(claims, c)
+			want = append(want, i%5 < 3)
+		}
+		held, err := b.Claims.RenewMany(ctx, claims, time.Minute)
+		if err != nil || !slices.Equal(held, want) {
+			t.Fatalf("RenewMany: got %v, %v, want %v", held, err, want)
+		}
+		// The renewed claims outlive their first TTL; the others are
+		// untouched.
+		time.Sleep(short + short/2)
+		for i, c := range claims {
+			h, err := b.Claims.Holder(ctx, c.Key)
+			wantHolder := map[int]string{3: "conn-2", 4: ""}[i%5]
+			if i%5 < 3 {
+				wantHolder = "conn-1"
+			}
+			if err != nil || h != wantHolder {
+				t.Fatalf("Holder of claim %d after RenewMany: got %q, %v, want %q", i, h, err, wantHolder)
+			}
+		}
+		if held, err := b.Claims.RenewMany(ctx, nil, time.Minute); err != nil || len(held) != 0 {
+			t.Fatalf("RenewMany of nothing: got %v, %v", held, err)
+		}
 	})
 
 	t.Run("Expiry", func(t *testing.T) {

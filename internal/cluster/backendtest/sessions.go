@@ -118,6 +118,59 @@ func (s *suite) testSessions(t *testing.T) {
 		}
 	})
 
+	t.Run("TouchMany", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		const short = 3 * time.Second // room for a loaded machine to set up
+		uri := uniq("file:///touched")
+		var ids []string
+		var want []bool
+		for i := range 300 {
+			id := uniq("tm")
+			ids = append(ids, id)
+			want = append(want, i%3 != 2)
+			switch i % 3 {
+			case 0:
+				must(t, "Create", b.Sessions.Create(ctx, id, nil, short, 0))
+			case 1:
+				must(t, "Create", b.Sessions.Create(ctx, id, nil, short, 0))
+				must(t, "Subscribe", b.Sessions.Subscribe(ctx, id, uri))
+			case 2:
+				if i%2 == 0 {
+					must(t, "Create", b.Sessions.Create(ctx, id, nil, short, 0))
+					if _, err := b.Sessions.End(ctx, id); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		live, err := b.Sessions.TouchMany(ctx, ids, time.Minute)
+		if err != nil || !slices.Equal(live, want) {
+			t.Fatalf("TouchMany: got %v, %v, want %v", live, err, want)
+		}
+		// The touched sessions and their subscriptions outlive their first
+		// TTL.
+		time.Sleep(short + short/2)
+		n, err := b.Sessions.Count(ctx)
+		if err != nil || n != 200 {
+			t.Fatalf("Count after TouchMany: got %d, %v, want 200", n, err)
+		}
+		subs, err := b.Sessions.Subscribers(ctx, uri)
+		if err != nil || len(subs) != 100 {
+			t.Fatalf("Subscribers after TouchMany: got %d, %v, want 100", len(subs), err)
+		}
+		for i, id := range ids {
+			err := b.Sessions.Touch(ctx, id, time.Minute)
+			if want[i] != (err == nil) {
+				t.Fatalf("Touch of session %d after TouchMany: %v", i, err)
+			}
+		}
+		if live, err := b.Sessions.TouchMany(ctx, nil, time.Minute); err != nil || len(live) != 0 {
+			t.Fatalf("TouchMany of nothing: got %v, %v", live, err)
+		}
+	})
+
 	t.Run("Cap", func(t *testing.T) {
 		t.Parallel()
 		b := s.newBackend(t)

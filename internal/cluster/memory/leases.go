@@ -245,3 +245,15 @@ func (m *claims) Once(ctx context.Context, key string, ttl time.Duration) (bool,
 	s.once[key] = now.Add(ttl)
 	return true, nil
 }
+
+func (m *claims) RenewMany(ctx context.Context, claims []cluster.Held, ttl time.Duration) ([]bool, error) {
+	held := make([]bool, len(claims))
+	for i, c := range claims {
+		ok, err := m.Renew(ctx, c.Key, c.Owner, ttl)
+		if err != nil {
+			return nil, err
+		}
+		held[i] = ok
+	}
+	return held, nil
+}

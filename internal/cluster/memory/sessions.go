@@ -3,6 +3,7 @@ package memory
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sort"
@@ -316,4 +317,16 @@ func (m *sessions) withLive(ctx context.Context, op, id string, fn func(s *store
 		return notFound(id)
 	}
 	return fn(s, ss)
+}
+
+func (m *sessions) TouchMany(ctx context.Context, ids []string, ttl time.Duration) ([]bool, error) {
+	live := make([]bool, len(ids))
+	for i, id := range ids {
+		err := m.Touch(ctx, id, ttl)
+		if err != nil && !errors.Is(err, cluster.ErrNotFound) {
+			return nil, err
+		}
+		live[i] = err == nil
+	}
+	return live, nil
 }

@@ -138,3 +138,66 @@ func (m *claims) Once(ctx context.Context, key string, ttl time.Duration) (bool,
 	}
 	return r == 1, nil
 }
+
+// manyBatch bounds the claims or sessions of one batched script call.
+const manyBatch = 256
+
+// RenewMany renews the claims with one script call per manyBatch claims
+// on a single server, all sent in one pipeline; on Cluster, one call per
+// claim (each in its session's slot), pipelined.
+func (m *claims) RenewMany(ctx context.Context, claims []cluster.Held, ttl time.Duration) ([]bool, error) {
+	b := (*backend)(m)
+	if ttl <= 0 {
+		return nil, fmt.Errorf("renew claims: ttl must be positive")
+	}
+	size := manyBatch
+	if !b.single {
+		size = 1
+	}
+	return b.batched(ctx, "renew claims", len(claims), func(p goredis.Pipeliner) (cmds []*goredis.Cmd) {
+		for batch := range slices.Chunk(claims, size) {
+			keys := make([]string, 0, 2*len(batch))
+			args := make([]any, 1, 1+2*len(batch))
+			args[0] = ms(ttl)
+			for _, c := range batch {
+				rk, index, _ := b.keys.claim(c.Key)
+				keys = append(keys, rk)
+				flag := "0"
+				if index != "" {
+					keys, flag = append(keys, index), "1"
+				}
+				args = append(args, c.Owner, flag)
+			}
+			cmds = append(cmds, renewManyScript.Eval(ctx, p, keys, args...))
+		}
+		return cmds
+	})
+}
+
+// batched runs the script calls queue adds to one pipeline, each
+// answering 1 or 0 for each of its items, and returns the answers of all
+// n items in order.
+func (b *backend) batched(ctx context.Context, op string, n int, queue func(p goredis.Pipeliner) []*goredis.Cmd) ([]bool, error) {
+	var cmds []*goredis.Cmd
+	_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		cmds = queue(p)
+		return nil
+	})
+	if err != nil {
+		return nil, b.fail(ctx, op, err)
+	}
+	out := make([]bool, 0, n)
+	for _, c := range cmds {
+		r, err := c.Int64Slice()
+		if err != nil {
+			return nil, b.fail(ctx, op, err)
+		}
+		for _, v := range r {
+			out = append(out, v == 1)
+		}
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("%s: %d answers for %d items", op, len(out), n)
+	}
+	return out, nil
+}

@@ -118,37 +118,66 @@ extend(KEYS[1], tonumber(ARGV[2]))
 return 1
 `)
 
+// slideSession slides the idle TTL of a live session (fields key fk,
+// subscription set sk; live index lk and uri registry ik on a single
+// server only, else nil) and returns the uris the caller must refresh.
+const slideSession = `
+local function slide(fk, sk, lk, ik, id, ttl, subpfx, now)
+  local uris = {}
+  redis.call('PEXPIRE', fk, ttl)
+  if lk then
+    redis.call('ZADD', lk, now + ttl, id)
+    extend(lk, ttl)
+  end
+  if redis.call('PTTL', sk) < ttl and redis.call('EXISTS', sk) == 1 then
+    local h = hold(ttl)
+    redis.call('PEXPIRE', sk, h)
+    uris = redis.call('SMEMBERS', sk)
+    if ik then
+      for _, u in ipairs(uris) do extend(subpfx .. u, h) end
+      extend(ik, h)
+      uris = {}
+    end
+  end
+  return uris
+end
+`
+
 // KEYS: fields, subs [, live, uri registry]. ARGV: id, ttl ms (0: no
 // slide), 1 to return the fields, subscriber set prefix. Returns nil when
 // not live, else {now ms, fields or false, uris}. Sliding also refreshes,
 // once an eighth of the TTL has passed since the last time, the TTL of
 // the subscriber sets of the session's uris (here on a single server;
 // else uris lists them for the caller).
-var loadScript = script(`
+var loadScript = script(slideSession + `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local ttl = tonumber(ARGV[2])
 local now = now_ms()
 local uris = {}
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  if KEYS[3] then
-    redis.call('ZADD', KEYS[3], now + ttl, ARGV[1])
-    extend(KEYS[3], ttl)
-  end
-  if redis.call('PTTL', KEYS[2]) < ttl and redis.call('EXISTS', KEYS[2]) == 1 then
-    local h = hold(ttl)
-    redis.call('PEXPIRE', KEYS[2], h)
-    uris = redis.call('SMEMBERS', KEYS[2])
-    if KEYS[4] then
-      for _, u in ipairs(uris) do extend(ARGV[4] .. u, h) end
-      extend(KEYS[4], h)
-      uris = {}
-    end
-  end
-end
+if ttl > 0 then uris = slide(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ttl, ARGV[4], now) end
 local fields = false
 if ARGV[3] == '1' then fields = redis.call('HGETALL', KEYS[1]) end
 return {now, fields, uris}
+`)
+
+// KEYS: live, uri registry, then fields and subs of each session (single
+// server only). ARGV: ttl ms, subscriber set prefix, then the ids.
+// Slides every live session as loadScript does; returns 1 or 0 (not
+// live) per id.
+var touchManyScript = script(slideSession + `
+local ttl = tonumber(ARGV[1])
+local now = now_ms()
+local live = {}
+for i = 3, #ARGV do
+  local fk, sk = KEYS[2 * i - 3], KEYS[2 * i - 2]
+  if redis.call('EXISTS', fk) == 1 then
+    slide(fk, sk, KEYS[1], KEYS[2], ARGV[i], ttl, ARGV[2], now)
+    live[#live + 1] = 1
+  else
+    live[#live + 1] = 0
+  end
+end
+return live
 `)
 
 // KEYS: a key. ARGV: ttl ms. Sets the key's TTL to at least ttl (Cluster
@@ -415,11 +444,36 @@ return prev or ''
 
 // KEYS: claim [, session claim index]. ARGV: owner, ttl ms. Returns 1
 // when owner held the claim.
-var renewScript = script(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if KEYS[2] then extend(KEYS[2], tonumber(ARGV[2])) end
-return 1
+var renewScript = script(renewClaim + `
+return renew(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]))
+`)
+
+const renewClaim = `
+local function renew(key, index, owner, ttl)
+  if redis.call('GET', key) ~= owner then return 0 end
+  redis.call('PEXPIRE', key, ttl)
+  if index then extend(index, ttl) end
+  return 1
+end
+`
+
+// KEYS: each claim, followed by its session claim index when it has one.
+// ARGV: ttl ms, then per claim its owner and 1 when it has an index, else
+// 0. Returns 1 or 0 per claim, as renewScript.
+var renewManyScript = script(renewClaim + `
+local ttl = tonumber(ARGV[1])
+local k = 1
+local held = {}
+for i = 2, #ARGV, 2 do
+  local key, index = KEYS[k], nil
+  k = k + 1
+  if ARGV[i + 1] == '1' then
+    index = KEYS[k]
+    k = k + 1
+  end
+  held[#held + 1] = renew(key, index, ARGV[i], ttl)
+end
+return held
 `)
 
 // KEYS: claim [, session claim index]. ARGV: owner, index member.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -92,17 +93,8 @@ func (b *backend) load(ctx context.Context, id string, ttl time.Duration, fields
 			uris, _ = res[2].([]any)
 		}
 		_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			p.ZAddXX(ctx, k.live(), goredis.Z{Score: float64(now + ttlMS), Member: id})
+			b.slideIndexes(ctx, p, id, now, uris, ttlMS)
 			extendScript.Eval(ctx, p, []string{k.live()}, ttlMS)
-			if len(uris) > 0 {
-				h := ttlMS + ttlMS/8 // as hold() in the scripts
-				for _, u := range uris {
-					if s, ok := u.(string); ok {
-						extendScript.Eval(ctx, p, []string{k.subscribers(s)}, h)
-					}
-				}
-				extendScript.Eval(ctx, p, []string{k.subIndex()}, h)
-			}
 			return nil
 		})
 		if err != nil {
@@ -110,6 +102,87 @@ func (b *backend) load(ctx context.Context, id string, ttl time.Duration, fields
 		}
 	}
 	return res, nil
+}
+
+// slideIndexes queues on p, on Cluster, what loadScript does on a single
+// server to keys of other slots: the session's entry in the live index
+// (whose own TTL the caller extends) and the TTL of the subscriber sets
+// of uris.
+func (b *backend) slideIndexes(ctx context.Context, p goredis.Pipeliner, id string, now int64, uris []any, ttlMS int64) {
+	k := b.keys
+	p.ZAddXX(ctx, k.live(), goredis.Z{Score: float64(now + ttlMS), Member: id})
+	if len(uris) > 0 {
+		h := ttlMS + ttlMS/8 // as hold() in the scripts
+		for _, u := range uris {
+			if s, ok := u.(string); ok {
+				extendScript.Eval(ctx, p, []string{k.subscribers(s)}, h)
+			}
+		}
+		extendScript.Eval(ctx, p, []string{k.subIndex()}, h)
+	}
+}
+
+// TouchMany slides the sessions with one script call per manyBatch
+// sessions on a single server, all in one pipeline; on Cluster it runs
+// loadScript per session in one pipeline and the index updates in a
+// second.
+func (m *sessions) TouchMany(ctx context.Context, ids []string, ttl time.Duration) ([]bool, error) {
+	b := (*backend)(m)
+	if ttl <= 0 {
+		return nil, fmt.Errorf("touch sessions: ttl must be positive")
+	}
+	k, ttlMS := b.keys, ms(ttl)
+	if b.single {
+		return b.batched(ctx, "touch sessions", len(ids), func(p goredis.Pipeliner) (cmds []*goredis.Cmd) {
+			for batch := range slices.Chunk(ids, manyBatch) {
+				keys := make([]string, 2, 2+2*len(batch))
+				keys[0], keys[1] = k.live(), k.subIndex()
+				args := make([]any, 2, 2+len(batch))
+				args[0], args[1] = ttlMS, k.subPrefix()
+				for _, id := range batch {
+					keys = append(keys, k.fields(id), k.subs(id))
+					args = append(args, id)
+				}
+				cmds = append(cmds, touchManyScript.Eval(ctx, p, keys, args...))
+			}
+			return cmds
+		})
+	}
+	cmds := make([]*goredis.Cmd, len(ids))
+	_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = loadScript.Eval(ctx, p, []string{k.fields(id), k.subs(id)}, id, ttlMS, "0", k.subPrefix())
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, b.fail(ctx, "touch sessions", err)
+	}
+	live := make([]bool, len(ids))
+	_, err = b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, c := range cmds {
+			res, err := c.Slice()
+			if errors.Is(err, goredis.Nil) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			live[i] = true
+			now, _ := res[0].(int64)
+			var uris []any
+			if len(res) > 2 {
+				uris, _ = res[2].([]any)
+			}
+			b.slideIndexes(ctx, p, ids[i], now, uris, ttlMS)
+		}
+		extendScript.Eval(ctx, p, []string{k.live()}, ttlMS)
+		return nil
+	})
+	if err != nil {
+		return nil, b.fail(ctx, "touch sessions", err)
+	}
+	return live, nil
 }
 
 func (m *sessions) Load(ctx context.Context, id string, ttl time.Duration) (map[string]string, error) {

@@ -252,6 +252,13 @@ func (s sessions) Touch(ctx context.Context, id string, ttl time.Duration) error
 	return s.SessionStore.Touch(ctx, id, ttl)
 }
 
+func (s sessions) TouchMany(ctx context.Context, ids []string, ttl time.Duration) ([]bool, error) {
+	if err := s.f.down(); err != nil {
+		return nil, err
+	}
+	return s.SessionStore.TouchMany(ctx, ids, ttl)
+}
+
 func (s sessions) Set(ctx context.Context, id string, fields map[string]string) error {
 	if err := s.f.down(); err != nil {
 		return err
@@ -384,6 +391,13 @@ func (c claims) Renew(ctx context.Context, key, owner string, ttl time.Duration)
 		return false, err
 	}
 	return c.Claims.Renew(ctx, key, owner, ttl)
+}
+
+func (c claims) RenewMany(ctx context.Context, claims []cluster.Held, ttl time.Duration) ([]bool, error) {
+	if err := c.f.down(); err != nil {
+		return nil, err
+	}
+	return c.Claims.RenewMany(ctx, claims, ttl)
 }
 
 func (c claims) Release(ctx context.Context, key, owner string) error {
