@@ -70,6 +70,8 @@ type Node struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	goMu   sync.Mutex // orders Go's wg.Add before Close's wg.Wait
+	closed bool
 	stops  []func()
 }
 
@@ -104,6 +106,9 @@ func (n *Node) Close(err error) {
 		stop()
 	}
 	n.Waiters.FailAll(err)
+	n.goMu.Lock()
+	n.closed = true
+	n.goMu.Unlock()
 	n.wg.Wait()
 }
 
@@ -112,9 +117,18 @@ func (n *Node) Close(err error) {
 func (n *Node) Leave() { _ = n.be.Members.Leave(context.Background(), n.instance) }
 
 // Go runs f in the background, tracked until Close; f's context ends at
-// Close.
+// Close. After Close, f runs at once on the caller's goroutine with the
+// ended context, so its clean-up still happens and nothing outlives the
+// node.
 func (n *Node) Go(f func(ctx context.Context)) {
+	n.goMu.Lock()
+	if n.closed {
+		n.goMu.Unlock()
+		f(n.ctx)
+		return
+	}
 	n.wg.Add(1)
+	n.goMu.Unlock()
 	go func() {
 		defer n.wg.Done()
 		f(n.ctx)

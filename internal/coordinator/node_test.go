@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,5 +337,35 @@ func TestNodeRequestOnGetAnsweredThroughAnotherNode(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiter did not wake")
+	}
+}
+
+// Go may race Close (a final recorded late as the handler shuts down):
+// work started after Close still runs, on the ended context, and nothing
+// is left running. Under -race this failed with a WaitGroup misuse.
+func TestNodeGoRacesClose(t *testing.T) {
+	for range 20 {
+		_, nodes := startNodes(t, 1)
+		n := nodes[0]
+		var ran sync.WaitGroup
+		var ended atomic.Int32
+		start := make(chan struct{})
+		for range 8 {
+			ran.Add(1)
+			go func() {
+				<-start
+				n.Go(func(ctx context.Context) {
+					defer ran.Done()
+					<-ctx.Done()
+					ended.Add(1)
+				})
+			}()
+		}
+		close(start)
+		n.Close(errors.New("closed"))
+		ran.Wait()
+		if got := ended.Load(); got != 8 {
+			t.Fatalf("ended %d of 8 background tasks", got)
+		}
 	}
 }
