@@ -71,8 +71,8 @@ func TestReplyToNodeCutFromBusIsRefusedThenDelivered(t *testing.T) {
 	c := startBusCutCluster(t)
 	owner, other := c.Nodes[1], c.Nodes[2]
 	cl := session(t, c, sampleCaps)
-	id, post := openCall(t, cl, owner.URL, "tools/call", tool("sample", map[string]any{"prompt": "q"}))
-	mustWait(t, post, soon, "the sampling request", has("sampling/createMessage", 1))
+	id, post := mcptest.OpenCall(t, cl, owner.URL, "tools/call", tool("sample", map[string]any{"prompt": "q"}))
+	mustWait(t, post, soon, "the sampling request", mcptest.Has("sampling/createMessage", 1))
 	var reply *jsonrpc.Message
 	for _, m := range post.Messages() {
 		if r := answerSampling(m); r != nil {
@@ -109,7 +109,7 @@ func TestReplyToNodeCutFromBusIsRefusedThenDelivered(t *testing.T) {
 		t.Fatalf("the reply sent again after the bus is back: got %d %q, want 202", status, b)
 	}
 	mustWait(t, post, soon, "the call's result after the reply", hasResponse)
-	f := final(post.Messages())
+	f := mcptest.Final(post.Messages())
 	if got, ok := resultText(f); !ok || f.ID != id || !strings.HasPrefix(got, "re:q") {
 		t.Fatalf("the call ended with %s, want the sampled answer", describe(post.Messages()))
 	}
@@ -127,9 +127,9 @@ func TestNodeCutFromBusCatchesUpWhenBack(t *testing.T) {
 	node, other := c.Nodes[1], c.Nodes[2]
 	const steps = 150 // 15s if never stopped
 	cl := session(t, c, nil)
-	id, cancelled := openCall(t, cl, node.URL, "tools/call", progressCall(steps, 100, "cancelled"))
+	id, cancelled := mcptest.OpenCall(t, cl, node.URL, "tools/call", progressCall(steps, 100, "cancelled"))
 	deleted := session(t, c, nil)
-	_, ofDeleted := openCall(t, deleted, node.URL, "tools/call", progressCall(steps, 100, "deleted"))
+	_, ofDeleted := mcptest.OpenCall(t, deleted, node.URL, "tools/call", progressCall(steps, 100, "deleted"))
 	mc := mcptest.New(t, node.URL)
 	params := map[string]any{"notifications": map[string]any{"toolsListChanged": true}, "_meta": mcptest.ModernMeta()}
 	lmsg, _ := jsonrpc.Request(jsonrpc.IntID(7), "subscriptions/listen", params)
@@ -139,9 +139,9 @@ func TestNodeCutFromBusCatchesUpWhenBack(t *testing.T) {
 		t.Fatalf("subscriptions/listen: %v", err)
 	}
 	t.Cleanup(listen.Close)
-	mustWait(t, listen, soon, "the listen acknowledgement", has("notifications/subscriptions/acknowledged", 1))
-	mustWait(t, cancelled, soon, "the first call's progress", has("notifications/progress", 1))
-	mustWait(t, ofDeleted, soon, "the second call's progress", has("notifications/progress", 1))
+	mustWait(t, listen, soon, "the listen acknowledgement", mcptest.Has("notifications/subscriptions/acknowledged", 1))
+	mustWait(t, cancelled, soon, "the first call's progress", mcptest.Has("notifications/progress", 1))
+	mustWait(t, ofDeleted, soon, "the second call's progress", mcptest.Has("notifications/progress", 1))
 
 	cutBus(t, c, true)
 	if s := notifyAt(t, cl, other.URL, "notifications/cancelled", map[string]any{"requestId": id, "reason": "gave up"}); s != http.StatusAccepted {
@@ -158,15 +158,15 @@ func TestNodeCutFromBusCatchesUpWhenBack(t *testing.T) {
 
 	cutBus(t, c, false)
 	waitEnd(t, cancelled, soon, "the call cancelled while the bus was cut")
-	if got := mcptest.ProgressValues(cancelled.Messages()); len(got) >= steps || succeeded(final(cancelled.Messages())) {
+	if got := mcptest.ProgressValues(cancelled.Messages()); len(got) >= steps || succeeded(mcptest.Final(cancelled.Messages())) {
 		t.Fatalf("the call cancelled while the bus was cut ran to the end: %s", describe(cancelled.Messages()))
 	}
 	waitEnd(t, ofDeleted, soon, "the call of the session deleted while the bus was cut")
-	if got := mcptest.ProgressValues(ofDeleted.Messages()); len(got) >= steps || succeeded(final(ofDeleted.Messages())) {
+	if got := mcptest.ProgressValues(ofDeleted.Messages()); len(got) >= steps || succeeded(mcptest.Final(ofDeleted.Messages())) {
 		t.Fatalf("the call of the deleted session ran to the end: %s", describe(ofDeleted.Messages()))
 	}
 	waitEnd(t, listen, soon, "the listen stream open while the bus was cut")
-	if f := final(listen.Messages()); f != nil {
+	if f := mcptest.Final(listen.Messages()); f != nil {
 		t.Fatalf("the listen stream ended with its result %s, want an abrupt end (listen again)", describe([]*jsonrpc.Message{f}))
 	}
 }

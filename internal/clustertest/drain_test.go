@@ -19,15 +19,15 @@ import (
 func TestDrainResumesElsewhereWithNothingLost(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Nodes: 3, Random: true, Args: []string{"--drain-timeout", "20s", "--retry", "100ms"}})
 	cl := session(t, c, nil)
-	get := openGet(t, cl, nodeURL(c, 0), "")
+	get := mcptest.OpenGet(t, cl, nodeURL(c, 0), "")
 	subscribe := callAt(t, cl, nodeURL(c, 1), "resources/subscribe", map[string]any{"uri": "demo://counter"})
 	if f := subscribe.Final(); f == nil || f.Error != nil {
 		t.Fatalf("subscribe: %s", describe(subscribe.Messages))
 	}
 
 	const steps = 30
-	id, post := openCall(t, cl, nodeURL(c, 0), "tools/call", progressCall(steps, 50, "drain"))
-	mustWait(t, post, soon, "progress before the drain", has("notifications/progress", 3))
+	id, post := mcptest.OpenCall(t, cl, nodeURL(c, 0), "tools/call", progressCall(steps, 50, "drain"))
+	mustWait(t, post, soon, "progress before the drain", mcptest.Has("notifications/progress", 3))
 
 	drained := make(chan error, 1)
 	go func() { drained <- c.Nodes[0].Stop() }()
@@ -56,11 +56,11 @@ func TestDrainResumesElsewhereWithNothingLost(t *testing.T) {
 		text(t, callAt(t, cl, nodeURL(c, 2), "tools/call", tool("bump_counter", nil)))
 	}
 
-	resumedPost := openGet(t, cl, nodeURL(c, 1), lastEventID(post.Events()))
-	resumedGet := openGet(t, cl, nodeURL(c, 2), lastEventID(get.Events()))
+	resumedPost := mcptest.OpenGet(t, cl, nodeURL(c, 1), lastEventID(post.Events()))
+	resumedGet := mcptest.OpenGet(t, cl, nodeURL(c, 2), lastEventID(get.Events()))
 	waitEnd(t, resumedPost, 30*time.Second, "the resumed POST stream")
 	all := append(post.Messages(), resumedPost.Messages()...)
-	f := final(all)
+	f := mcptest.Final(all)
 	if f == nil || f.ID != id {
 		t.Fatalf("no response to %v after the drain: %s", id, describe(all))
 	}
@@ -71,7 +71,7 @@ func TestDrainResumesElsewhereWithNothingLost(t *testing.T) {
 	wantContiguous(t, post.Events(), resumedPost.Events())
 
 	const updated = "notifications/resources/updated"
-	mustWait(t, resumedGet, soon, "the updates sent during the drain", has(updated, 3))
+	mustWait(t, resumedGet, soon, "the updates sent during the drain", mcptest.Has(updated, 3))
 	settle(resumedGet, quietly*4)
 	if n := resumedGet.Count(updated) + get.Count(updated); n != 3 {
 		t.Fatalf("got %d resources/updated across both GET connections, want exactly 3", n)

@@ -40,7 +40,7 @@ func TestGetStreamResumedAfterItsNodeIsKilled(t *testing.T) {
 	// A witness session, subscribed too, whose GET stream is on node C.
 	witness := session(t, c, nil)
 	pinned(t, witness, c.Nodes[2].URL).Call("resources/subscribe", map[string]any{"uri": demo.CounterURI}, nil).Result(t, nil)
-	seenByWitness := openGet(t, witness, c.Nodes[2].URL, "")
+	seenByWitness := mcptest.OpenGet(t, witness, c.Nodes[2].URL, "")
 
 	bumps := 0
 	bump := func() {
@@ -48,10 +48,10 @@ func TestGetStreamResumedAfterItsNodeIsKilled(t *testing.T) {
 		text(t, others.Call("tools/call", tool("bump_counter", nil), nil))
 		bumps++
 	}
-	get := openGet(t, cl, a.URL, "")
+	get := mcptest.OpenGet(t, cl, a.URL, "")
 	bump()
 	bump()
-	mustWait(t, get, soon, "two updates on node A's GET stream", has(updated, 2))
+	mustWait(t, get, soon, "two updates on node A's GET stream", mcptest.Has(updated, 2))
 
 	a.Kill()
 	waitEnd(t, get, soon, "the GET stream of the killed node")
@@ -63,19 +63,19 @@ func TestGetStreamResumedAfterItsNodeIsKilled(t *testing.T) {
 	bump()
 	text(t, others.Call("tools/call", tool("toggle_extra_tool", nil), nil))
 	mustWait(t, seenByWitness, soon, "the outage's notifications on the witness", func(ms []*jsonrpc.Message) bool {
-		return count(ms, updated) == bumps && count(ms, listChanged) == 1
+		return mcptest.Count(ms, updated) == bumps && mcptest.Count(ms, listChanged) == 1
 	})
 	settle(seenByWitness, soon) // the session's own copies are appended alongside
 
-	resumed := openGet(t, cl, b.URL, lastEventID(seen))
+	resumed := mcptest.OpenGet(t, cl, b.URL, lastEventID(seen))
 	bump()
 	bump()
 	mustWait(t, resumed, soon, "every notification after the resume", func(ms []*jsonrpc.Message) bool {
-		return count(get.Messages(), updated)+count(ms, updated) == bumps && count(ms, listChanged) == 1
+		return mcptest.Count(get.Messages(), updated)+mcptest.Count(ms, updated) == bumps && mcptest.Count(ms, listChanged) == 1
 	})
 	settle(resumed, soon)
 	all := append(get.Messages(), resumed.Messages()...)
-	if n, l := count(all, updated), count(all, listChanged); n != bumps || l != 1 {
+	if n, l := mcptest.Count(all, updated), mcptest.Count(all, listChanged); n != bumps || l != 1 {
 		t.Fatalf("got %d resources/updated and %d list_changed, want %d and 1 exactly", n, l, bumps)
 	}
 	wantContiguous(t, seen, resumed.Events())
@@ -90,17 +90,17 @@ func TestCallOnKilledNodeEndsWithErrorWithinLease(t *testing.T) {
 	c := startFailoverCluster(t)
 	a, b := c.Nodes[0], c.Nodes[1]
 	cl := session(t, c, nil)
-	id, post := openCall(t, cl, a.URL, "tools/call", progressCall(10, 5000, "doomed"))
-	mustWait(t, post, soon, "the first progress notification", has("notifications/progress", 1))
+	id, post := mcptest.OpenCall(t, cl, a.URL, "tools/call", progressCall(10, 5000, "doomed"))
+	mustWait(t, post, soon, "the first progress notification", mcptest.Has("notifications/progress", 1))
 
 	a.Kill()
 	killed := time.Now()
 	waitEnd(t, post, soon, "the POST stream of the killed node")
-	resumed := openGet(t, cl, b.URL, lastEventID(post.Events()))
+	resumed := mcptest.OpenGet(t, cl, b.URL, lastEventID(post.Events()))
 	waitEnd(t, resumed, soon, "the resumed stream of the lost call")
 	took := time.Since(killed)
 
-	f := final(resumed.Messages())
+	f := mcptest.Final(resumed.Messages())
 	if f == nil || f.ID != id || f.Error == nil || f.Error.Code != jsonrpc.CodeNodeLost {
 		t.Fatalf("the resumed stream ended without a node-lost error for %v: %s", id, describe(resumed.Messages()))
 	}
@@ -126,7 +126,7 @@ func TestServerRequestOnGetStreamFromAnyNode(t *testing.T) {
 	// routed back to node 1.
 	c := clustertest.Start(t, clustertest.Options{Nodes: 3, Random: true})
 	cl := session(t, c, nil)
-	get := openGet(t, cl, nodeURL(c, 2), "")
+	get := mcptest.OpenGet(t, cl, nodeURL(c, 2), "")
 	type result struct {
 		resp *mcptest.Response
 	}
@@ -134,7 +134,7 @@ func TestServerRequestOnGetStreamFromAnyNode(t *testing.T) {
 	go func() {
 		done <- result{callAt(t, pinned(t, cl, nodeURL(c, 0)), nodeURL(c, 0), "tools/call", tool("ping_client", nil))}
 	}()
-	mustWait(t, get, 10*time.Second, "a ping on the GET stream", has("ping", 1))
+	mustWait(t, get, 10*time.Second, "a ping on the GET stream", mcptest.Has("ping", 1))
 	var ping *jsonrpc.Message
 	for _, m := range get.Messages() {
 		if m.Method == "ping" {
@@ -166,12 +166,12 @@ func TestServerRequestOnGetStreamOfKilledNodeFails(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Nodes: 3, Random: true, Args: []string{"--lease-ttl", leaseTTL.String(), "--request-timeout", timeout.String()}})
 	holder := c.Nodes[2]
 	cl := session(t, c, nil)
-	get := openGet(t, cl, holder.URL, "")
+	get := mcptest.OpenGet(t, cl, holder.URL, "")
 	done := make(chan *mcptest.Response, 1)
 	go func() {
 		done <- callAt(t, pinned(t, cl, nodeURL(c, 0)), nodeURL(c, 0), "tools/call", tool("ping_client", nil))
 	}()
-	mustWait(t, get, soon, "a ping on the GET stream", has("ping", 1))
+	mustWait(t, get, soon, "a ping on the GET stream", mcptest.Has("ping", 1))
 
 	holder.Kill()
 	killed := time.Now()

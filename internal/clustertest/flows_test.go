@@ -48,7 +48,7 @@ func sessionServedByEveryNode(t *testing.T, c *clustertest.Cluster) {
 		if f := resp.Final(); f == nil || f.Error != nil {
 			t.Fatalf("progress at %s: got %s", url, describe(resp.Messages))
 		}
-		return count(resp.Messages, "notifications/message")
+		return mcptest.Count(resp.Messages, "notifications/message")
 	}
 	const rounds = 40
 	var stale [3]int // by the order of the request after the change
@@ -83,15 +83,15 @@ func TestCutPostStreamResumedOnAnotherNode(t *testing.T) {
 func cutPostStreamResumedOnAnotherNode(t *testing.T, c *clustertest.Cluster) {
 	cl := session(t, c, nil)
 	const steps = 20
-	id, post := openCall(t, cl, nodeURL(c, 0), "tools/call", progressCall(steps, 60, "cut"))
-	mustWait(t, post, soon, "three progress notifications", has("notifications/progress", 3))
+	id, post := mcptest.OpenCall(t, cl, nodeURL(c, 0), "tools/call", progressCall(steps, 60, "cut"))
+	mustWait(t, post, soon, "three progress notifications", mcptest.Has("notifications/progress", 3))
 	post.Close() // the connection drops; the handler goes on
 	before := post.Events()
 	if hasResponse(post.Messages()) {
 		t.Fatalf("the call ended before the cut")
 	}
 
-	resumed := openGet(t, cl, nodeURL(c, 1), lastEventID(before))
+	resumed := mcptest.OpenGet(t, cl, nodeURL(c, 1), lastEventID(before))
 	// Live, not only replayed: the resumed stream delivers progress while
 	// the call is still running.
 	mustWait(t, resumed, soon, "progress before the final response", func(ms []*jsonrpc.Message) bool {
@@ -100,7 +100,7 @@ func cutPostStreamResumedOnAnotherNode(t *testing.T, c *clustertest.Cluster) {
 	waitEnd(t, resumed, soon, "the resumed stream")
 
 	after := resumed.Messages()
-	f := final(after)
+	f := mcptest.Final(after)
 	if f == nil || f.ID != id {
 		t.Fatalf("the resumed stream ended without the response to %v: %s", id, describe(after))
 	}
@@ -109,7 +109,7 @@ func cutPostStreamResumedOnAnotherNode(t *testing.T, c *clustertest.Cluster) {
 	}
 	all := append(post.Messages(), after...)
 	wantProgress(t, mcptest.ProgressValues(all), steps)
-	if n := count(all, "notifications/message"); n != 1 {
+	if n := mcptest.Count(all, "notifications/message"); n != 1 {
 		t.Fatalf("got %d log messages, want 1", n)
 	}
 	wantContiguous(t, before, resumed.Events())
@@ -124,7 +124,7 @@ func listChangedOncePerSession(t *testing.T, c *clustertest.Cluster) {
 	const sessions = 10
 	var streams []*mcptest.Stream
 	for i := range sessions {
-		streams = append(streams, openGet(t, session(t, c, nil), nodeURL(c, i), ""))
+		streams = append(streams, mcptest.OpenGet(t, session(t, c, nil), nodeURL(c, i), ""))
 	}
 	changer := session(t, c, nil)
 	const method = "notifications/tools/list_changed"
@@ -132,7 +132,7 @@ func listChangedOncePerSession(t *testing.T, c *clustertest.Cluster) {
 		// The change happens on node 1, then on node 2.
 		text(t, callAt(t, changer, nodeURL(c, round), "tools/call", tool("toggle_extra_tool", nil)))
 		for i, st := range streams {
-			mustWait(t, st, soon, fmt.Sprintf("list_changed %d on session %d", round+1, i), has(method, round+1))
+			mustWait(t, st, soon, fmt.Sprintf("list_changed %d on session %d", round+1, i), mcptest.Has(method, round+1))
 		}
 		settle(streams[0], soon)
 		for i, st := range streams {
@@ -157,7 +157,7 @@ func resourceUpdatedReachesExactlySubscribers(t *testing.T, c *clustertest.Clust
 	for i := range sessions {
 		cl := session(t, c, nil)
 		clients = append(clients, cl)
-		streams = append(streams, openGet(t, cl, nodeURL(c, i), ""))
+		streams = append(streams, mcptest.OpenGet(t, cl, nodeURL(c, i), ""))
 		if i%2 == 0 {
 			callAt(t, cl, nodeURL(c, i+1), "resources/subscribe", map[string]any{"uri": demo.CounterURI}).Result(t, nil)
 			subscribed[i] = true
@@ -169,7 +169,7 @@ func resourceUpdatedReachesExactlySubscribers(t *testing.T, c *clustertest.Clust
 		t.Helper()
 		for i, st := range streams {
 			if want[i] > 0 {
-				mustWait(t, st, soon, fmt.Sprintf("%s: update on session %d", step, i), has(method, want[i]))
+				mustWait(t, st, soon, fmt.Sprintf("%s: update on session %d", step, i), mcptest.Has(method, want[i]))
 			}
 		}
 		settle(streams[1], soon) // an unsubscribed session: give a stray update time to show
@@ -218,8 +218,8 @@ func TestCancelledOnAnotherNodeStopsHandler(t *testing.T) {
 func cancelledOnAnotherNodeStopsHandler(t *testing.T, c *clustertest.Cluster) {
 	cl := session(t, c, nil)
 	const steps = 100 // 10s if never cancelled
-	id, st := openCall(t, cl, nodeURL(c, 0), "tools/call", progressCall(steps, 100, "cancel"))
-	mustWait(t, st, soon, "two progress notifications", has("notifications/progress", 2))
+	id, st := mcptest.OpenCall(t, cl, nodeURL(c, 0), "tools/call", progressCall(steps, 100, "cancel"))
+	mustWait(t, st, soon, "two progress notifications", mcptest.Has("notifications/progress", 2))
 	if s := notifyAt(t, cl, nodeURL(c, 1), "notifications/cancelled", map[string]any{"requestId": id, "reason": "the user gave up"}); s != http.StatusAccepted {
 		t.Fatalf("notifications/cancelled: got status %d, want 202", s)
 	}
@@ -229,7 +229,7 @@ func cancelledOnAnotherNodeStopsHandler(t *testing.T, c *clustertest.Cluster) {
 	if len(got) >= steps {
 		t.Fatalf("the cancelled handler ran to the end: %d progress notifications", len(got))
 	}
-	if f := final(st.Messages()); succeeded(f) {
+	if f := mcptest.Final(st.Messages()); succeeded(f) {
 		t.Fatalf("the cancelled call returned a result: %s", describe(st.Messages()))
 	}
 	t.Logf("progress at cancel: %d; in all: %d of %d; the stream ended with %s", atCancel, len(got), steps, describe(st.Messages()[len(st.Messages())-1:]))
@@ -242,10 +242,10 @@ func TestDeleteEndsSessionEverywhere(t *testing.T) { forEachSetup(t, deleteEndsS
 
 func deleteEndsSessionEverywhere(t *testing.T, c *clustertest.Cluster) {
 	cl := session(t, c, nil)
-	get := openGet(t, cl, nodeURL(c, 0), "")
+	get := mcptest.OpenGet(t, cl, nodeURL(c, 0), "")
 	const steps = 100
-	_, running := openCall(t, cl, nodeURL(c, 2), "tools/call", progressCall(steps, 100, "del"))
-	mustWait(t, running, soon, "the running call's first progress", has("notifications/progress", 1))
+	_, running := mcptest.OpenCall(t, cl, nodeURL(c, 2), "tools/call", progressCall(steps, 100, "del"))
+	mustWait(t, running, soon, "the running call's first progress", mcptest.Has("notifications/progress", 1))
 
 	if s := cl.Delete(nodeURL(c, 1)); s != http.StatusNoContent {
 		t.Fatalf("DELETE: got %d, want 204", s)
@@ -294,13 +294,13 @@ func modernListenAndMRTRAcrossNodes(t *testing.T, c *clustertest.Cluster) {
 		t.Fatalf("subscriptions/listen: %v", err)
 	}
 	t.Cleanup(listen.Close)
-	mustWait(t, listen, soon, "the listen acknowledgement", has("notifications/subscriptions/acknowledged", 1))
+	mustWait(t, listen, soon, "the listen acknowledgement", mcptest.Has("notifications/subscriptions/acknowledged", 1))
 
 	const method = "notifications/tools/list_changed"
 	if got := text(t, modernCall(t, cl, nodeURL(c, 1), "tools/call", "toggle_extra_tool", tool("toggle_extra_tool", nil))); got != "added" {
 		t.Fatalf("toggle_extra_tool: got %q", got)
 	}
-	mustWait(t, listen, soon, "tools/list_changed on the listen stream", has(method, 1))
+	mustWait(t, listen, soon, "tools/list_changed on the listen stream", mcptest.Has(method, 1))
 	settle(listen, soon)
 	if n := listen.Count(method); n != 1 {
 		t.Fatalf("the listen stream got %d tools/list_changed for one change, want 1", n)

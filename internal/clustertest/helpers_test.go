@@ -82,21 +82,10 @@ func progressCall(steps, delayMs int, token string) map[string]any {
 	return p
 }
 
-// request encodes a request with a fresh id of cl.
-func request(t *testing.T, cl *mcptest.Client, method string, params any) (jsonrpc.ID, []byte) {
-	t.Helper()
-	msg, err := jsonrpc.Request(cl.NextID(), method, params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := jsonrpc.Encode(msg)
-	return msg.ID, b
-}
-
 // callAt sends a request to url and reads the whole response.
 func callAt(t *testing.T, cl *mcptest.Client, url, method string, params any) *mcptest.Response {
 	t.Helper()
-	_, b := request(t, cl, method, params)
+	_, b := mcptest.Request(t, cl, method, params)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp, err := cl.PostRaw(ctx, url, b, nil, nil)
@@ -116,31 +105,6 @@ func notifyAt(t *testing.T, cl *mcptest.Client, url, method string, params any) 
 		t.Fatalf("%s at %s: %v", method, url, err)
 	}
 	return resp.Status
-}
-
-// openCall POSTs a request to url and returns its response stream, which
-// the test may cut at any point.
-func openCall(t *testing.T, cl *mcptest.Client, url, method string, params any) (jsonrpc.ID, *mcptest.Stream) {
-	t.Helper()
-	id, b := request(t, cl, method, params)
-	st, err := cl.OpenPost(url, b, nil)
-	if err != nil {
-		t.Fatalf("%s at %s: %v", method, url, err)
-	}
-	t.Cleanup(st.Close)
-	return id, st
-}
-
-// openGet opens the session's GET stream on url (resuming after lastID
-// when set).
-func openGet(t *testing.T, cl *mcptest.Client, url, lastID string) *mcptest.Stream {
-	t.Helper()
-	st, err := cl.Get(url, lastID)
-	if err != nil {
-		t.Fatalf("GET at %s (Last-Event-ID %q): %v", url, lastID, err)
-	}
-	t.Cleanup(st.Close)
-	return st
 }
 
 // text returns the first text content of a tools/call result.
@@ -175,31 +139,7 @@ func succeeded(m *jsonrpc.Message) bool {
 	return json.Unmarshal(m.Result, &res) == nil && !res.IsError
 }
 
-func count(msgs []*jsonrpc.Message, method string) int {
-	n := 0
-	for _, m := range msgs {
-		if m.Method == method {
-			n++
-		}
-	}
-	return n
-}
-
-func has(method string, n int) func([]*jsonrpc.Message) bool {
-	return func(ms []*jsonrpc.Message) bool { return count(ms, method) >= n }
-}
-
-// final returns the response among msgs, if any.
-func final(msgs []*jsonrpc.Message) *jsonrpc.Message {
-	for _, m := range msgs {
-		if m.Kind() == jsonrpc.KindResponse {
-			return m
-		}
-	}
-	return nil
-}
-
-func hasResponse(ms []*jsonrpc.Message) bool { return final(ms) != nil }
+func hasResponse(ms []*jsonrpc.Message) bool { return mcptest.Final(ms) != nil }
 
 // wantProgress checks that values are 1..n, each exactly once, in order.
 func wantProgress(t *testing.T, values []float64, n int) {
@@ -303,7 +243,7 @@ func describe(msgs []*jsonrpc.Message) string {
 func modernBody(t *testing.T, cl *mcptest.Client, method string, params map[string]any) []byte {
 	t.Helper()
 	params["_meta"] = mcptest.ModernMeta()
-	_, b := request(t, cl, method, params)
+	_, b := mcptest.Request(t, cl, method, params)
 	return b
 }
 

@@ -74,7 +74,7 @@ func startTraffic(t *testing.T, c *clustertest.Cluster, sessions []*mcptest.Clie
 			defer tr.wg.Done()
 			for n := 0; ctx.Err() == nil; n++ {
 				want := fmt.Sprintf("s%d-%d", i, n)
-				_, b := request(t, cl, "tools/call", tool("echo", map[string]any{"text": want}))
+				_, b := mcptest.Request(t, cl, "tools/call", tool("echo", map[string]any{"text": want}))
 				raw(cl, "echo", b, func(r *mcptest.Response) bool {
 					got, ok := resultText(r.Final())
 					return ok && got == want
@@ -88,7 +88,7 @@ func startTraffic(t *testing.T, c *clustertest.Cluster, sessions []*mcptest.Clie
 		defer tr.wg.Done()
 		cl := mcptest.New(t, c.URL())
 		for ctx.Err() == nil {
-			_, b := request(t, cl, "initialize", map[string]any{
+			_, b := mcptest.Request(t, cl, "initialize", map[string]any{
 				"protocolVersion": mcp.Version20251125, "capabilities": map[string]any{},
 				"clientInfo": map[string]any{"name": "traffic", "version": "1"},
 			})
@@ -262,11 +262,11 @@ func TestRedisRestartMidTraffic(t *testing.T) {
 			t.Fatalf("%s: echo on the old session: got %q", n.ID, got)
 		}
 	}
-	get := openGet(t, before, nodeURL(c, 0), "")
+	get := mcptest.OpenGet(t, before, nodeURL(c, 0), "")
 	text(t, callAt(t, before, nodeURL(c, 1), "tools/call", tool("bump_counter", nil)))
-	mustWait(t, get, soon, "resources/updated for the subscription made before the outage", has("notifications/resources/updated", 1))
+	mustWait(t, get, soon, "resources/updated for the subscription made before the outage", mcptest.Has("notifications/resources/updated", 1))
 	text(t, callAt(t, before, nodeURL(c, 2), "tools/call", tool("toggle_extra_tool", nil)))
-	mustWait(t, get, soon, "tools/list_changed after the outage", has("notifications/tools/list_changed", 1))
+	mustWait(t, get, soon, "tools/list_changed after the outage", mcptest.Has("notifications/tools/list_changed", 1))
 
 	// The bus works again: a server→client request made on one node is
 	// answered by a reply landing on another, for every pair of nodes.
@@ -308,7 +308,7 @@ func TestRepliesRoutedAsSoonAsNodesServeAgain(t *testing.T) {
 func initializeAt(t *testing.T, url string) (int, []byte) {
 	t.Helper()
 	probe := mcptest.New(t, url)
-	_, b := request(t, probe, "initialize", map[string]any{
+	_, b := mcptest.Request(t, probe, "initialize", map[string]any{
 		"protocolVersion": mcp.Version20251125, "capabilities": map[string]any{},
 		"clientInfo": map[string]any{"name": "probe", "version": "1"},
 	})

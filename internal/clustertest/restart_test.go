@@ -30,12 +30,12 @@ func TestCallsOfNodeRestartedWithSameIDEndWithError(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Nodes: 3, Random: true, Args: []string{"--lease-ttl", restartLease.String()}})
 	a, b, third := c.Nodes[0], c.Nodes[1], c.Nodes[2]
 	cl := session(t, c, sampleCaps)
-	id1, post1 := openCall(t, cl, a.URL, "tools/call", progressCall(10, 5000, "resumed-elsewhere"))
-	id2, post2 := openCall(t, cl, a.URL, "tools/call", progressCall(10, 5000, "resumed-on-the-restarted-node"))
-	_, post3 := openCall(t, cl, a.URL, "tools/call", tool("sample", map[string]any{"prompt": "q"}))
-	mustWait(t, post1, soon, "the first call's first progress", has("notifications/progress", 1))
-	mustWait(t, post2, soon, "the second call's first progress", has("notifications/progress", 1))
-	mustWait(t, post3, soon, "the sampling request", has("sampling/createMessage", 1))
+	id1, post1 := mcptest.OpenCall(t, cl, a.URL, "tools/call", progressCall(10, 5000, "resumed-elsewhere"))
+	id2, post2 := mcptest.OpenCall(t, cl, a.URL, "tools/call", progressCall(10, 5000, "resumed-on-the-restarted-node"))
+	_, post3 := mcptest.OpenCall(t, cl, a.URL, "tools/call", tool("sample", map[string]any{"prompt": "q"}))
+	mustWait(t, post1, soon, "the first call's first progress", mcptest.Has("notifications/progress", 1))
+	mustWait(t, post2, soon, "the second call's first progress", mcptest.Has("notifications/progress", 1))
+	mustWait(t, post3, soon, "the sampling request", mcptest.Has("sampling/createMessage", 1))
 	var sampling *jsonrpc.Message
 	for _, m := range post3.Messages() {
 		if m.Method == "sampling/createMessage" {
@@ -85,8 +85,8 @@ func TestCallsOfNodeRestartedWithSameIDEndWithError(t *testing.T) {
 		}()
 	}()
 
-	resumed1 := openGet(t, cl, b.URL, lastEventID(post1.Events()))
-	resumed2 := openGet(t, cl, a.URL, lastEventID(post2.Events()))
+	resumed1 := mcptest.OpenGet(t, cl, b.URL, lastEventID(post1.Events()))
+	resumed2 := mcptest.OpenGet(t, cl, a.URL, lastEventID(post2.Events()))
 	bound := restartLease + restartLease/2 + time.Second
 	for _, r := range []struct {
 		id jsonrpc.ID
@@ -99,7 +99,7 @@ func TestCallsOfNodeRestartedWithSameIDEndWithError(t *testing.T) {
 			t.Fatalf("the call resumed on %s still waits %v after the kill (lease %v): %s", r.on, time.Since(killed).Round(time.Millisecond), restartLease, describe(r.st.Messages()))
 		}
 		took := time.Since(killed)
-		f := final(r.st.Messages())
+		f := mcptest.Final(r.st.Messages())
 		if f == nil || f.ID != r.id || f.Error == nil || f.Error.Code != jsonrpc.CodeNodeLost {
 			t.Fatalf("the call resumed on %s ended without a node-lost error for %v: %s", r.on, r.id, describe(r.st.Messages()))
 		}

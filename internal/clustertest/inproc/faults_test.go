@@ -22,8 +22,8 @@ import (
 func sampleOnB(t *testing.T, r *rig) (*mcptest.Client, *mcptest.Stream, *jsonrpc.Message) {
 	t.Helper()
 	cl := r.session(t, 0, map[string]any{"sampling": map[string]any{}})
-	_, st := openCall(t, cl, r.Nodes[1].URL, "tools/call", tool("sample", nil))
-	mustWait(t, st, "sampling request", has("sampling/createMessage", 1))
+	_, st := mcptest.OpenCall(t, cl, r.Nodes[1].URL, "tools/call", tool("sample", nil))
+	mustWait(t, st, "sampling request", mcptest.Has("sampling/createMessage", 1))
 	res, _ := json.Marshal(map[string]any{"role": "assistant", "model": "m", "content": map[string]any{"type": "text", "text": "answer"}})
 	return cl, st, &jsonrpc.Message{ID: st.Messages()[0].ID, Result: res}
 }
@@ -47,7 +47,7 @@ func TestReplyToCutNodeRetriedAfterHeal(t *testing.T) {
 		t.Fatalf("reply after heal: got %d %s", resp.Status, resp.Body)
 	}
 	mustWait(t, st, "final response", hasFinal)
-	if got := text(t, final(st.Messages())); got != "answer via n1" {
+	if got := text(t, mcptest.Final(st.Messages())); got != "answer via n1" {
 		t.Fatalf("got %q", got)
 	}
 }
@@ -57,7 +57,7 @@ func TestReplyToCutNodeRetriedAfterHeal(t *testing.T) {
 func TestCancelWhileCutReachesBOnHeal(t *testing.T) {
 	r := newRig(t, inproc.Options{})
 	cl := r.session(t, 0, nil)
-	id, _ := openCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 2}))
+	id, _ := mcptest.OpenCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 2}))
 	r.waitStep(t, "n1 1")
 	r.Nodes[1].Cut()
 	cancel(t, cl, r.Nodes[2].URL, id)
@@ -96,7 +96,7 @@ func TestDroppedReplyDoesNotHangTheCall(t *testing.T) {
 	if took := time.Since(sent); took > timeout+time.Second {
 		t.Fatalf("the call ended %v after the reply, want about %v", took, timeout)
 	}
-	f := final(st.Messages())
+	f := mcptest.Final(st.Messages())
 	var res mcp.CallToolResult
 	if f.Error == nil && (json.Unmarshal(f.Result, &res) != nil || !res.IsError) {
 		t.Fatalf("got %s, want an error", describe(st.Messages()))
@@ -117,11 +117,11 @@ func TestDelayedBusMessagesStillArrive(t *testing.T) {
 		t.Fatalf("reply: got %d %s", resp.Status, resp.Body)
 	}
 	mustWait(t, st, "final response", hasFinal)
-	if got := text(t, final(st.Messages())); got != "answer via n1" {
+	if got := text(t, mcptest.Final(st.Messages())); got != "answer via n1" {
 		t.Fatalf("got %q", got)
 	}
 
-	id, _ := openCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 2}))
+	id, _ := mcptest.OpenCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 2}))
 	r.waitStep(t, "n1 1")
 	cancel(t, cl, r.Nodes[2].URL, id)
 	waitCancelled(t, r, "n1")

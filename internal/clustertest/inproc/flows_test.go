@@ -33,15 +33,15 @@ func TestInitializeOnACallOnB(t *testing.T) {
 		}
 	}
 
-	_, st := openCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 1}))
+	_, st := mcptest.OpenCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 1}))
 	r.waitStep(t, "n1 1")
-	mustWait(t, st, "progress before the final response", has("notifications/progress", 1))
+	mustWait(t, st, "progress before the final response", mcptest.Has("notifications/progress", 1))
 	if hasFinal(st.Messages()) {
 		t.Fatal("the final response came before the handler returned")
 	}
 	r.release <- struct{}{}
 	mustWait(t, st, "final response", hasFinal)
-	if got := text(t, final(st.Messages())); got != "done on n1" {
+	if got := text(t, mcptest.Final(st.Messages())); got != "done on n1" {
 		t.Fatalf("got %q", got)
 	}
 	// Every event has an id naming the stream, unique in the cluster.
@@ -62,8 +62,8 @@ func TestSamplingReplyOnCWakesB(t *testing.T) {
 	caps := map[string]any{"sampling": map[string]any{}}
 	cl := r.session(t, 0, caps)
 	other := r.session(t, 2, caps)
-	_, st := openCall(t, cl, r.Nodes[1].URL, "tools/call", tool("sample", nil))
-	mustWait(t, st, "sampling request", has("sampling/createMessage", 1))
+	_, st := mcptest.OpenCall(t, cl, r.Nodes[1].URL, "tools/call", tool("sample", nil))
+	mustWait(t, st, "sampling request", mcptest.Has("sampling/createMessage", 1))
 	req := st.Messages()[0]
 	reply := func(text string) *jsonrpc.Message {
 		res, _ := json.Marshal(map[string]any{"role": "assistant", "model": "m", "content": map[string]any{"type": "text", "text": text}})
@@ -77,7 +77,7 @@ func TestSamplingReplyOnCWakesB(t *testing.T) {
 		t.Fatalf("reply on C: got %d %s", resp.Status, resp.Body)
 	}
 	mustWait(t, st, "final response", hasFinal)
-	if got := text(t, final(st.Messages())); got != "real via n1" {
+	if got := text(t, mcptest.Final(st.Messages())); got != "real via n1" {
 		t.Fatalf("got %q, want the real reply answered on n1", got)
 	}
 }
@@ -88,16 +88,16 @@ func TestSamplingReplyOnCWakesB(t *testing.T) {
 func TestCutPostStreamResumedOnC(t *testing.T) {
 	r := newRig(t, inproc.Options{})
 	cl := r.session(t, 0, nil)
-	id, st := openCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 3}))
+	id, st := mcptest.OpenCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 3}))
 	r.waitStep(t, "n1 1")
-	mustWait(t, st, "first progress", has("notifications/progress", 1))
+	mustWait(t, st, "first progress", mcptest.Has("notifications/progress", 1))
 	st.Close()
 	last := lastID(st)
 	r.release <- struct{}{}
 	r.waitStep(t, "n1 2") // progress 2 is in history, seen by no one
 
-	resumed := openGet(t, cl, r.Nodes[2].URL, last)
-	mustWait(t, resumed, "missed progress", has("notifications/progress", 1))
+	resumed := mcptest.OpenGet(t, cl, r.Nodes[2].URL, last)
+	mustWait(t, resumed, "missed progress", mcptest.Has("notifications/progress", 1))
 	if hasFinal(resumed.Messages()) {
 		t.Fatal("final response before the call ended")
 	}
@@ -106,7 +106,7 @@ func TestCutPostStreamResumedOnC(t *testing.T) {
 	r.release <- struct{}{}
 	mustWait(t, resumed, "final response", hasFinal)
 	msgs := resumed.Messages()
-	if f := final(msgs); f.ID != id || text(t, f) != "done on n1" {
+	if f := mcptest.Final(msgs); f.ID != id || text(t, f) != "done on n1" {
 		t.Fatalf("resumed stream: %s", describe(msgs))
 	}
 	got := mcptest.ProgressValues(append(st.Messages(), msgs...))
@@ -121,17 +121,17 @@ func TestNodeDeathEndsItsCalls(t *testing.T) {
 	const lease = 300 * time.Millisecond
 	r := newRig(t, inproc.Options{HTTP: httpOpts(lease)})
 	cl := r.session(t, 0, nil)
-	id, st := openCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 2}))
+	id, st := mcptest.OpenCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 2}))
 	r.waitStep(t, "n1 1")
-	mustWait(t, st, "first progress", has("notifications/progress", 1))
+	mustWait(t, st, "first progress", mcptest.Has("notifications/progress", 1))
 	killed := time.Now()
 	r.Nodes[1].Kill()
 	<-st.Done()
 
-	resumed := openGet(t, cl, r.Nodes[2].URL, lastID(st))
+	resumed := mcptest.OpenGet(t, cl, r.Nodes[2].URL, lastID(st))
 	mustWait(t, resumed, "node-lost error", hasFinal)
 	took := time.Since(killed)
-	f := final(resumed.Messages())
+	f := mcptest.Final(resumed.Messages())
 	if f.ID != id || f.Error == nil || f.Error.Code != jsonrpc.CodeNodeLost {
 		t.Fatalf("got %s, want error %d for %v", describe(resumed.Messages()), jsonrpc.CodeNodeLost, id)
 	}
@@ -153,7 +153,7 @@ func TestNodeDeathEndsItsCalls(t *testing.T) {
 func TestCancelOnCReachesB(t *testing.T) {
 	r := newRig(t, inproc.Options{})
 	cl := r.session(t, 0, nil)
-	id, _ := openCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 2}))
+	id, _ := mcptest.OpenCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 2}))
 	r.waitStep(t, "n1 1")
 	cancel(t, cl, r.Nodes[2].URL, id)
 	waitCancelled(t, r, "n1")
@@ -188,7 +188,7 @@ func TestNotificationsFanOut(t *testing.T) {
 	var streams []*mcptest.Stream
 	for i := range 6 {
 		cl := r.session(t, i%3, nil)
-		streams = append(streams, openGet(t, cl, r.Nodes[(i+1)%3].URL, ""))
+		streams = append(streams, mcptest.OpenGet(t, cl, r.Nodes[(i+1)%3].URL, ""))
 		if i%2 == 0 {
 			callAt(t, cl, r.Nodes[(i+2)%3].URL, "resources/subscribe", map[string]any{"uri": resourceURI}).Result(t, nil)
 		}
@@ -197,26 +197,26 @@ func TestNotificationsFanOut(t *testing.T) {
 	for round, node := range []int{1, 2} {
 		text(t, callAt(t, changer, r.Nodes[node].URL, "tools/call", map[string]any{"name": "toggle"}).Final())
 		for i, st := range streams {
-			mustWait(t, st, fmt.Sprintf("list_changed %d on session %d", round+1, i), has(listChanged, round+1))
+			mustWait(t, st, fmt.Sprintf("list_changed %d on session %d", round+1, i), mcptest.Has(listChanged, round+1))
 		}
 	}
 	text(t, callAt(t, changer, r.Nodes[0].URL, "tools/call", map[string]any{"name": "touch"}).Final())
 	for i := 0; i < len(streams); i += 2 {
-		mustWait(t, streams[i], fmt.Sprintf("update on subscribed session %d", i), has(updated, 1))
+		mustWait(t, streams[i], fmt.Sprintf("update on subscribed session %d", i), mcptest.Has(updated, 1))
 	}
 	// A last change, seen by all, orders what came before it: after it,
 	// any duplicate or stray notification would have arrived.
 	text(t, callAt(t, changer, r.Nodes[0].URL, "tools/call", map[string]any{"name": "toggle"}).Final())
 	for i, st := range streams {
-		mustWait(t, st, fmt.Sprintf("list_changed 3 on session %d", i), has(listChanged, 3))
+		mustWait(t, st, fmt.Sprintf("list_changed 3 on session %d", i), mcptest.Has(listChanged, 3))
 		want := 0
 		if i%2 == 0 {
 			want = 1
 		}
-		if got := count(st.Messages(), listChanged); got != 3 {
+		if got := mcptest.Count(st.Messages(), listChanged); got != 3 {
 			t.Errorf("session %d: got %d list_changed, want 3", i, got)
 		}
-		if got := count(st.Messages(), updated); got != want {
+		if got := mcptest.Count(st.Messages(), updated); got != want {
 			t.Errorf("session %d: got %d resources/updated, want %d", i, got, want)
 		}
 	}
@@ -227,8 +227,8 @@ func TestNotificationsFanOut(t *testing.T) {
 func TestDeleteOnAnyNode(t *testing.T) {
 	r := newRig(t, inproc.Options{})
 	cl := r.session(t, 0, nil)
-	get := openGet(t, cl, r.Nodes[0].URL, "")
-	openCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 2}))
+	get := mcptest.OpenGet(t, cl, r.Nodes[0].URL, "")
+	mcptest.OpenCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 2}))
 	r.waitStep(t, "n1 1")
 	if st := cl.Delete(r.Nodes[2].URL); st != http.StatusOK && st != http.StatusNoContent {
 		t.Fatalf("DELETE: got %d", st)
@@ -253,10 +253,10 @@ func TestDrain(t *testing.T) {
 	r := newRig(t, inproc.Options{})
 	b := r.Nodes[1]
 	cl := r.session(t, 0, nil)
-	get := openGet(t, cl, b.URL, "")
-	_, call := openCall(t, cl, b.URL, "tools/call", tool("gated", gatedIn{Steps: 1}))
+	get := mcptest.OpenGet(t, cl, b.URL, "")
+	_, call := mcptest.OpenCall(t, cl, b.URL, "tools/call", tool("gated", gatedIn{Steps: 1}))
 	r.waitStep(t, "n1 1")
-	mustWait(t, call, "progress", has("notifications/progress", 1))
+	mustWait(t, call, "progress", mcptest.Has("notifications/progress", 1))
 
 	drained := make(chan struct{})
 	ctx, stop := context.WithTimeout(context.Background(), soon)
@@ -288,11 +288,11 @@ func TestDrain(t *testing.T) {
 	}
 	// The call's stream (closed by the drain or not) resumes on C up to
 	// its final response.
-	resumed := openGet(t, cl, r.Nodes[2].URL, lastID(call))
+	resumed := mcptest.OpenGet(t, cl, r.Nodes[2].URL, lastID(call))
 	if !hasFinal(call.Messages()) {
 		mustWait(t, resumed, "final response in history", hasFinal)
 	}
-	if got := text(t, final(append(call.Messages(), resumed.Messages()...))); got != "done on n1" {
+	if got := text(t, mcptest.Final(append(call.Messages(), resumed.Messages()...))); got != "done on n1" {
 		t.Fatalf("got %q", got)
 	}
 }

@@ -106,17 +106,6 @@ func (r *rig) session(t *testing.T, i int, caps map[string]any) *mcptest.Client 
 	return cl
 }
 
-// request encodes a request of cl.
-func request(t *testing.T, cl *mcptest.Client, method string, params any) (jsonrpc.ID, []byte) {
-	t.Helper()
-	msg, err := jsonrpc.Request(cl.NextID(), method, params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := jsonrpc.Encode(msg)
-	return msg.ID, b
-}
-
 // post sends a message to node url and reads the whole response.
 func post(t *testing.T, cl *mcptest.Client, url string, msg *jsonrpc.Message) *mcptest.Response {
 	t.Helper()
@@ -140,29 +129,6 @@ func callAt(t *testing.T, cl *mcptest.Client, url, method string, params any) *m
 	return post(t, cl, url, msg)
 }
 
-// openCall sends a request to url and returns its response as a stream.
-func openCall(t *testing.T, cl *mcptest.Client, url, method string, params any) (jsonrpc.ID, *mcptest.Stream) {
-	t.Helper()
-	id, b := request(t, cl, method, params)
-	st, err := cl.OpenPost(url, b, nil)
-	if err != nil {
-		t.Fatalf("%s at %s: %v", method, url, err)
-	}
-	t.Cleanup(st.Close)
-	return id, st
-}
-
-// openGet opens the session's GET stream on url, after lastID if set.
-func openGet(t *testing.T, cl *mcptest.Client, url, lastID string) *mcptest.Stream {
-	t.Helper()
-	st, err := cl.Get(url, lastID)
-	if err != nil {
-		t.Fatalf("GET at %s: %v", url, err)
-	}
-	t.Cleanup(st.Close)
-	return st
-}
-
 func tool(name string, args any) map[string]any {
 	return map[string]any{"name": name, "arguments": args, "_meta": map[string]any{"progressToken": "p"}}
 }
@@ -180,38 +146,13 @@ func text(t *testing.T, m *jsonrpc.Message) string {
 	return res.Content[0].Text
 }
 
-// final returns the response among msgs (nil when none).
-func final(msgs []*jsonrpc.Message) *jsonrpc.Message {
-	for _, m := range msgs {
-		if m.Kind() == jsonrpc.KindResponse {
-			return m
-		}
-	}
-	return nil
-}
-
-func hasFinal(ms []*jsonrpc.Message) bool { return final(ms) != nil }
-
-// count returns how many of msgs have method.
-func count(msgs []*jsonrpc.Message, method string) int {
-	n := 0
-	for _, m := range msgs {
-		if m.Method == method {
-			n++
-		}
-	}
-	return n
-}
+func hasFinal(ms []*jsonrpc.Message) bool { return mcptest.Final(ms) != nil }
 
 func mustWait(t *testing.T, st *mcptest.Stream, what string, cond func([]*jsonrpc.Message) bool) {
 	t.Helper()
 	if !st.WaitFor(soon, cond) {
 		t.Fatalf("%s: not seen; got %s", what, describe(st.Messages()))
 	}
-}
-
-func has(method string, n int) func([]*jsonrpc.Message) bool {
-	return func(ms []*jsonrpc.Message) bool { return count(ms, method) >= n }
 }
 
 func describe(ms []*jsonrpc.Message) string {
