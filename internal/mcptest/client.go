@@ -99,14 +99,24 @@ func (r *Response) Result(t testing.TB, v any) {
 	}
 }
 
-// Request builds the headers of a POST.
+// newPost builds a POST of body with the client's headers.
 func (c *Client) newPost(ctx context.Context, url string, body []byte) *http.Request {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		c.T.Fatalf("new request: %v", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	c.setHeaders(req, true)
+	return req
+}
+
+// setHeaders sets what every request of the client carries: Accept, the
+// content type when there is a body, the session and version headers,
+// and the client's own extra headers.
+func (c *Client) setHeaders(req *http.Request, hasBody bool) {
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	if hasBody {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if c.Session != "" {
 		req.Header.Set("Mcp-Session-Id", c.Session)
 	}
@@ -116,7 +126,6 @@ func (c *Client) newPost(ctx context.Context, url string, body []byte) *http.Req
 	for k, vs := range c.Header {
 		req.Header[k] = vs
 	}
-	return req
 }
 
 // PostRaw sends body to url and reads the whole response. onEvent, when

@@ -285,19 +285,7 @@ func (c *Client) Raw(ctx context.Context, method, url string, body []byte, mod f
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.Session != "" {
-		req.Header.Set("Mcp-Session-Id", c.Session)
-	}
-	if c.Version != "" {
-		req.Header.Set("Mcp-Protocol-Version", c.Version)
-	}
-	for k, vs := range c.Header {
-		req.Header[k] = vs
-	}
+	c.setHeaders(req, body != nil)
 	if mod != nil {
 		mod(req)
 	}
