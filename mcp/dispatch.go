@@ -109,7 +109,7 @@ func IsModernMessage(params json.RawMessage) bool {
 
 // newModernRequest builds the context of a stateless request from its
 // _meta, or returns the JSON-RPC error the request deserves.
-func (s *Server) newModernRequest(msg *jsonrpc.Message, principal string) (*Request, error) {
+func (s *Server) newModernRequest(msg *jsonrpc.Message, principal *Principal) (*Request, error) {
 	m, err := readMeta(msg.Params)
 	if err != nil {
 		return nil, err
@@ -147,14 +147,16 @@ func (s *Server) newModernRequest(msg *jsonrpc.Message, principal string) (*Requ
 }
 
 // newLegacyRequest builds the context of a request on a session.
-func (s *Server) newLegacyRequest(msg *jsonrpc.Message, st *session.Session) (*Request, error) {
+// principal is the caller of this request (the session is bound to its
+// ID when it was created).
+func (s *Server) newLegacyRequest(msg *jsonrpc.Message, st *session.Session, principal *Principal) (*Request, error) {
 	m, err := readMeta(msg.Params)
 	if err != nil {
 		return nil, err
 	}
 	req := &Request{
 		Method: msg.Method, Params: msg.Params, id: msg.ID, srv: s,
-		sessionID: st.ID, version: st.Version, principal: st.Principal,
+		sessionID: st.ID, version: st.Version, principal: principal,
 		progressToken: m.ProgressToken,
 	}
 	if err := req.readSession(st); err != nil {
@@ -430,7 +432,7 @@ func (s *Server) finish(req *Request, res any) (json.RawMessage, error) {
 
 // cacheScope is private when results depend on who asks.
 func cacheScope(req *Request) string {
-	if req.principal != "" {
+	if req.principal != nil {
 		return "private"
 	}
 	return "public"

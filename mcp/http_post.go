@@ -169,6 +169,7 @@ func (h *HTTPHandler) initialize(w http.ResponseWriter, r *http.Request, msg *js
 	}
 	sid := newSessionID()
 	st.ID = sid
+	st.Principal = PrincipalFromContext(r.Context()).ID()
 	requestLogger(r.Context(), msg.Method)
 	start := time.Now()
 	if err := h.sessions.Create(r.Context(), st); err != nil {
@@ -213,7 +214,7 @@ func (h *HTTPHandler) legacyRequest(w http.ResponseWriter, r *http.Request, sess
 		h.writeRefusal(w, msg.ID, err)
 		return
 	}
-	req, err := h.srv.newLegacyRequest(msg, sess)
+	req, err := h.srv.newLegacyRequest(msg, sess, PrincipalFromContext(r.Context()))
 	if err != nil {
 		writeError(w, statusOf(err, false), msg.ID, rpcError(err))
 		return
@@ -260,7 +261,7 @@ func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *js
 		writeError(w, http.StatusNotFound, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", msg.Method))
 		return
 	}
-	req, err := h.srv.newModernRequest(msg, "")
+	req, err := h.srv.newModernRequest(msg, PrincipalFromContext(r.Context()))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, msg.ID, err)
 		return
@@ -373,7 +374,7 @@ func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []b
 		if m.Method == "initialize" {
 			return jsonrpc.ErrorResponse(m.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "initialize must not be part of a batch"))
 		}
-		req, err := h.srv.newLegacyRequest(m, sess)
+		req, err := h.srv.newLegacyRequest(m, sess, PrincipalFromContext(r.Context()))
 		if err != nil {
 			return jsonrpc.ErrorResponse(m.ID, rpcError(err))
 		}

@@ -46,7 +46,7 @@ func binding(req *Request) (seal.Binding, error) {
 		return seal.Binding{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: %v", err)
 	}
 	return seal.Binding{
-		Principal:    req.principal,
+		Principal:    req.principal.ID(),
 		Method:       req.Method,
 		ParamsDigest: seal.Digest(req.Method, canon),
 	}, nil

@@ -92,7 +92,7 @@ type Request struct {
 	modern        bool
 	caps          ClientCapabilities
 	clientInfo    *Implementation
-	principal     string
+	principal     *Principal
 	logLevel      LogLevel // threshold; "" sends nothing
 	progressToken json.RawMessage
 	out           outbound
@@ -147,8 +147,9 @@ func (r *Request) ClientCapabilities() ClientCapabilities { return r.caps }
 // ClientInfo returns the client's self-description (may be nil).
 func (r *Request) ClientInfo() *Implementation { return r.clientInfo }
 
-// Principal returns the authenticated subject ("" when unauthenticated).
-func (r *Request) Principal() string { return r.principal }
+// Principal returns the verified caller (subject, scopes, claims), or
+// nil when the request was not authenticated. See WithPrincipal.
+func (r *Request) Principal() *Principal { return r.principal }
 
 // Streaming reports whether the response has been upgraded to an SSE
 // stream.

@@ -275,7 +275,7 @@ func (c *stdioConn) prepare(msg *jsonrpc.Message) (*Request, *jsonrpc.Message) {
 	var req *Request
 	var err error
 	if IsModernMessage(msg.Params) || modernOnly[msg.Method] {
-		req, err = s.newModernRequest(msg, "")
+		req, err = s.newModernRequest(msg, nil)
 	} else {
 		c.mu.Lock()
 		st := c.sess
@@ -290,7 +290,7 @@ func (c *stdioConn) prepare(msg *jsonrpc.Message) (*Request, *jsonrpc.Message) {
 		if st == nil {
 			snap.Version = LatestLegacyVersion
 		}
-		req, err = s.newLegacyRequest(msg, &snap)
+		req, err = s.newLegacyRequest(msg, &snap, nil)
 	}
 	if err != nil {
 		return nil, jsonrpc.ErrorResponse(msg.ID, err)

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpcluster/mcpcluster/internal/auth"
 	"github.com/mcpcluster/mcpcluster/internal/seal"
 	"github.com/mcpcluster/mcpcluster/mcp"
+	"github.com/mcpcluster/mcpcluster/mcp/auth"
 )
 
 // Config is every setting of the reference node. Each has a flag and an

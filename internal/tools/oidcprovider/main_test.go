@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpcluster/mcpcluster/internal/auth"
 	"github.com/mcpcluster/mcpcluster/internal/mcptest"
+	"github.com/mcpcluster/mcpcluster/mcp/auth"
 )
 
 // TestProgramIssuesVerifiableTokens runs the program, gets a token with
