@@ -214,8 +214,14 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "missing %s header", headerSession))
 		return
 	}
-	live, err := h.sessions.End(r.Context(), sid)
-	if err != nil {
+	// Only the session's own caller may end it; another gets the answer
+	// for a session that does not exist.
+	live := false
+	_, err := h.ownSession(r.Context(), sid)
+	if err == nil {
+		live, err = h.sessions.End(r.Context(), sid)
+	}
+	if err != nil && !errors.Is(err, cluster.ErrNotFound) {
 		writeError(w, statusOf(err, false), jsonrpc.ID{}, rpcError(err))
 		return
 	}
@@ -377,9 +383,14 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 // session is open, and promptly when the stream closes before the reply.
 func (h *HTTPHandler) RequestOnSession(ctx context.Context, session, method string, params any) (json.RawMessage, error) {
 	res, err := h.srv.send(ctx, &Request{sessionID: session}, method, params, func(ctx context.Context) (json.RawMessage, error) {
-		return h.node.RequestOnGet(ctx, session, method, params, h.srv.opts.requestTimeout())
+		// Only the session's own caller may answer.
+		st, err := h.sessions.Load(ctx, session)
+		if err != nil {
+			return nil, err
+		}
+		return h.node.RequestOnGet(ctx, session, st.Principal, method, params, h.srv.opts.requestTimeout())
 	})
-	if errors.Is(err, coordinator.ErrNoGetStream) {
+	if errors.Is(err, coordinator.ErrNoGetStream) || errors.Is(err, cluster.ErrNotFound) {
 		return nil, ErrNoChannel
 	}
 	return res, rpcError(err)

@@ -132,10 +132,26 @@ func headerVersionError(version string, params json.RawMessage) error {
 	return nil
 }
 
-// loadSession loads the session named by the request or writes the
-// error (404 unknown/ended, 503 store down).
+// ownSession loads session sid for the caller of ctx: a session bound
+// to another principal (an authenticated caller on an anonymous session
+// and the reverse included) is cluster.ErrNotFound, exactly as a session
+// that does not exist, so that no caller can learn of another's.
+func (h *HTTPHandler) ownSession(ctx context.Context, sid string) (*session.Session, error) {
+	sess, err := h.sessions.Load(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
+	if sess.Principal != PrincipalFromContext(ctx).ID() {
+		return nil, cluster.ErrNotFound
+	}
+	return sess, nil
+}
+
+// loadSession loads the session named by the request for its caller
+// (ownSession) or writes the error (404 unknown, ended or another
+// caller's, 503 store down).
 func (h *HTTPHandler) loadSession(w http.ResponseWriter, r *http.Request, sid string, id jsonrpc.ID) (*session.Session, bool) {
-	sess, err := h.sessions.Load(r.Context(), sid)
+	sess, err := h.ownSession(r.Context(), sid)
 	if err != nil {
 		if errors.Is(err, cluster.ErrNotFound) {
 			writeError(w, http.StatusNotFound, id, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "session not found: it expired or was ended; initialize a new one"))

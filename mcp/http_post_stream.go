@@ -187,7 +187,7 @@ func (p *postOut) request(ctx context.Context, method string, params any) (json.
 	}
 	h := p.h
 	id := h.coord.NewID()
-	waiter, err := h.coord.Register(p.session, id, "post")
+	waiter, err := h.coord.Register(p.session, p.req.principal.ID(), id, "post")
 	if err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, err.Error(), nil)
 	}

@@ -145,14 +145,19 @@ func Decode(b []byte) (Message, error) {
 
 // Reply is a client's reply to a server→client request, routed from the
 // node that received it to the process that waits for it, on that
-// process's topic (see Topic). Wire form, unchanged since routing was
-// added: {"s": session, "i": id key, "r": result, "e": error, "t": trace
-// context}.
+// process's topic (see Topic). Wire form: {"s": session, "p": principal
+// id, "i": id key, "r": result, "e": error, "t": trace context}; "p" is
+// left out without authentication, which is the form of releases before
+// it was added.
 type Reply struct {
-	Session string          `json:"s"`
-	ID      string          `json:"i"`
-	Result  json.RawMessage `json:"r,omitempty"`
-	Error   *jsonrpc.Error  `json:"e,omitempty"`
+	Session string `json:"s"`
+	// Principal is the id of the caller who posted the reply ("" without
+	// authentication): the waiter takes it only from its session's
+	// caller.
+	Principal string          `json:"p,omitempty"`
+	ID        string          `json:"i"`
+	Result    json.RawMessage `json:"r,omitempty"`
+	Error     *jsonrpc.Error  `json:"e,omitempty"`
 	// Trace carries the W3C trace context of the node that received the
 	// reply, so the routed reply stays in the same trace.
 	Trace map[string]string `json:"t,omitempty"`

@@ -92,6 +92,15 @@ func TestReplyWireForm(t *testing.T) {
 	if err != nil || string(b) != wire {
 		t.Fatalf("EncodeReply = %s, %v; want %s", b, err, wire)
 	}
+	// The principal id of the caller who posted the reply travels as "p".
+	const withPrincipal = `{"s":"S1","p":"https://as.test#ada","i":"s:c.n1.i.x","r":{"ok":true}}`
+	r, err = coordinator.DecodeReply([]byte(withPrincipal))
+	if err != nil || r.Principal != "https://as.test#ada" {
+		t.Fatalf("DecodeReply(%s) = %#v, %v", withPrincipal, r, err)
+	}
+	if b, _ := coordinator.EncodeReply(r); string(b) != withPrincipal {
+		t.Fatalf("EncodeReply = %s; want %s", b, withPrincipal)
+	}
 	e := jsonrpc.NewError(jsonrpc.CodeInvalidParams, "no", nil)
 	b, _ = coordinator.EncodeReply(coordinator.Reply{Session: "S", ID: "s:1", Error: e})
 	r, err = coordinator.DecodeReply(b)

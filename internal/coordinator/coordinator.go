@@ -2,9 +2,10 @@
 // which arrive on separate HTTP requests that may land on any node. The
 // id of every outbound request encodes the node that waits for it, so
 // the node receiving a reply forwards it to the owner over the bus
-// without a lookup (reply.go). Waiters are keyed by (session, id): a
-// reply arriving on one session can never resolve another session's
-// waiter, even when both use the same id.
+// without a lookup (reply.go). Waiters are keyed by (session, principal,
+// id): a reply arriving on one session, or from another caller than the
+// session's, can never resolve another's waiter, even when both use the
+// same id, on whichever node the reply lands.
 
 package coordinator
 
@@ -56,7 +57,9 @@ type Coordinator struct {
 	bySession map[string]int // pending waiters per session
 }
 
-type key struct{ session, id string }
+// key names a waiter: the session and the principal id of its caller
+// ("" without authentication) the request was sent to, and its id.
+type key struct{ session, principal, id string }
 
 // Waiter is one pending server→client request.
 type Waiter struct {
@@ -133,10 +136,12 @@ func Owner(id jsonrpc.ID) (string, bool) {
 	return rest[:i], true
 }
 
-// Register starts tracking a request to session with id. Register before
-// sending the request so a fast reply is not lost.
-func (c *Coordinator) Register(session string, id jsonrpc.ID, tag string) (*Waiter, error) {
-	k := key{session, id.Key()}
+// Register starts tracking a request with id to session, whose caller is
+// principal (its id, "" without authentication): only a reply from that
+// principal on that session settles it. Register before sending the
+// request so a fast reply is not lost.
+func (c *Coordinator) Register(session, principal string, id jsonrpc.ID, tag string) (*Waiter, error) {
+	k := key{session, principal, id.Key()}
 	w := &Waiter{c: c, k: k, ID: id, Tag: tag, done: make(chan struct{})}
 	c.mu.Lock()
 	defer c.mu.Unlock()

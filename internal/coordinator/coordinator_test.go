@@ -29,7 +29,7 @@ func TestRepliesReachTheIncarnationThatAsked(t *testing.T) {
 	}
 	old, stopOld := start("old")
 	oldID := old.NewID()
-	if _, err := old.Register("s", oldID, ""); err != nil {
+	if _, err := old.Register("s", "", oldID, ""); err != nil {
 		t.Fatal(err)
 	}
 	stopOld() // the old process is gone
@@ -39,7 +39,7 @@ func TestRepliesReachTheIncarnationThatAsked(t *testing.T) {
 	if oldID == curID {
 		t.Fatalf("both processes minted %v", oldID)
 	}
-	w, err := cur.Register("s", curID, "")
+	w, err := cur.Register("s", "", curID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestRepliesReachTheIncarnationThatAsked(t *testing.T) {
 	// A third process receives the client's replies.
 	relay := coordinator.New("node2", "x", be.Bus, 0)
 	staleReply := &jsonrpc.Message{ID: oldID, Result: []byte(`"stale"`)}
-	if _, err := relay.Resolve(ctx, "s", staleReply); !errors.Is(err, coordinator.ErrUndelivered) {
+	if _, err := relay.Resolve(ctx, "s", "", staleReply); !errors.Is(err, coordinator.ErrUndelivered) {
 		t.Fatalf("reply to the stopped process: got %v, want ErrUndelivered", err)
 	}
 	// The stale reply reached nobody: the new process's waiter is untouched.
@@ -65,7 +65,7 @@ func TestRepliesReachTheIncarnationThatAsked(t *testing.T) {
 	if len(waitCh) != 0 {
 		t.Fatalf("the new process's waiter woke on a reply to the old one")
 	}
-	if ok, err := relay.Resolve(ctx, "s", &jsonrpc.Message{ID: curID, Result: []byte(`"fresh"`)}); err != nil || !ok {
+	if ok, err := relay.Resolve(ctx, "s", "", &jsonrpc.Message{ID: curID, Result: []byte(`"fresh"`)}); err != nil || !ok {
 		t.Fatalf("reply to the running process: got %v, %v", ok, err)
 	}
 	select {

@@ -50,16 +50,17 @@ func (n *Node) takeover(m GetTakeover) {
 }
 
 // RequestOnGet sends a server→client request (ping, elicitation outside
-// a request, ...) on the GET stream of session, from any node, and waits
+// a request, ...) on the GET stream of session, whose caller is principal
+// (its id; only that caller's reply is taken), from any node, and waits
 // at most timeout for the reply. It fails at once with ErrNoGetStream
 // when no GET stream of the session is open, and promptly with
 // ErrGetDropped when the stream closes before the reply.
-func (n *Node) RequestOnGet(ctx context.Context, session, method string, params any, timeout time.Duration) (json.RawMessage, error) {
+func (n *Node) RequestOnGet(ctx context.Context, session, principal, method string, params any, timeout time.Duration) (json.RawMessage, error) {
 	// Register before looking for the stream: a stream that closes after
 	// the look fails the waiter (GetDropped), one that closed before is
 	// not found.
 	id := n.Waiters.NewID()
-	waiter, err := n.Waiters.Register(session, id, "get")
+	waiter, err := n.Waiters.Register(session, principal, id, "get")
 	if err != nil {
 		return nil, err
 	}

@@ -117,7 +117,7 @@ func TestNodeEndSessionEndsEverythingOfItElsewhere(t *testing.T) {
 	defer b.Local.AddInflight(sid, "n:7", reqCancel)()
 	connCtx, connCancel := context.WithCancelCause(context.Background())
 	defer b.Local.AddConn(sid, &coordinator.Conn{ID: "c1", Cancel: connCancel})()
-	w, err := b.Waiters.Register(sid, b.Waiters.NewID(), "post")
+	w, err := b.Waiters.Register(sid, "", b.Waiters.NewID(), "post")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestNodeRequestOnGetAnsweredThroughAnotherNode(t *testing.T) {
 	a, b := nodes[0], nodes[1]
 	ctx := context.Background()
 	sid := newSession(t, a.sessions)
-	if _, err := a.RequestOnGet(ctx, sid, "ping", nil, time.Second); !errors.Is(err, coordinator.ErrNoGetStream) {
+	if _, err := a.RequestOnGet(ctx, sid, "", "ping", nil, time.Second); !errors.Is(err, coordinator.ErrNoGetStream) {
 		t.Fatalf("no GET stream: %v", err)
 	}
 	stream := coordinator.GetStreamID(sid)
@@ -310,7 +310,7 @@ func TestNodeRequestOnGetAnsweredThroughAnotherNode(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, err := a.RequestOnGet(ctx, sid, "ping", nil, 5*time.Second)
+		res, err := a.RequestOnGet(ctx, sid, "", "ping", nil, 5*time.Second)
 		done <- result{res, err}
 	}()
 	var req *jsonrpc.Message
@@ -324,10 +324,10 @@ func TestNodeRequestOnGetAnsweredThroughAnotherNode(t *testing.T) {
 	})
 	reply := &jsonrpc.Message{ID: req.ID, Result: []byte(`{"pong":1}`)}
 	forged := &jsonrpc.Message{ID: req.ID, Result: []byte(`{"forged":1}`)}
-	if err := b.RouteReply(ctx, "another session", forged); err != nil {
+	if err := b.RouteReply(ctx, "another session", "", forged); err != nil {
 		t.Fatalf("reply on another session: %v", err)
 	}
-	if err := b.RouteReply(ctx, sid, reply); err != nil {
+	if err := b.RouteReply(ctx, sid, "", reply); err != nil {
 		t.Fatalf("reply: %v", err)
 	}
 	select {

@@ -15,7 +15,9 @@ import (
 // its stream; the client's reply arrives on a POST that lands on C. The
 // request id names the process that waits (NewID), so C forwards the
 // reply over the bus to that process's topic without a lookup, and the
-// waiter, keyed by (session, id), wakes only for a reply of its session.
+// waiter, keyed by (session, principal, id), wakes only for a reply of
+// its session from its session's caller: the reply carries the principal
+// id of the caller who posted it.
 //
 // The bus delivers only to connected subscribers, so a reply the waiting
 // process did not receive (its bus connection is down during a failover
@@ -43,27 +45,28 @@ func (c *Coordinator) Start(ctx context.Context) (cancel func(), err error) {
 		_, span := telemetry.Tracer().Start(telemetry.Extract(context.Background(), r.Trace), "mcp reply routed",
 			trace.WithSpanKind(trace.SpanKindConsumer),
 			trace.WithAttributes(attribute.String("mcp.node.id", c.display), attribute.String("jsonrpc.request.id", r.ID)))
-		settled := c.settle(key{r.Session, r.ID}, r.Result, r.Error)
+		settled := c.settle(key{r.Session, r.Principal, r.ID}, r.Result, r.Error)
 		span.SetAttributes(attribute.Bool("mcp.reply.settled", settled))
 		span.End()
 	})
 }
 
-// Resolve delivers a reply (a response message) that arrived on session.
-// A reply to an id this node minted is settled here; one minted by
-// another node is forwarded to it. Replies to ids nobody minted, or to
-// requests of another session, are dropped. It reports whether the reply
-// was settled locally or forwarded; ErrUndelivered when it was forwarded
-// but the owner's node did not receive it.
-func (c *Coordinator) Resolve(ctx context.Context, session string, msg *jsonrpc.Message) (bool, error) {
+// Resolve delivers a reply (a response message) that principal (its id)
+// posted on session. A reply to an id this node minted is settled here;
+// one minted by another node is forwarded to it. Replies to ids nobody
+// minted, to requests of another session, or from another principal than
+// the request's, are dropped. It reports whether the reply was settled
+// locally or forwarded; ErrUndelivered when it was forwarded but the
+// owner's node did not receive it.
+func (c *Coordinator) Resolve(ctx context.Context, session, principal string, msg *jsonrpc.Message) (bool, error) {
 	owner, ok := Owner(msg.ID)
 	if !ok {
 		return false, nil
 	}
 	if owner == c.node || c.bus == nil {
-		return c.settle(key{session, msg.ID.Key()}, msg.Result, msg.Error), nil
+		return c.settle(key{session, principal, msg.ID.Key()}, msg.Result, msg.Error), nil
 	}
-	b, err := EncodeReply(Reply{Session: session, ID: msg.ID.Key(), Result: msg.Result, Error: msg.Error, Trace: telemetry.Inject(ctx)})
+	b, err := EncodeReply(Reply{Session: session, Principal: principal, ID: msg.ID.Key(), Result: msg.Result, Error: msg.Error, Trace: telemetry.Inject(ctx)})
 	if err != nil {
 		return false, err
 	}
@@ -98,13 +101,14 @@ func (e ownerGone) Error() string      { return e.e.Error() }
 func (ownerGone) Is(target error) bool { return target == ErrOwnerGone }
 func (e ownerGone) Unwrap() error      { return e.e }
 
-// RouteReply delivers a reply that arrived on session (see Resolve). It
+// RouteReply delivers a reply that principal posted on session (see
+// Resolve). It
 // returns nil when the reply was settled here or received by its owner,
 // or when its id is not one this cluster minted (such replies are
 // ignored); ErrOwnerUnreachable or an error matching ErrOwnerGone when
 // its owner did not receive it; or the error of the bus or the store.
-func (n *Node) RouteReply(ctx context.Context, session string, msg *jsonrpc.Message) error {
-	_, err := n.Waiters.Resolve(ctx, session, msg)
+func (n *Node) RouteReply(ctx context.Context, session, principal string, msg *jsonrpc.Message) error {
+	_, err := n.Waiters.Resolve(ctx, session, principal, msg)
 	if !errors.Is(err, ErrUndelivered) {
 		return err
 	}

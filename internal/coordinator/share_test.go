@@ -15,25 +15,25 @@ func TestSessionShare(t *testing.T) {
 	c.SetSessionShare(100) // capped at half the table
 	var held []*coordinator.Waiter
 	for i := range 5 {
-		w, err := c.Register("greedy", c.NewID(), "post")
+		w, err := c.Register("greedy", "", c.NewID(), "post")
 		if err != nil {
 			t.Fatalf("waiter %d: %v", i+1, err)
 		}
 		held = append(held, w)
 	}
-	if _, err := c.Register("greedy", c.NewID(), "post"); !errors.Is(err, coordinator.ErrSessionShare) {
+	if _, err := c.Register("greedy", "", c.NewID(), "post"); !errors.Is(err, coordinator.ErrSessionShare) {
 		t.Fatalf("waiter 6: got %v, want ErrSessionShare", err)
 	}
 	for i := range 5 {
-		if _, err := c.Register("other", c.NewID(), "post"); err != nil {
+		if _, err := c.Register("other", "", c.NewID(), "post"); err != nil {
 			t.Fatalf("other session's waiter %d: %v", i+1, err)
 		}
 	}
-	if _, err := c.Register("third", c.NewID(), "post"); !errors.Is(err, coordinator.ErrTooMany) {
+	if _, err := c.Register("third", "", c.NewID(), "post"); !errors.Is(err, coordinator.ErrTooMany) {
 		t.Fatalf("past the table: got %v, want ErrTooMany", err)
 	}
 	held[0].Cancel()
-	if _, err := c.Register("greedy", c.NewID(), "post"); err != nil {
+	if _, err := c.Register("greedy", "", c.NewID(), "post"); err != nil {
 		t.Fatalf("after a cancel: %v", err)
 	}
 }

@@ -26,7 +26,7 @@ func wait(t *testing.T, w *coordinator.Waiter) (string, error) {
 
 func register(t *testing.T, c *coordinator.Coordinator, session, tag string) *coordinator.Waiter {
 	t.Helper()
-	w, err := c.Register(session, c.NewID(), tag)
+	w, err := c.Register(session, "", c.NewID(), tag)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestResolveSettlesTheWaiter(t *testing.T) {
 	ctx := context.Background()
 
 	early := register(t, c, "s", "")
-	if ok, err := c.Resolve(ctx, "s", &jsonrpc.Message{ID: early.ID, Result: []byte(`"early"`)}); !ok || err != nil {
+	if ok, err := c.Resolve(ctx, "s", "", &jsonrpc.Message{ID: early.ID, Result: []byte(`"early"`)}); !ok || err != nil {
 		t.Fatalf("Resolve: got %v, %v", ok, err)
 	}
 	if res, err := wait(t, early); res != `"early"` || err != nil {
@@ -49,7 +49,7 @@ func TestResolveSettlesTheWaiter(t *testing.T) {
 
 	late := register(t, c, "s", "")
 	go func() {
-		_, _ = c.Resolve(ctx, "s", &jsonrpc.Message{ID: late.ID, Error: jsonrpc.NewError(-1, "declined", nil)})
+		_, _ = c.Resolve(ctx, "s", "", &jsonrpc.Message{ID: late.ID, Error: jsonrpc.NewError(-1, "declined", nil)})
 	}()
 	if _, err := wait(t, late); !errors.Is(err, jsonrpc.NewError(-1, "", nil)) {
 		t.Fatalf("got %v, want the client's error -1", err)
@@ -58,7 +58,7 @@ func TestResolveSettlesTheWaiter(t *testing.T) {
 		t.Fatalf("%d waiters left, want 0", n)
 	}
 	// A second reply to a settled id finds nothing.
-	if ok, _ := c.Resolve(ctx, "s", &jsonrpc.Message{ID: late.ID, Result: []byte(`1`)}); ok {
+	if ok, _ := c.Resolve(ctx, "s", "", &jsonrpc.Message{ID: late.ID, Result: []byte(`1`)}); ok {
 		t.Fatal("a second reply settled something")
 	}
 }
@@ -80,7 +80,7 @@ func TestForeignRepliesIgnored(t *testing.T) {
 		{"minted prefix without owner", "mine", jsonrpc.StringID("c.abc")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ok, err := c.Resolve(ctx, tc.session, &jsonrpc.Message{ID: tc.id, Result: []byte(`"forged"`)})
+			ok, err := c.Resolve(ctx, tc.session, "", &jsonrpc.Message{ID: tc.id, Result: []byte(`"forged"`)})
 			if ok || err != nil {
 				t.Fatalf("Resolve: got %v, %v; want false, nil", ok, err)
 			}
@@ -89,7 +89,7 @@ func TestForeignRepliesIgnored(t *testing.T) {
 	if c.Pending() != 1 {
 		t.Fatalf("the waiter left the table")
 	}
-	if _, err := c.Resolve(ctx, "mine", &jsonrpc.Message{ID: w.ID, Result: []byte(`"real"`)}); err != nil {
+	if _, err := c.Resolve(ctx, "mine", "", &jsonrpc.Message{ID: w.ID, Result: []byte(`"real"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if res, _ := wait(t, w); res != `"real"` {
@@ -114,12 +114,52 @@ func TestRoutedForeignReplyIgnored(t *testing.T) {
 	// The bus delivers to one subscriber in order: the forged reply is
 	// handled before the real one.
 	for _, r := range []struct{ session, result string }{{"theirs", `"forged"`}, {"mine", `"real"`}} {
-		if ok, err := relay.Resolve(ctx, r.session, &jsonrpc.Message{ID: w.ID, Result: []byte(r.result)}); !ok || err != nil {
+		if ok, err := relay.Resolve(ctx, r.session, "", &jsonrpc.Message{ID: w.ID, Result: []byte(r.result)}); !ok || err != nil {
 			t.Fatalf("forwarding the %s reply: got %v, %v", r.result, ok, err)
 		}
 	}
 	if res, _ := wait(t, w); res != `"real"` {
 		t.Fatalf("got %s, want the real reply", res)
+	}
+}
+
+// A waiter takes a reply only from the principal its session is bound
+// to, whether the reply lands on its node or is routed to it over the
+// bus: a reply on the right session with the right id, posted by another
+// caller (or by no caller for an authenticated session, and the
+// reverse), is dropped and the waiter keeps waiting for the real one.
+func TestRepliesFromAnotherPrincipalIgnored(t *testing.T) {
+	be := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = be.Close() })
+	ctx := context.Background()
+	owner := coordinator.New("owner", "i", be.Bus, 0)
+	stop, err := owner.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	relay := coordinator.New("relay", "i", be.Bus, 0)
+	for _, mine := range []string{"iss#ada", ""} {
+		for _, via := range []*coordinator.Coordinator{owner, relay} {
+			w, err := owner.Register("s", mine, owner.NewID(), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, other := range []string{"iss#eve", "", "iss#ada ", "other#ada"} {
+				if other == mine {
+					continue
+				}
+				if _, err := via.Resolve(ctx, "s", other, &jsonrpc.Message{ID: w.ID, Result: []byte(`"forged"`)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := via.Resolve(ctx, "s", mine, &jsonrpc.Message{ID: w.ID, Result: []byte(`"real"`)}); err != nil {
+				t.Fatal(err)
+			}
+			if res, _ := wait(t, w); res != `"real"` {
+				t.Fatalf("owner %q: got %s, want the real reply", mine, res)
+			}
+		}
 	}
 }
 
@@ -136,7 +176,7 @@ func TestWaitTimeout(t *testing.T) {
 	if c.Pending() != 0 {
 		t.Fatal("the timed-out waiter stayed in the table")
 	}
-	if ok, _ := c.Resolve(context.Background(), "s", &jsonrpc.Message{ID: w.ID, Result: []byte(`1`)}); ok {
+	if ok, _ := c.Resolve(context.Background(), "s", "", &jsonrpc.Message{ID: w.ID, Result: []byte(`1`)}); ok {
 		t.Fatal("a late reply settled a timed-out waiter")
 	}
 	w.Cancel() // idempotent
@@ -189,13 +229,13 @@ func TestFail(t *testing.T) {
 func TestRegisterDuplicate(t *testing.T) {
 	c := coordinator.New("n", "i", nil, 0)
 	id := c.NewID()
-	if _, err := c.Register("s", id, ""); err != nil {
+	if _, err := c.Register("s", "", id, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Register("s", id, ""); err == nil {
+	if _, err := c.Register("s", "", id, ""); err == nil {
 		t.Fatal("the same id registered twice on one session")
 	}
-	if _, err := c.Register("t", id, ""); err != nil {
+	if _, err := c.Register("t", "", id, ""); err != nil {
 		t.Fatalf("the same id on another session: %v", err)
 	}
 }

@@ -35,5 +35,5 @@ func Example() {
 	fmt.Println(err)
 	// Output:
 	// {"step":2} <nil>
-	// seal: token bound to a different request: principal differs
+	// seal: invalid token: sealed for another principal
 }

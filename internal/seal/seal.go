@@ -29,13 +29,15 @@ import (
 
 // Errors returned by Open. They are returned wrapped; test with errors.Is.
 var (
-	// ErrInvalid means the token is malformed, forged, tampered with, or
-	// sealed with a key this Sealer does not hold.
+	// ErrInvalid means the token is malformed, forged, tampered with,
+	// sealed with a key this Sealer does not hold, or sealed for another
+	// principal (whether expired or not: its presenter learns nothing of
+	// it).
 	ErrInvalid = errors.New("seal: invalid token")
 	// ErrExpired means the token is authentic but its expiry has passed.
 	ErrExpired = errors.New("seal: token expired")
-	// ErrMismatch means the token is authentic but was sealed for a
-	// different principal, method or parameters digest.
+	// ErrMismatch means the token is authentic, sealed for this
+	// principal, but for a different method or parameters digest.
 	ErrMismatch = errors.New("seal: token bound to a different request")
 )
 
@@ -215,11 +217,14 @@ func (s *Sealer) Open(token string, b Binding, now time.Time) (payload []byte, i
 		// Only reachable with a key that sealed something else.
 		return nil, "", fmt.Errorf("%w: malformed contents", ErrInvalid)
 	}
+	// Another principal's token is, to its presenter, no token at all:
+	// judged before the expiry and answered as a forged one, so that it
+	// tells nothing of the request it was sealed for.
+	if subtle.ConstantTimeCompare(principal, []byte(b.Principal)) != 1 {
+		return nil, "", fmt.Errorf("%w: sealed for another principal", ErrInvalid)
+	}
 	if now.UnixNano() >= expiry {
 		return nil, "", fmt.Errorf("%w at %s", ErrExpired, time.Unix(0, expiry).UTC().Format(time.RFC3339Nano))
-	}
-	if string(principal) != b.Principal {
-		return nil, "", fmt.Errorf("%w: principal differs", ErrMismatch)
 	}
 	if string(method) != b.Method {
 		return nil, "", fmt.Errorf("%w: method differs", ErrMismatch)

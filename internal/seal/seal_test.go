@@ -162,8 +162,6 @@ func TestMismatch(t *testing.T) {
 		return b
 	}
 	tests := map[string]Binding{
-		"principal":       other(func(b *Binding) { b.Principal = "user:mallory" }),
-		"no principal":    other(func(b *Binding) { b.Principal = "" }),
 		"method":          other(func(b *Binding) { b.Method = "prompts/get" }),
 		"params":          other(func(b *Binding) { b.ParamsDigest = Digest("tools/call", []byte(`{"name":"y"}`)) }),
 		"digest flipped":  other(func(b *Binding) { b.ParamsDigest[0] ^= 1 }),
@@ -175,6 +173,35 @@ func TestMismatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if p, _, err := s.Open(tok, b, t0); !errors.Is(err, ErrMismatch) {
 				t.Errorf("got %q, %v, want ErrMismatch", p, err)
+			}
+		})
+	}
+}
+
+// A token presented by another principal (or by none, or with no
+// principal sealed in it) is invalid, as a forged one, expired or not:
+// it gives its presenter nothing to learn of the request.
+func TestAnotherPrincipal(t *testing.T) {
+	s := mustNew(t, key(1))
+	for name, tc := range map[string]struct{ sealed, presented string }{
+		"another":          {"user:alice", "user:mallory"},
+		"none presented":   {"user:alice", ""},
+		"none sealed":      {"", "user:mallory"},
+		"prefix of sealed": {"user:alice", "user:alic"},
+		"sealed is prefix": {"user:alic", "user:alice"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sb, pb := binding, binding
+			sb.Principal, pb.Principal = tc.sealed, tc.presented
+			tok, err := s.Seal(sb, []byte("p"), 30*time.Second, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, at := range []time.Time{t0, t0.Add(time.Hour)} {
+				p, id, err := s.Open(tok, pb, at)
+				if !errors.Is(err, ErrInvalid) || errors.Is(err, ErrExpired) || errors.Is(err, ErrMismatch) || p != nil || id != "" {
+					t.Errorf("at %v: got %q, %q, %v; want ErrInvalid alone", at.Sub(t0), p, id, err)
+				}
 			}
 		})
 	}
