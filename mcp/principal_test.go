@@ -2,7 +2,6 @@ package mcp_test
 
 import (
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -28,15 +27,7 @@ func TestRequestSeesPrincipalOfItsHTTPRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A stand-in authentication layer: the subject comes from a header.
-	authn := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if sub := r.Header.Get("X-Test-Subject"); sub != "" {
-			p := &mcp.Principal{Issuer: "https://as.test", Subject: sub, Scopes: []string{"a", "b"}}
-			r = r.WithContext(mcp.WithPrincipal(r.Context(), p))
-		}
-		h.ServeHTTP(w, r)
-	})
-	ts := httptest.NewServer(authn)
+	ts := httptest.NewServer(testAuthn(h))
 	t.Cleanup(func() { ts.CloseClientConnections(); h.Close(); ts.Close() })
 
 	as := header("X-Test-Subject", "ada")
