@@ -17,6 +17,7 @@ package inproc
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -48,6 +49,23 @@ type Options struct {
 	HTTP mcp.HTTPOptions
 	// Random makes the router pick a random node instead of the next.
 	Random bool
+	// Wrap, when set, wraps every node's handler, e.g. in an
+	// authentication layer (HeaderAuthn) that puts the caller's
+	// mcp.Principal in the request context.
+	Wrap func(http.Handler) http.Handler
+}
+
+// HeaderAuthn is a stand-in authentication layer for tests: a request
+// with an X-Test-Subject header is the principal of that subject (issuer
+// https://as.test); one without is anonymous.
+func HeaderAuthn(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sub := r.Header.Get("X-Test-Subject"); sub != "" {
+			p := &mcp.Principal{Issuer: "https://as.test", Subject: sub}
+			r = r.WithContext(mcp.WithPrincipal(r.Context(), p))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Harness defaults.
@@ -127,7 +145,11 @@ func (c *Cluster) start(i int, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	hs := httptest.NewServer(h)
+	var served http.Handler = h
+	if opts.Wrap != nil {
+		served = opts.Wrap(h)
+	}
+	hs := httptest.NewServer(served)
 	return &Node{ID: id, URL: hs.URL + "/mcp", Server: srv, Handler: h, Faults: f, http: hs}, nil
 }
 
