@@ -207,6 +207,13 @@ func (b *CrossPrincipal) Legacy(anonymous bool) {
 	evs := call.Events()
 	postEvent := evs[len(evs)-1].ID
 	b.keep(own.Session, pending.ID.Str(), postEvent, getEvent, prompt)
+	for _, vs := range b.Owner {
+		for _, v := range vs {
+			if len(v) >= 8 { // a bearer token: never echoed to anyone
+				b.keep(v)
+			}
+		}
+	}
 
 	unknown := "unknown-" + randomHex(16)
 	// onSession makes the intruder's attempt on the owner's session and
