@@ -145,6 +145,7 @@ func (b *CrossPrincipal) leak(r *Response, sent string) string {
 
 // Log writes the counts to the test log.
 func (b *CrossPrincipal) Log(name string) {
+	b.T.Helper()
 	b.T.Logf("cross-principal battery %s: %d attempts, %d refused as for nothing, on %d node(s)", name, b.Attempts, b.Refusals, len(b.URLs))
 }
 
