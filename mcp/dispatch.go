@@ -314,13 +314,13 @@ func (s *Server) method(ctx context.Context, req *Request, sess sessionOps) (any
 	case "server/discover":
 		return s.discover(), nil
 	case "tools/list":
-		return s.listTools(req)
+		return s.listTools(ctx, req)
 	case "tools/call":
 		return s.callTool(ctx, req)
 	case "resources/list":
-		return s.listResources(req)
+		return s.listResources(ctx, req)
 	case "resources/templates/list":
-		return s.listTemplates(req)
+		return s.listTemplates(ctx, req)
 	case "resources/read":
 		return s.readResource(ctx, req)
 	case "resources/subscribe", "resources/unsubscribe":
@@ -347,7 +347,7 @@ func (s *Server) method(ctx context.Context, req *Request, sess sessionOps) (any
 		}
 		return struct{}{}, err
 	case "prompts/list":
-		return s.listPrompts(req)
+		return s.listPrompts(ctx, req)
 	case "prompts/get":
 		return s.getPrompt(ctx, req)
 	case "completion/complete":
@@ -472,29 +472,28 @@ func invalidParam(field, problem string) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, fmt.Sprintf("invalid params: %s %s", field, problem), map[string]any{"field": field})
 }
 
-// page returns the window of keys starting at cursor.
-func page(keys []string, cursor string, size int) ([]string, string, error) {
-	start := 0
-	if cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || !bytes.HasPrefix(raw, []byte("k:")) {
-			return nil, "", invalidParam("cursor", "is not a cursor this server issued")
-		}
-		after := string(raw[2:])
-		start = len(keys)
-		for i, k := range keys {
-			if k >= after {
-				start = i
-				break
-			}
+// cursorStart returns the index in sorted keys where the page that
+// cursor names starts: at the first key not before the one it names.
+func cursorStart(keys []string, cursor string) (int, error) {
+	if cursor == "" {
+		return 0, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || !bytes.HasPrefix(raw, []byte("k:")) {
+		return 0, invalidParam("cursor", "is not a cursor this server issued")
+	}
+	after := string(raw[2:])
+	for i, k := range keys {
+		if k >= after {
+			return i, nil
 		}
 	}
-	end := min(start+size, len(keys))
-	next := ""
-	if end < len(keys) {
-		next = base64.RawURLEncoding.EncodeToString([]byte("k:" + keys[end]))
-	}
-	return keys[start:end], next, nil
+	return len(keys), nil
+}
+
+// encodeCursor returns the cursor of the page that starts at key.
+func encodeCursor(key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("k:" + key))
 }
 
 type listParams struct {

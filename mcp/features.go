@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
@@ -55,26 +56,26 @@ func contentFor(cs []Content, v string) []Content {
 	return out
 }
 
-func (s *Server) listTools(req *Request) (any, error) {
-	var p listParams
-	if err := decodeParams(req.Params, &p); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	keys, next, err := page(s.enabledKeys(KindTool, sortedKeys(s.tools)), p.Cursor, s.opts.pageSize())
-	tools := make([]Tool, 0, len(keys))
-	for _, k := range keys {
-		tools = append(tools, toolFor(s.tools[k].tool, req.version))
-	}
-	s.mu.RUnlock()
+func (s *Server) listTools(ctx context.Context, req *Request) (any, error) {
+	entries, next, err := listVisible(ctx, s, req, KindTool, s.tools, func(e *toolEntry) []string { return e.tool.RequiredScopes })
 	if err != nil {
 		return nil, err
 	}
-	res := map[string]any{"tools": tools}
+	tools := make([]Tool, 0, len(entries))
+	for _, e := range entries {
+		tools = append(tools, toolFor(e.tool, req.version))
+	}
+	return listResult("tools", tools, next), nil
+}
+
+// listResult is the result of a list method: the page under key, and
+// nextCursor when there is more.
+func listResult(key string, list any, next string) map[string]any {
+	res := map[string]any{key: list}
 	if next != "" {
 		res["nextCursor"] = next
 	}
-	return res, nil
+	return res
 }
 
 type callParams struct {
@@ -96,6 +97,13 @@ func (s *Server) callTool(ctx context.Context, req *Request) (any, error) {
 		e = nil
 	}
 	s.mu.RUnlock()
+	if e != nil {
+		if err := s.access(ctx, req, KindTool, p.Name, e.tool.RequiredScopes); errors.Is(err, errHidden) {
+			e = nil
+		} else if err != nil {
+			return nil, err
+		}
+	}
 	if e == nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown tool %q", p.Name), map[string]any{"field": "name"})
 	}
@@ -140,48 +148,28 @@ func templateFor(t ResourceTemplate, v string) ResourceTemplate {
 	return t
 }
 
-func (s *Server) listResources(req *Request) (any, error) {
-	var p listParams
-	if err := decodeParams(req.Params, &p); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	keys, next, err := page(s.enabledKeys(KindResource, sortedKeys(s.resources)), p.Cursor, s.opts.pageSize())
-	list := make([]Resource, 0, len(keys))
-	for _, k := range keys {
-		list = append(list, resourceFor(s.resources[k].res, req.version))
-	}
-	s.mu.RUnlock()
+func (s *Server) listResources(ctx context.Context, req *Request) (any, error) {
+	entries, next, err := listVisible(ctx, s, req, KindResource, s.resources, func(e *resourceEntry) []string { return e.res.RequiredScopes })
 	if err != nil {
 		return nil, err
 	}
-	res := map[string]any{"resources": list}
-	if next != "" {
-		res["nextCursor"] = next
+	list := make([]Resource, 0, len(entries))
+	for _, e := range entries {
+		list = append(list, resourceFor(e.res, req.version))
 	}
-	return res, nil
+	return listResult("resources", list, next), nil
 }
 
-func (s *Server) listTemplates(req *Request) (any, error) {
-	var p listParams
-	if err := decodeParams(req.Params, &p); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	keys, next, err := page(s.enabledKeys(KindResource, sortedKeys(s.templates)), p.Cursor, s.opts.pageSize())
-	list := make([]ResourceTemplate, 0, len(keys))
-	for _, k := range keys {
-		list = append(list, templateFor(s.templates[k].tmpl, req.version))
-	}
-	s.mu.RUnlock()
+func (s *Server) listTemplates(ctx context.Context, req *Request) (any, error) {
+	entries, next, err := listVisible(ctx, s, req, KindResource, s.templates, func(e *templateEntry) []string { return e.tmpl.RequiredScopes })
 	if err != nil {
 		return nil, err
 	}
-	res := map[string]any{"resourceTemplates": list}
-	if next != "" {
-		res["nextCursor"] = next
+	list := make([]ResourceTemplate, 0, len(entries))
+	for _, e := range entries {
+		list = append(list, templateFor(e.tmpl, req.version))
 	}
-	return res, nil
+	return listResult("resourceTemplates", list, next), nil
 }
 
 // resourceNotFound is -32002 up to 2025-11-25 and -32602 on 2026-07-28.
@@ -203,20 +191,10 @@ func (s *Server) readResource(ctx context.Context, req *Request) (any, error) {
 	if p.URI == "" {
 		return nil, invalidParam("uri", "is required")
 	}
-	var h ResourceHandler
-	var vars map[string]string
-	s.mu.RLock()
-	if e := s.resources[p.URI]; e != nil && s.enabledLocked(featureKey(KindResource, p.URI)) {
-		h = e.handler
-	} else if e == nil {
-		for _, k := range s.enabledKeys(KindResource, sortedKeys(s.templates)) {
-			if m, ok := s.templates[k].parsed.Match(p.URI); ok {
-				h, vars = s.templates[k].handler, m
-				break
-			}
-		}
+	h, vars, err := s.resourceHandler(ctx, req, p.URI)
+	if err != nil {
+		return nil, err
 	}
-	s.mu.RUnlock()
 	if h == nil {
 		return nil, resourceNotFound(req, p.URI)
 	}
@@ -231,6 +209,43 @@ func (s *Server) readResource(ctx context.Context, req *Request) (any, error) {
 		return nil, resourceNotFound(req, p.URI)
 	}
 	return res, nil
+}
+
+// resourceHandler finds what reads uri for the caller of req: the static
+// resource, or else the first template in order that matches it. A
+// resource or template the caller may not see is passed over as if it
+// were not registered (a disabled static resource hides its URI from the
+// templates too); one it lacks the scopes for is an
+// InsufficientScopeError. A nil handler means not found.
+func (s *Server) resourceHandler(ctx context.Context, req *Request, uri string) (ResourceHandler, map[string]string, error) {
+	s.mu.RLock()
+	static, enabled := s.resources[uri], s.enabledLocked(featureKey(KindResource, uri))
+	keys := s.enabledKeys(KindResource, sortedKeys(s.templates))
+	tmpls := make([]*templateEntry, len(keys))
+	for i, k := range keys {
+		tmpls[i] = s.templates[k]
+	}
+	s.mu.RUnlock()
+	if static != nil {
+		if !enabled {
+			return nil, nil, nil
+		}
+		err := s.access(ctx, req, KindResource, uri, static.res.RequiredScopes)
+		if !errors.Is(err, errHidden) {
+			return static.handler, nil, err
+		}
+	}
+	for i, t := range tmpls {
+		m, ok := t.parsed.Match(uri)
+		if !ok {
+			continue
+		}
+		err := s.access(ctx, req, KindResource, keys[i], t.tmpl.RequiredScopes)
+		if !errors.Is(err, errHidden) {
+			return t.handler, m, err
+		}
+	}
+	return nil, nil, nil
 }
 
 func promptFor(p Prompt, v string) Prompt {
@@ -251,26 +266,37 @@ func promptFor(p Prompt, v string) Prompt {
 	return p
 }
 
-func (s *Server) listPrompts(req *Request) (any, error) {
-	var p listParams
-	if err := decodeParams(req.Params, &p); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	keys, next, err := page(s.enabledKeys(KindPrompt, sortedKeys(s.prompts)), p.Cursor, s.opts.pageSize())
-	list := make([]Prompt, 0, len(keys))
-	for _, k := range keys {
-		list = append(list, promptFor(s.prompts[k].prompt, req.version))
-	}
-	s.mu.RUnlock()
+func (s *Server) listPrompts(ctx context.Context, req *Request) (any, error) {
+	entries, next, err := listVisible(ctx, s, req, KindPrompt, s.prompts, func(e *promptEntry) []string { return e.prompt.RequiredScopes })
 	if err != nil {
 		return nil, err
 	}
-	res := map[string]any{"prompts": list}
-	if next != "" {
-		res["nextCursor"] = next
+	list := make([]Prompt, 0, len(entries))
+	for _, e := range entries {
+		list = append(list, promptFor(e.prompt, req.version))
 	}
-	return res, nil
+	return listResult("prompts", list, next), nil
+}
+
+// visiblePrompt returns the prompt name the caller of req may use: nil
+// when it is not registered, disabled or hidden, or an
+// InsufficientScopeError.
+func (s *Server) visiblePrompt(ctx context.Context, req *Request, name string) (*promptEntry, error) {
+	s.mu.RLock()
+	e := s.prompts[name]
+	if !s.enabledLocked(featureKey(KindPrompt, name)) {
+		e = nil
+	}
+	s.mu.RUnlock()
+	if e == nil {
+		return nil, nil
+	}
+	if err := s.access(ctx, req, KindPrompt, name, e.prompt.RequiredScopes); errors.Is(err, errHidden) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 func (s *Server) getPrompt(ctx context.Context, req *Request) (any, error) {
@@ -281,12 +307,10 @@ func (s *Server) getPrompt(ctx context.Context, req *Request) (any, error) {
 	if err := decodeParams(req.Params, &p); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	e := s.prompts[p.Name]
-	if !s.enabledLocked(featureKey(KindPrompt, p.Name)) {
-		e = nil
+	e, err := s.visiblePrompt(ctx, req, p.Name)
+	if err != nil {
+		return nil, err
 	}
-	s.mu.RUnlock()
 	if e == nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown prompt %q", p.Name), map[string]any{"field": "name"})
 	}
@@ -327,11 +351,11 @@ func (s *Server) complete(ctx context.Context, req *Request) (any, error) {
 	}
 	switch p.Ref.Type {
 	case "ref/prompt":
-		s.mu.RLock()
-		_, ok := s.prompts[p.Ref.Name]
-		ok = ok && s.enabledLocked(featureKey(KindPrompt, p.Ref.Name))
-		s.mu.RUnlock()
-		if !ok {
+		e, err := s.visiblePrompt(ctx, req, p.Ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		if e == nil {
 			return nil, invalidParam("ref.name", fmt.Sprintf("%q is not a prompt", p.Ref.Name))
 		}
 	case "ref/resource":

@@ -74,6 +74,9 @@ func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
 		writeError(p.w, http.StatusNotAcceptable, p.req.id, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "this response needs text/event-stream, which the client's Accept excludes"))
 		return
 	}
+	if err != nil && writeScopeChallenge(p.w, p.conn, p.req.id, err) {
+		return
+	}
 	status := http.StatusOK
 	if err != nil {
 		status = statusOf(err, p.req.modern)

@@ -209,6 +209,10 @@ type Tool struct {
 	OutputSchema json.RawMessage  `json:"outputSchema,omitempty"`
 	Annotations  *ToolAnnotations `json:"annotations,omitempty"`
 	Meta         Meta             `json:"_meta,omitempty"`
+	// RequiredScopes are the OAuth scopes a caller's token must carry to
+	// see and use this tool (see ServerOptions.FeatureFilter). They are
+	// part of the registration only and never sent to clients.
+	RequiredScopes []string `json:"-"`
 }
 
 // CallToolResult is the result of tools/call.
@@ -230,6 +234,10 @@ type Resource struct {
 	Annotations *Annotations `json:"annotations,omitempty"`
 	Icons       []Icon       `json:"icons,omitempty"`
 	Meta        Meta         `json:"_meta,omitempty"`
+	// RequiredScopes are the OAuth scopes a caller's token must carry to
+	// see and use this resource (see ServerOptions.FeatureFilter). They are
+	// part of the registration only and never sent to clients.
+	RequiredScopes []string `json:"-"`
 }
 
 // ResourceTemplate describes a family of resources by RFC 6570 template.
@@ -242,6 +250,10 @@ type ResourceTemplate struct {
 	Annotations *Annotations `json:"annotations,omitempty"`
 	Icons       []Icon       `json:"icons,omitempty"`
 	Meta        Meta         `json:"_meta,omitempty"`
+	// RequiredScopes are the OAuth scopes a caller's token must carry to
+	// see and use this template and every resource read through it (see ServerOptions.FeatureFilter). They are
+	// part of the registration only and never sent to clients.
+	RequiredScopes []string `json:"-"`
 }
 
 // ReadResourceResult is the result of resources/read.
@@ -266,6 +278,10 @@ type Prompt struct {
 	Arguments   []PromptArgument `json:"arguments,omitempty"`
 	Icons       []Icon           `json:"icons,omitempty"`
 	Meta        Meta             `json:"_meta,omitempty"`
+	// RequiredScopes are the OAuth scopes a caller's token must carry to
+	// see and use this prompt (see ServerOptions.FeatureFilter). They are
+	// part of the registration only and never sent to clients.
+	RequiredScopes []string `json:"-"`
 }
 
 // PromptMessage is one message of a prompt.

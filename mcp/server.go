@@ -66,6 +66,20 @@ type ServerOptions struct {
 	// stdio session's resources/subscribe (default 1024,
 	// DefaultMaxSubscriptions, the backends' bound on an HTTP session).
 	MaxSubscriptions int
+	// FeatureFilter, when set, decides per request whether its caller may
+	// see and use a feature: kind is KindTool, KindPrompt or KindResource
+	// and name the tool or prompt name, resource URI or URI template (the
+	// keys of SetEnabled). req.Principal() is the caller (nil without
+	// authentication, as on stdio). A feature it refuses is not listed,
+	// and a call, get or read of it is answered as one of a feature that
+	// does not exist. It is consulted on every list, call, get, read and
+	// prompt completion, outside the server's locks, and must be fast,
+	// safe for concurrent use, and give the same answer on every node of
+	// a deployment (a function of the request and the configuration, not
+	// of node-local state), since a client's pages and calls may land on
+	// different nodes. Features with RequiredScopes are also checked
+	// against the principal's scopes: see InsufficientScopeError.
+	FeatureFilter func(ctx context.Context, req *Request, kind, name string) bool
 }
 
 // ToolHandler handles tools/call for one tool with raw arguments.
@@ -246,6 +260,7 @@ func (s *Server) AddToolRaw(t Tool, h ToolHandler) {
 	if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
 		panic(fmt.Sprintf("mcp: tool %q: inputSchema: %v", t.Name, err))
 	}
+	checkScopes("tool "+t.Name, t.RequiredScopes)
 	headers, err := jsonschema.MCPHeaders(schema)
 	if err != nil {
 		panic(fmt.Sprintf("mcp: tool %q: x-mcp-header: %v", t.Name, err))
@@ -269,6 +284,7 @@ func (s *Server) AddResource(r Resource, h ResourceHandler) {
 	if r.Name == "" {
 		r.Name = r.URI
 	}
+	checkScopes("resource "+r.URI, r.RequiredScopes)
 	s.mu.Lock()
 	s.resources[r.URI] = &resourceEntry{res: r, handler: h}
 	s.mu.Unlock()
@@ -293,6 +309,7 @@ func (s *Server) AddResourceTemplate(t ResourceTemplate, h ResourceHandler) {
 	if t.Name == "" {
 		t.Name = t.URITemplate
 	}
+	checkScopes("resource template "+t.URITemplate, t.RequiredScopes)
 	s.mu.Lock()
 	s.templates[t.URITemplate] = &templateEntry{tmpl: t, parsed: p, handler: h}
 	s.mu.Unlock()
@@ -304,6 +321,7 @@ func (s *Server) AddPrompt(p Prompt, h PromptHandler) {
 	if p.Name == "" || h == nil {
 		panic("mcp: prompt needs a name and a handler")
 	}
+	checkScopes("prompt "+p.Name, p.RequiredScopes)
 	s.mu.Lock()
 	s.prompts[p.Name] = &promptEntry{prompt: p, handler: h}
 	s.mu.Unlock()

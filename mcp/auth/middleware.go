@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/mcp"
 )
 
 // JSON-RPC error codes of authorization failures (implementation
@@ -17,7 +18,7 @@ import (
 // every refusal is a JSON-RPC error.
 const (
 	CodeUnauthorized = -31401
-	CodeForbidden    = -31403
+	CodeForbidden    = mcp.CodeInsufficientScope
 )
 
 var (
@@ -117,7 +118,8 @@ func (r *Resource) Middleware(v TokenVerifier, log zerolog.Logger) func(http.Han
 				r.InsufficientScope(w, p, r.Scopes...)
 				return
 			}
-			req = req.Clone(WithPrincipal(req.Context(), p))
+			ctx := mcp.WithScopeChallenge(WithPrincipal(req.Context(), p), r.scopeChallenge)
+			req = req.Clone(ctx)
 			req.Header.Del("Authorization")
 			next.ServeHTTP(w, req)
 		})
@@ -127,22 +129,51 @@ func (r *Resource) Middleware(v TokenVerifier, log zerolog.Logger) func(http.Han
 // InsufficientScope answers 403 with an insufficient_scope challenge
 // for an operation that needs the scopes in need. The challenge names
 // every scope the operation needs together with the resource's base
-// scopes, in one go (no drip-feeding). Deeper layers (a tool that
-// declares scopes) use it for step-up.
+// scopes, in one go (no drip-feeding).
+//
+// Inside the MCP handler there is no need to call it: a tool, prompt or
+// resource with RequiredScopes the caller lacks, or a handler or method
+// middleware returning an mcp.InsufficientScopeError, gets the same 403
+// through the challenge Middleware puts in the request's context
+// (mcp.WithScopeChallenge).
 func (r *Resource) InsufficientScope(w http.ResponseWriter, p *Principal, need ...string) {
+	r.challenge(w, http.StatusForbidden, "insufficient_scope", insufficientScopeDesc, r.withBase(need))
+}
+
+const insufficientScopeDesc = "the access token lacks a required scope"
+
+// scopeChallenge is the WWW-Authenticate value of a step-up for need.
+func (r *Resource) scopeChallenge(need []string) string {
+	return r.challengeHeader("insufficient_scope", insufficientScopeDesc, r.withBase(need))
+}
+
+// withBase returns the resource's base scopes followed by those of need
+// not among them.
+func (r *Resource) withBase(need []string) []string {
 	all := slices.Clone(r.Scopes)
 	for _, s := range need {
 		if !slices.Contains(all, s) {
 			all = append(all, s)
 		}
 	}
-	r.challenge(w, http.StatusForbidden, "insufficient_scope", "the access token lacks a required scope", all)
+	return all
 }
 
 // challenge writes the status with a Bearer WWW-Authenticate header
 // (RFC 6750 §3, RFC 9728 §5.1) and a JSON-RPC error body. scopes nil
 // means the resource's base scopes.
 func (r *Resource) challenge(w http.ResponseWriter, status int, code, desc string, scopes []string) {
+	w.Header().Set("WWW-Authenticate", r.challengeHeader(code, desc, scopes))
+	rpc := CodeUnauthorized
+	if status == http.StatusForbidden {
+		rpc = CodeForbidden
+	}
+	writeRPCError(w, status, int64(rpc), desc)
+}
+
+// challengeHeader builds a Bearer challenge; scopes nil means the
+// resource's base scopes.
+func (r *Resource) challengeHeader(code, desc string, scopes []string) string {
 	if scopes == nil {
 		scopes = r.Scopes
 	}
@@ -158,12 +189,7 @@ func (r *Resource) challenge(w http.ResponseWriter, status int, code, desc strin
 	if code != "" {
 		b.WriteString(`, error_description="` + quote(desc) + `"`)
 	}
-	w.Header().Set("WWW-Authenticate", b.String())
-	rpc := CodeUnauthorized
-	if status == http.StatusForbidden {
-		rpc = CodeForbidden
-	}
-	writeRPCError(w, status, int64(rpc), desc)
+	return b.String()
 }
 
 // quote escapes s for a quoted-string (RFC 9110 §5.6.4).
