@@ -123,7 +123,7 @@ func (r *Request) sendRequest(ctx context.Context, method string, params any) (j
 // returns the result and the new session's value.
 func (s *Server) receiveInitialize(ctx context.Context, msg *jsonrpc.Message) (json.RawMessage, *session.Session, error) {
 	var st *session.Session
-	req := &Request{Method: msg.Method, Params: msg.Params, id: msg.ID, srv: s}
+	req := &Request{Method: msg.Method, Params: msg.Params, id: msg.ID, srv: s, principal: PrincipalFromContext(ctx)}
 	res, err := s.receive(ctx, req, func(ctx context.Context, _ string, req *Request) (json.RawMessage, error) {
 		res, got, err := s.initialize(req.Params)
 		st = got
