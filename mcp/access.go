@@ -5,30 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
-// Who may see and use which feature.
-//
-// A tool, prompt, resource or resource template is visible to the caller
-// of a request when it is enabled (SetEnabled), the server's
-// FeatureFilter admits it, and the caller's principal carries every scope
-// of its RequiredScopes. A feature that is not visible is left out of
-// tools/list, prompts/list, resources/list and resources/templates/list
-// (pagination runs over what is visible), and a call, get or read of it is
-// answered exactly as one of a feature that does not exist, so nothing
-// can be probed.
-//
-// One exception is made for step-up: a feature the filter admits whose
-// required scopes an authenticated caller lacks is answered with an
-// InsufficientScopeError naming its scopes. Behind the bearer middleware
-// of mcp/auth that is an HTTP 403 with a
-// `WWW-Authenticate: Bearer error="insufficient_scope", scope="..."`
-// challenge, so the client can get a token with more scope and retry. The
-// caller learns that the name exists, which is what step-up is for; a
-// feature the filter hides gives nothing away.
+// Who may see and use which feature: see the package documentation.
 
 // CodeInsufficientScope is the JSON-RPC error code of a request refused
 // because the caller's token lacks scopes (InsufficientScopeError). It is
@@ -169,4 +152,52 @@ func checkScopes(what string, scopes []string) {
 			}
 		}
 	}
+}
+
+// RequireScopes sets the RequiredScopes of a registered tool, prompt,
+// resource (by URI) or resource template (by URI template), replacing
+// those of its registration: for features registered by code that does
+// not know the deployment's scopes (a tool pack). No scopes makes the
+// feature need none. Like registrations it is node configuration: every
+// node of a deployment must make the same calls, at start-up. A change
+// sends the kind's list_changed, as what callers may see changed.
+func (s *Server) RequireScopes(kind, name string, scopes ...string) error {
+	method, ok := listChangedOf[kind]
+	if !ok {
+		return fmt.Errorf("mcp: unknown feature kind %q", kind)
+	}
+	checkScopes(kind+" "+name, scopes)
+	scopes = slices.Clone(scopes)
+	s.mu.Lock()
+	var found bool
+	switch kind {
+	case KindTool:
+		found = replaceEntry(s.tools, name, func(e *toolEntry) { e.tool.RequiredScopes = scopes })
+	case KindPrompt:
+		found = replaceEntry(s.prompts, name, func(e *promptEntry) { e.prompt.RequiredScopes = scopes })
+	case KindResource:
+		r := replaceEntry(s.resources, name, func(e *resourceEntry) { e.res.RequiredScopes = scopes })
+		t := replaceEntry(s.templates, name, func(e *templateEntry) { e.tmpl.RequiredScopes = scopes })
+		found = r || t
+	}
+	s.mu.Unlock()
+	if !found {
+		return fmt.Errorf("mcp: no %s %q is registered", kind, name)
+	}
+	s.notifyListChanged(method)
+	return nil
+}
+
+// replaceEntry replaces the entry of m under name, if any, by a copy
+// that set changed, and reports whether there was one. Entries are read
+// outside s.mu: they are replaced, never changed.
+func replaceEntry[E any](m map[string]*E, name string, set func(*E)) bool {
+	e := m[name]
+	if e == nil {
+		return false
+	}
+	c := *e
+	set(&c)
+	m[name] = &c
+	return true
 }

@@ -429,6 +429,42 @@ func TestMiddlewareRefusesByPrincipal(t *testing.T) {
 	}
 }
 
+// TestRequireScopes: scopes set after registration (for a tool pack)
+// hide the feature from a caller without them and make a call a
+// step-up; clearing them shows it again.
+func TestRequireScopes(t *testing.T) {
+	s := accessServer(false, nil)
+	url := serveWithAuth(t, s)
+	if err := s.RequireScopes(mcp.KindTool, "nosuch", "x"); err == nil {
+		t.Error("RequireScopes of an unregistered tool succeeded")
+	}
+	for _, kind := range []string{mcp.KindTool, mcp.KindPrompt, mcp.KindResource} {
+		name := map[string]string{mcp.KindTool: "alpha", mcp.KindPrompt: "greet", mcp.KindResource: "note://{id}"}[kind]
+		if err := s.RequireScopes(kind, name, "extra"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range eras {
+		bob := newCaller(t, url, e, "bob-token")
+		for method, want := range map[string][]string{"tools/list": {"beta"}, "prompts/list": nil, "resources/templates/list": nil} {
+			if got, _ := bob.names(method, map[string]string{"tools/list": "tools", "prompts/list": "prompts", "resources/templates/list": "resourceTemplates"}[method]); !slices.Equal(got, want) {
+				t.Errorf("%s: %s = %v, want %v", e.name, method, got, want)
+			}
+		}
+		resp := bob.call("resources/read", map[string]any{"uri": "note://1"})
+		wantRPCError(t, resp, http.StatusForbidden, mcp.CodeInsufficientScope)
+		if got := resp.Header.Get("WWW-Authenticate"); !strings.Contains(got, `scope="mcp extra"`) {
+			t.Errorf("%s: challenge %q", e.name, got)
+		}
+	}
+	if err := s.RequireScopes(mcp.KindTool, "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := newCaller(t, url, eras[1], "bob-token").names("tools/list", "tools"); !slices.Equal(got, []string{"alpha", "beta"}) {
+		t.Errorf("after clearing: tools/list = %v", got)
+	}
+}
+
 // ExampleInsufficientScopeError shows a receiving middleware that
 // refuses by the caller's principal and scopes, and a tool that declares
 // the scopes it needs. On stdio there is no principal: the middleware

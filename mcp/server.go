@@ -6,6 +6,42 @@
 // One Server speaks every supported MCP revision at once: the
 // handshake-era revisions (2025-03-26, 2025-06-18, 2025-11-25) with
 // sessions, and the stateless 2026-07-28 revision, chosen per request.
+//
+// # Who may see and use what
+//
+// A request's caller is Request.Principal: the verified token's subject,
+// issuer and scopes that an authentication layer in front of the HTTP
+// handler (the bearer middleware of package mcp/auth) put in the request
+// context, or nil (no authentication, and always on stdio). Access is
+// decided in three places, all of which see it:
+//
+//   - Receiving middleware (AddReceivingMiddleware) sees every request,
+//     initialize included, and may refuse it by returning an error: an
+//     *Error of its choosing, or an InsufficientScopeError.
+//   - ServerOptions.FeatureFilter decides per request which tools,
+//     prompts, resources and resource templates the caller may see.
+//   - A tool, prompt, resource or template may declare RequiredScopes.
+//
+// A feature the caller may not see is left out of its lists (cursors run
+// over what it may see, so pages stay consistent) and a call, get or read
+// of it is answered exactly as one of a feature that does not exist, so
+// nothing can be probed. A feature without a principal to check its
+// RequiredScopes against is hidden the same way. One exception makes
+// step-up possible: an authenticated caller that lacks the scopes of a
+// feature the filter admits gets an InsufficientScopeError, which behind
+// the mcp/auth middleware is an HTTP 403 with
+// `WWW-Authenticate: Bearer error="insufficient_scope", scope="..."`
+// naming every scope needed, so the client can obtain a token with more
+// scope and retry (the step-up of the MCP authorization spec). That
+// caller learns the feature's name exists; a feature the filter hides
+// gives nothing away.
+//
+// Lists may thus differ between callers, as the spec allows ("MAY vary by
+// the authorization presented"); on 2026-07-28 their cacheScope is
+// private whenever there is a principal. list_changed notifications still
+// follow changes of the registrations and of SetEnabled, sent to every
+// session and listener; a change of what one caller may see (a token
+// with more scope) sends none: the client lists again after a step-up.
 package mcp
 
 import (

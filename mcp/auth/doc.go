@@ -19,6 +19,14 @@
 //     credentials, and caches answers in a bounded cache for a bounded
 //     time (never beyond the token's own expiry).
 //
+// Resource.Middleware also puts a step-up challenge in the request
+// context (mcp.WithScopeChallenge): a request the MCP handler refuses
+// with an mcp.InsufficientScopeError (a tool, prompt or resource whose
+// RequiredScopes the token lacks, or a method middleware's own check) is
+// answered 403 with a WWW-Authenticate insufficient_scope challenge
+// naming the resource's base scopes and those the operation needs, and
+// the resource metadata URL, so the client can step up.
+//
 // Tokens are never passed through: a verifier sends a token only to the
 // issuer's own introspection endpoint, and nothing in this package
 // stores or forwards it.
