@@ -66,6 +66,7 @@ type Config struct {
 	AccessLog       bool
 	BackendRetryMax time.Duration
 	Auth            auth.Config // off unless --auth-issuer is set
+	ToolScopes      string      // --auth-tool-scopes
 
 	stateKeys [][]byte // parsed from StateKey or StateKeyFile by Validate
 }
@@ -197,6 +198,7 @@ func settings() []setting {
 		{"auth-jwks-url", "MCP_AUTH_JWKS_URL", "", "JWKS of the issuer; empty: found by RFC 8414 or OpenID Connect discovery", stringSetter(func(c *Config) *string { return &c.Auth.JWKSURL })},
 		{"auth-introspection-url", "MCP_AUTH_INTROSPECTION_URL", "", "RFC 7662 introspection endpoint; empty: found by discovery (used with --auth-client-id)", stringSetter(func(c *Config) *string { return &c.Auth.IntrospectionURL })},
 		{"auth-client-id", "MCP_AUTH_CLIENT_ID", "", "client id of this node at the authorization server; set: tokens are introspected instead of verified as JWTs", stringSetter(func(c *Config) *string { return &c.Auth.ClientID })},
+		{"auth-tool-scopes", "MCP_AUTH_TOOL_SCOPES", "", "scopes individual tools need beyond --auth-scopes, as tool=scopes entries separated by ';' (e.g. 'echo=mcp:tools;add=mcp:tools mcp:math'); a caller without them does not see the tool, and calling it gets 403 insufficient_scope naming them (step-up); needs --auth-issuer", stringSetter(func(c *Config) *string { return &c.ToolScopes })},
 		{"auth-client-secret", "MCP_AUTH_CLIENT_SECRET", "", "client secret for introspection (prefer the environment variable to the flag)", stringSetter(func(c *Config) *string { return &c.Auth.ClientSecret })},
 		{"backend-retry-max", "MCP_BACKEND_RETRY_MAX", "5s", "longest wait between attempts to reach Redis at start-up (waits start at 100ms and double); the node answers 503 and /readyz fails until Redis answers", durationSetter(func(c *Config) *time.Duration { return &c.BackendRetryMax })},
 		{"drain-delay", "MCP_DRAIN_DELAY", "0s", "on SIGTERM, how long /readyz fails while the node still serves everything, before it drains: time for load balancers to stop routing to it (set it to their health-check period times the failure threshold)", durationSetter(func(c *Config) *time.Duration { return &c.DrainDelay })},
@@ -336,6 +338,13 @@ func (c *Config) Validate() error {
 			bad("auth-issuer", "applies to HTTP only; stdio takes its credentials from the environment")
 		} else if _, _, err := c.Auth.New(nil); err != nil {
 			bad("auth-issuer", "%v", err)
+		}
+	}
+	if c.ToolScopes != "" {
+		if _, err := parseToolScopes(c.ToolScopes); err != nil {
+			bad("auth-tool-scopes", "%v", err)
+		} else if !c.Auth.Enabled() {
+			bad("auth-tool-scopes", "needs --auth-issuer: without authorization no caller has scopes, and the tools would be hidden from all")
 		}
 	}
 	c.stateKeys = nil

@@ -92,6 +92,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 				return "pong after " + time.Since(start).Round(time.Microsecond).String(), nil
 			})
 	}
+	if err := requireToolScopes(srv, cfg.ToolScopes); err != nil {
+		fmt.Fprintf(stderr, "server: invalid configuration:\n--auth-tool-scopes: %v (the %s tool pack has %s)\n", err, cfg.Tools, strings.Join(srv.ToolNames(), ", "))
+		return 2
+	}
 	if cfg.Stdio {
 		sto := cfg.stdioOptions()
 		if err := srv.ServeStdio(ctx, stdin, stdout, &sto); err != nil && !errors.Is(err, context.Canceled) {
