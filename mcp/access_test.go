@@ -71,6 +71,13 @@ func accessServer(hidden bool, opts *mcp.ServerOptions) *mcp.Server {
 	mcp.AddTool(s, mcp.Tool{Name: "alpha"}, text("alpha"))
 	mcp.AddTool(s, mcp.Tool{Name: "beta"}, text("beta"))
 	mcp.AddTool(s, mcp.Tool{Name: "write_file", RequiredScopes: []string{"files:write"}}, text("write_file"))
+	// A handler's own finer check: a typed tool passes the error on.
+	mcp.AddTool(s, mcp.Tool{Name: "rotate_keys"}, func(_ context.Context, req *mcp.Request, _ struct{}) (string, error) {
+		if !req.Principal().HasScopes("admin") {
+			return "", fmt.Errorf("rotate: %w", &mcp.InsufficientScopeError{Scopes: []string{"admin"}})
+		}
+		return "rotated", nil
+	})
 	prompt := func(context.Context, *mcp.Request, map[string]string) (*mcp.GetPromptResult, error) {
 		return &mcp.GetPromptResult{Messages: []mcp.PromptMessage{{Role: "user", Content: mcp.TextContent("hi")}}}, nil
 	}
@@ -186,13 +193,13 @@ func TestFeatureFilterLists(t *testing.T) {
 	url := serveWithAuth(t, accessServer(true, nil))
 	want := map[string]map[string][]string{
 		"ada": {
-			"tools/list":               {"admin_report", "alpha", "beta", "write_file"},
+			"tools/list":               {"admin_report", "alpha", "beta", "rotate_keys", "write_file"},
 			"prompts/list":             {"audit", "draft", "greet"},
 			"resources/list":           {"doc://public", "doc://secret"},
 			"resources/templates/list": {"note://{id}", "user://{id}"},
 		},
 		"bob": {
-			"tools/list":               {"alpha", "beta"},
+			"tools/list":               {"alpha", "beta", "rotate_keys"},
 			"prompts/list":             {"greet"},
 			"resources/list":           {"doc://public"},
 			"resources/templates/list": {"note://{id}"},
@@ -261,6 +268,7 @@ func TestScopeStepUp(t *testing.T) {
 		{"tools/call", map[string]any{"name": "write_file", "arguments": map[string]any{}}, "files:write"},
 		{"prompts/get", map[string]any{"name": "draft"}, "files:write"},
 		{"resources/read", map[string]any{"uri": "doc://secret"}, "docs:secret"},
+		{"tools/call", map[string]any{"name": "rotate_keys", "arguments": map[string]any{}}, "admin"},
 	}
 	for _, e := range eras {
 		bob, ada := newCaller(t, url, e, "bob-token"), newCaller(t, url, e, "ada-token")
@@ -446,7 +454,7 @@ func TestRequireScopes(t *testing.T) {
 	}
 	for _, e := range eras {
 		bob := newCaller(t, url, e, "bob-token")
-		for method, want := range map[string][]string{"tools/list": {"beta"}, "prompts/list": nil, "resources/templates/list": nil} {
+		for method, want := range map[string][]string{"tools/list": {"beta", "rotate_keys"}, "prompts/list": nil, "resources/templates/list": nil} {
 			if got, _ := bob.names(method, map[string]string{"tools/list": "tools", "prompts/list": "prompts", "resources/templates/list": "resourceTemplates"}[method]); !slices.Equal(got, want) {
 				t.Errorf("%s: %s = %v, want %v", e.name, method, got, want)
 			}
@@ -460,7 +468,7 @@ func TestRequireScopes(t *testing.T) {
 	if err := s.RequireScopes(mcp.KindTool, "alpha"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := newCaller(t, url, eras[1], "bob-token").names("tools/list", "tools"); !slices.Equal(got, []string{"alpha", "beta"}) {
+	if got, _ := newCaller(t, url, eras[1], "bob-token").names("tools/list", "tools"); !slices.Equal(got, []string{"alpha", "beta", "rotate_keys"}) {
 		t.Errorf("after clearing: tools/list = %v", got)
 	}
 }
