@@ -25,7 +25,9 @@ const CodeInsufficientScope = -31403
 // CodeInsufficientScope with data.scopes; over HTTP behind the bearer
 // middleware of mcp/auth, a request answered with it before any stream
 // was opened also gets HTTP 403 and an insufficient_scope challenge
-// naming the scopes (the step-up of the MCP authorization spec).
+// naming the scopes (the step-up of the MCP authorization spec); a member
+// of a 2025-03-26 batch, or a request whose SSE stream is already open,
+// gets the JSON-RPC error only.
 type InsufficientScopeError struct {
 	// Scopes are all the scopes the operation needs, granted or not: a
 	// client asks for them in one go.
