@@ -21,6 +21,7 @@ import (
 type Config struct {
 	Addr            string
 	MetricsAddr     string
+	Pprof           bool
 	Path            string
 	Stdio           bool
 	Tools           string
@@ -154,6 +155,7 @@ func settings() []setting {
 	return []setting{
 		{"addr", "MCP_ADDR", "127.0.0.1:8080", "HTTP listen address", stringSetter(func(c *Config) *string { return &c.Addr })},
 		{"metrics-addr", "MCP_METRICS_ADDR", "127.0.0.1:9090", "listen address of /metrics (with /healthz and /readyz), apart from the MCP endpoint; empty serves /metrics on --addr", stringSetter(func(c *Config) *string { return &c.MetricsAddr })},
+		{"pprof", "MCP_PPROF", "false", "also serve Go's runtime profiles (net/http/pprof) at /debug/pprof/ on the --metrics-addr listener, for profiling a node under load; needs --metrics-addr", boolSetter(func(c *Config) *bool { return &c.Pprof })},
 		{"path", "MCP_PATH", "/mcp", "path of the MCP endpoint", stringSetter(func(c *Config) *string { return &c.Path })},
 		{"stdio", "MCP_STDIO", "false", "serve over stdin/stdout instead of HTTP", boolSetter(func(c *Config) *bool { return &c.Stdio })},
 		{"tools", "MCP_TOOLS", "demo", "tool pack to serve: demo or conformance", stringSetter(func(c *Config) *string { return &c.Tools })},
@@ -279,6 +281,9 @@ func (c *Config) Validate() error {
 	}
 	if !c.Stdio && c.MetricsAddr != "" && c.MetricsAddr == c.Addr && !strings.HasSuffix(c.Addr, ":0") {
 		bad("metrics-addr", "must differ from --addr (leave it empty to serve /metrics there)")
+	}
+	if c.Pprof && c.MetricsAddr == "" {
+		bad("pprof", "needs --metrics-addr: the profiles are never served on the MCP endpoint's listener")
 	}
 	if !strings.HasPrefix(c.Path, "/") {
 		bad("path", "must start with /: %q", c.Path)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/rs/zerolog"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -183,6 +184,9 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		mr := chi.NewRouter()
 		probes(mr, &g)
 		mr.Handle("/metrics", http.HandlerFunc(g.metrics))
+		if cfg.Pprof {
+			mr.Mount("/debug", middleware.Profiler())
+		}
 		ms := &http.Server{Handler: mr, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", mln.Addr())
 		go func() { errc <- ms.Serve(mln) }()
