@@ -46,6 +46,8 @@ type suiteResult struct {
 	Targets  []*target          `json:"targets"`
 	PeakRSS  map[string][]int64 `json:"peak_rss_kb"`
 	Results  []*result          `json:"results"`
+	Profile  *profileResult     `json:"profile,omitempty"`
+	Capacity *capacityResult    `json:"capacity,omitempty"`
 }
 
 func numCPU() int { return runtime.NumCPU() }
@@ -63,16 +65,18 @@ func run(ctx context.Context) int {
 		outPlots = flag.String("plots", "docs/bench", "directory of the plots and results.json, relative to the root")
 		st       settings
 		budget   = flag.Duration("budget", 8*time.Minute, "time limit of the whole suite; runs that would start later are skipped")
-		only     = flag.String("only", "", "comma-separated configurations to run (mem, redis, redis3, gosdk, mcpgo, ceiling); default all")
-		scen     = flag.String("scenarios", "", "comma-separated scenarios to run (echo, progress, sampling, churn, fanout, resume, idle, rtt); default all")
+		only     = flag.String("only", "", "comma-separated configurations to run (mem, redis, redis3, redis-far, redis3-far, redis3-scale, gosdk, mcpgo, ceiling); default all")
+		scen     = flag.String("scenarios", "", "comma-separated scenarios or kinds of run to keep (echo, progress, sampling, churn, fanout, resume, idle, rtt, scale, profile, capacity); default all")
 		render   = flag.String("render", "", "render the page from a results.json of an earlier run instead of running")
 		command  = flag.String("command", "", "the command line to show in the page (default: this one)")
+		profile  = flag.String("profile", "", "SCENARIO/REVISION to profile on one node with Redis (default: the Redis scenario furthest from its goal in this run; none: no profile)")
 	)
 	flag.DurationVar(&st.Duration, "d", 3*time.Second, "measured duration of each run")
 	flag.DurationVar(&st.Warmup, "warmup", time.Second, "warm-up of each run")
 	flag.IntVar(&st.Concurrency, "c", 16, "concurrent sessions of each run")
 	flag.IntVar(&st.FanoutStreams, "fanout-streams", 1000, "open streams in the fanout scenario")
 	flag.IntVar(&st.IdleStreams, "idle-streams", 1000, "open idle streams when measuring memory and Redis connections per stream")
+	flag.IntVar(&st.ScaleStreams, "scale-streams", 10000, "open streams (sessions) of the fan-out at scale, over three nodes")
 	flag.DurationVar(&st.Timeout, "timeout", 10*time.Second, "time limit of one operation")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: benchrun [flags]\n\nRuns the benchmark suite against mcpcluster, the official Go SDK, mcp-go and a\nnet/http ceiling on this machine, and writes docs/BENCHMARKS.md with plots.\n\nFlags:\n")
@@ -99,6 +103,9 @@ func run(ctx context.Context) int {
 		if err := json.Unmarshal(b, &res); err != nil {
 			logf("%s: %v", *render, err)
 			return 1
+		}
+		if res.Profile != nil && res.Profile.Err == "" && len(res.Profile.CPUFlat) == 0 {
+			res.Profile.summarize(plots)
 		}
 		return writeOutputs(&res, page, plots, r, logf)
 	}
@@ -146,19 +153,21 @@ func run(ctx context.Context) int {
 		byKey[t.Key] = t
 	}
 	specs := plan(targets, st)
+	var keep map[string]bool
 	if *scen != "" {
-		keep := map[string]bool{}
+		keep = map[string]bool{}
 		for _, s := range strings.Split(*scen, ",") {
 			keep[strings.TrimSpace(s)] = true
 		}
 		var filtered []spec
 		for _, sp := range specs {
-			if keep[sp.Scenario] && sp.Kind != "rtt" || keep[sp.Kind] {
+			if kept(sp, keep) {
 				filtered = append(filtered, sp)
 			}
 		}
 		specs = filtered
 	}
+	phase := func(name string) bool { return keep == nil || keep[name] }
 	sr := &suiteRunner{bins: bins, dir: dir, targets: byKey, st: st, logf: logf,
 		deadline: start.Add(*budget - 25*time.Second)}
 	for i, sp := range specs {
@@ -172,11 +181,44 @@ func run(ctx context.Context) int {
 	for _, t := range targets {
 		res.PeakRSS[t.Key] = peakRSS(t)
 	}
+	if phase("profile") && *profile != "none" && ctx.Err() == nil && byKey["redis"] != nil {
+		sc, rev, why := slowestScenario(res)
+		if *profile != "" {
+			sc, rev, _ = strings.Cut(*profile, "/")
+			if rev == "" {
+				rev = legacy
+			}
+			why = "chosen with --profile"
+		}
+		if sc != "" {
+			logf("profiling %s on %s (%s)", sc, rev, why)
+			res.Profile = sr.runProfile(ctx, "redis", sc, rev, why, plots)
+			if res.Profile.Err != "" {
+				logf("profile: %s", res.Profile.Err)
+			}
+		}
+	}
+	if phase("capacity") && ctx.Err() == nil {
+		res.Capacity = measureCapacity(ctx, dir, logf)
+		if res.Capacity.Err != "" {
+			logf("capacity: %s", res.Capacity.Err)
+		}
+	}
 	res.Machine.LoadEnd = loadAvg()
 	res.Seconds = time.Since(start).Seconds()
 	code := writeOutputs(res, page, plots, r, logf)
 	logf("done in %s", time.Since(start).Round(time.Second))
 	return code
+}
+
+// kept reports whether --scenarios keeps a run: a scenario keeps its
+// main runs, a kind (idle, rtt, scale) every run of that kind; the runs
+// at scale only with "scale".
+func kept(sp spec, keep map[string]bool) bool {
+	if sp.Kind == "scale" || sp.Variant == "scale" {
+		return keep["scale"]
+	}
+	return keep[sp.Scenario] && sp.Kind != "rtt" || keep[sp.Kind]
 }
 
 // summarize is the progress line of a finished run.

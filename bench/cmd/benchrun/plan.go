@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,6 +63,19 @@ type idleStats struct {
 	RedisMemStreams  int64 `json:"redis_mem_streams,omitempty"`
 	// Threads of the nodes with every stream open.
 	Threads int64 `json:"threads"`
+	// Goroutines of the nodes (from /debug/pprof) with every session
+	// open and with every stream open; 0 when not read.
+	GoroutinesSessions int64 `json:"goroutines_sessions,omitempty"`
+	GoroutinesStreams  int64 `json:"goroutines_streams,omitempty"`
+}
+
+// PerStreamGoroutines is the goroutines an open idle stream adds (NaN
+// when not measured).
+func (s *idleStats) PerStreamGoroutines() float64 {
+	if s.GoroutinesSessions == 0 || s.GoroutinesStreams == 0 {
+		return math.NaN()
+	}
+	return float64(s.GoroutinesStreams-s.GoroutinesSessions) / float64(max(s.Streams, 1))
 }
 
 // PerStreamKB is the RSS an open idle stream adds.
@@ -81,6 +95,7 @@ type settings struct {
 	Concurrency   int           `json:"concurrency"`
 	FanoutStreams int           `json:"fanout_streams"`
 	IdleStreams   int           `json:"idle_streams"`
+	ScaleStreams  int           `json:"scale_streams,omitempty"`
 	Timeout       time.Duration `json:"timeout"`
 }
 
@@ -101,7 +116,7 @@ func plan(targets []*target, st settings) []spec {
 	// Memory per stream first, while the processes are fresh: a heap
 	// that earlier runs grew absorbs new streams without growing RSS.
 	for _, t := range targets {
-		if t.Key != "ceiling" {
+		if t.Key != "ceiling" && !t.Far && !t.ScaleOnly {
 			add("idle", "idle", legacy, t, "", "--streams", strconv.Itoa(st.IdleStreams), "--settle", "1500ms")
 		}
 	}
@@ -111,7 +126,7 @@ func plan(targets []*target, st settings) []spec {
 				continue
 			}
 			for _, t := range targets {
-				if !t.supports(sc) || (rev == modern && !t.Modern) {
+				if t.ScaleOnly || !t.supports(sc) || (rev == modern && !t.Modern) {
 					continue
 				}
 				var args []string
@@ -128,8 +143,10 @@ func plan(targets []*target, st settings) []spec {
 			}
 		}
 	}
+	// Round trips are a property of the code path, counted once on
+	// loopback Redis; the far configurations reuse them.
 	for _, t := range targets {
-		if !t.Redis {
+		if !t.Redis || t.Far || t.ScaleOnly {
 			continue
 		}
 		for _, sc := range []string{"echo", "progress", "sampling", "churn", "resume", "fanout"} {
@@ -146,6 +163,18 @@ func plan(targets []*target, st settings) []spec {
 					add("rtt", sc, rev, t, "same-node reply", "--redis-monitor", "--reply-to", "same")
 				}
 			}
+		}
+	}
+	// The fan-out at scale: 10,000 sessions over three nodes, a few
+	// toggles timed without MONITOR, then two counted with it.
+	for _, t := range targets {
+		if !t.ScaleOnly {
+			continue
+		}
+		for _, rev := range []string{legacy, modern} {
+			n := strconv.Itoa(st.ScaleStreams)
+			add("scale", "fanout", rev, t, "", "--streams", n, "--settle", "500ms", "--count", "5")
+			add("rtt", "fanout", rev, t, "scale", "--streams", n, "--settle", "500ms", "--count", "2", "--redis-monitor")
 		}
 	}
 	return out
@@ -178,12 +207,23 @@ func (s *suiteRunner) run(ctx context.Context, sp spec) *result {
 		dur, warm = 2*time.Second, 500*time.Millisecond
 	case "idle":
 		dur, warm = 3*time.Second, 0
+	case "scale":
+		dur, warm = 30*time.Second, 2*time.Second
+	case "profile":
+		dur, warm = profileWarmup(sp.Scenario)+(profileSeconds+1)*time.Second, time.Second
+	}
+	if sp.Variant == "scale" {
+		dur, warm = 30*time.Second, 2*time.Second
+	}
+	timeout := s.st.Timeout
+	if sp.Kind == "scale" || sp.Variant == "scale" {
+		timeout = 3 * s.st.Timeout
 	}
 	jsonPath := filepath.Join(s.dir, sp.ID+".json")
 	args := []string{
 		"--url", strings.Join(t.urls, ","), "--scenario", sp.Scenario, "--revision", sp.Revision,
 		"-c", strconv.Itoa(s.st.Concurrency), "-d", dur.String(), "--warmup", warm.String(),
-		"--timeout", s.st.Timeout.String(), "-q", "--json", jsonPath,
+		"--timeout", timeout.String(), "-q", "--json", jsonPath,
 	}
 	args = append(args, t.pidArgs()...)
 	if t.redisURL != "" {
@@ -196,7 +236,7 @@ func (s *suiteRunner) run(ctx context.Context, sp spec) *result {
 		idle = s.newIdleWatch(ctx, t)
 		res.Idle = idle.st
 	}
-	rctx, cancel := context.WithTimeout(ctx, dur+warm+s.st.Timeout+90*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, dur+warm+timeout+90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(rctx, s.bins.mcpbench, args...)
 	stderr, err := cmd.StderrPipe()
@@ -273,6 +313,23 @@ func (w *idleWatch) rss() int64 {
 	return sum
 }
 
+// goroutines sums the goroutines of the target's nodes (0 when a node
+// does not serve /debug/pprof).
+func (w *idleWatch) goroutines() int64 {
+	if len(w.t.metrics) != len(w.t.nodes) {
+		return 0
+	}
+	var sum int64
+	for _, addr := range w.t.metrics {
+		n, err := goroutineCount(w.ctx, addr)
+		if err != nil {
+			return 0
+		}
+		sum += n
+	}
+	return sum
+}
+
 func (w *idleWatch) conns() []int {
 	out := make([]int, len(w.t.nodes))
 	for i, n := range w.t.nodes {
@@ -309,11 +366,13 @@ func (w *idleWatch) phase(line string) {
 		switch name {
 		case "sessions-ready":
 			w.st.RSSSessionsKB = w.rss()
+			w.st.GoroutinesSessions = w.goroutines()
 			if w.t.redis != nil {
 				_, w.st.RedisMemSessions = w.redisInfo()
 			}
 		case "streams-open":
 			w.st.RSSStreamsKB = w.rss()
+			w.st.GoroutinesStreams = w.goroutines()
 			for _, n := range w.t.nodes {
 				if th, err := procStatus(n.pid(), "Threads"); err == nil {
 					w.st.Threads += th

@@ -177,6 +177,7 @@ func renderPage(res *suiteResult, images map[string]string) string {
 		res.Started.Format("2006-01-02 15:04 UTC"), (time.Duration(res.Seconds) * time.Second).String())
 	p("The machine is small and shared, and its load varies: absolute numbers move from run to run, so read the **ratios**, which were measured side by side — every configuration ran each scenario right after the others, with the same settings.\n\n")
 
+	renderGoals(&b, res)
 	renderHeadline(&b, res)
 	renderMachine(&b, res)
 	for _, sc := range mainScenarios {
@@ -184,6 +185,10 @@ func renderPage(res *suiteResult, images map[string]string) string {
 	}
 	renderSampling(&b, res)
 	renderRedis(&b, res)
+	renderFar(&b, res)
+	renderScale(&b, res)
+	renderProfile(&b, res)
+	renderCapacity(&b, res)
 	renderIdle(&b, res)
 	renderPeak(&b, res)
 	renderProblems(&b, res)

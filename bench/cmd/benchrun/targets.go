@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
+
+var metricsLine = regexp.MustCompile(`(?m)^metrics on http://([0-9.:]+)/metrics`)
 
 // target is one configuration under test: mcpcluster in one of its
 // deployments, a peer SDK, or the net/http ceiling.
@@ -24,11 +29,25 @@ type target struct {
 	Scenarios []string `json:"scenarios,omitempty"`
 	Nodes     int      `json:"nodes"`
 	Redis     bool     `json:"redis"`
+	// Far is true when the nodes reach Redis through toxiproxy with
+	// farLatency added each way; PingDirect and PingFar are the PING
+	// round trips measured at start (ms, medians).
+	Far        bool    `json:"far,omitempty"`
+	PingDirect float64 `json:"ping_direct_ms,omitempty"`
+	PingFar    float64 `json:"ping_far_ms,omitempty"`
+	// ScaleOnly marks a target that only the scale runs use.
+	ScaleOnly bool `json:"scale_only,omitempty"`
 
 	urls     []string
 	nodes    []*proc
 	redis    *proc
-	redisURL string
+	redisURL string // Redis itself, for the probes
+	proxy    *redisProxy
+	// metrics are the nodes' metrics listeners (host:port), which
+	// serve /debug/pprof (--pprof).
+	metrics []string
+	// extraArgs are added to every node's command line.
+	extraArgs []string
 }
 
 // supports reports whether the target can run scenario.
@@ -59,6 +78,9 @@ func (t *target) pidArgs() []string {
 func (t *target) stop() {
 	for _, n := range t.nodes {
 		n.stop()
+	}
+	if t.proxy != nil {
+		t.proxy.stop()
 	}
 	if t.redis != nil {
 		t.redis.stop()
@@ -113,13 +135,17 @@ func startTargets(bins *binaries, dir string, want map[string]bool, logf func(st
 		if err != nil {
 			return err
 		}
-		args := []string{"--addr", addr, "--node-id", fmt.Sprintf("%s-%d", t.Key, i+1), "--state-key", key, "--log-level", "warn", "--metrics-addr", "127.0.0.1:0"}
+		args := []string{"--addr", addr, "--node-id", fmt.Sprintf("%s-%d", t.Key, i+1), "--state-key", key, "--log-level", "warn", "--metrics-addr", "127.0.0.1:0", "--pprof"}
 		if redisURL != "" {
 			args = append(args, "--redis-url", redisURL)
 		}
+		args = append(args, t.extraArgs...)
 		p, err := startProc(fmt.Sprintf("%s node %d", t.Key, i+1), bins.server, args, "listening on", "")
 		if err != nil {
 			return err
+		}
+		if m := metricsLine.FindStringSubmatch(p.logs.String()); m != nil {
+			t.metrics = append(t.metrics, m[1])
 		}
 		t.nodes = append(t.nodes, p)
 		t.urls = append(t.urls, "http://"+addr+"/mcp")
@@ -142,6 +168,13 @@ func startTargets(bins *binaries, dir string, want map[string]bool, logf func(st
 		{Key: "mem", Label: "mcpcluster, 1 node, memory", Ours: true, Modern: true, Nodes: 1},
 		{Key: "redis", Label: "mcpcluster, 1 node, Redis", Ours: true, Modern: true, Nodes: 1, Redis: true},
 		{Key: "redis3", Label: "mcpcluster, 3 nodes, Redis", Ours: true, Modern: true, Nodes: 3, Redis: true},
+		{Key: "redis-far", Label: "mcpcluster, 1 node, Redis +0.5 ms", Ours: true, Modern: true, Nodes: 1, Redis: true, Far: true},
+		{Key: "redis3-far", Label: "mcpcluster, 3 nodes, Redis +0.5 ms", Ours: true, Modern: true, Nodes: 3, Redis: true, Far: true},
+		// 10,000 sessions exceed a deployment's default cap on sessions
+		// (10,000) with the control session; a node's default cap on open
+		// streams (5,000) holds a third of them.
+		{Key: "redis3-scale", Label: "mcpcluster, 3 nodes, Redis (scale runs)", Ours: true, Modern: true, Nodes: 3, Redis: true, ScaleOnly: true,
+			extraArgs: []string{"--max-sessions", "20000"}},
 		{Key: "gosdk", Label: "go-sdk " + gosdkVersion, Peer: true, Nodes: 1},
 		{Key: "mcpgo", Label: "mcp-go " + mcpgoVersion, Peer: true, Modern: true, Nodes: 1},
 		{Key: "ceiling", Label: "ceiling (net/http)", Nodes: 1, Scenarios: []string{"echo", "churn"}},
@@ -159,6 +192,24 @@ func startTargets(bins *binaries, dir string, want map[string]bool, logf func(st
 			}
 			t.redis, t.redisURL = p, url
 		}
+		nodeRedis := t.redisURL
+		if t.Far {
+			px, err := startRedisProxy(t.Key, strings.TrimPrefix(t.redisURL, "redis://"), farLatency)
+			if err != nil {
+				return fail(err)
+			}
+			t.proxy, nodeRedis = px, "redis://"+px.addr
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			t.PingDirect, err = pingRTT(ctx, t.redisURL, 500)
+			if err == nil {
+				t.PingFar, err = pingRTT(ctx, nodeRedis, 500)
+			}
+			cancel()
+			if err != nil {
+				return fail(fmt.Errorf("%s: PING through toxiproxy: %w", t.Key, err))
+			}
+			logf("%s: Redis PING p50 %.3f ms direct, %.3f ms through toxiproxy", t.Key, t.PingDirect, t.PingFar)
+		}
 		var err error
 		switch t.Key {
 		case "gosdk":
@@ -169,7 +220,7 @@ func startTargets(bins *binaries, dir string, want map[string]bool, logf func(st
 			err = peer(t, bins.ceiling)
 		default:
 			for i := 0; i < t.Nodes && err == nil; i++ {
-				err = node(t, i, t.redisURL)
+				err = node(t, i, nodeRedis)
 			}
 		}
 		if err != nil {
