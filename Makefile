@@ -77,11 +77,15 @@ chaos-short:
 
 .PHONY: bench bench-micro
 
-# Benchmark suite (about 6 minutes on 2 cores): mcpcluster on 1 node
-# (memory, Redis) and 3 nodes (Redis) against the official Go SDK, mcp-go
-# and a net/http ceiling, side by side on this machine. Rewrites
-# docs/BENCHMARKS.md and docs/bench/ (plots and results.json). Flags:
-# cd bench && go run ./cmd/benchrun --help. Needs redis-server.
+# Benchmark suite (about 13 minutes on 2 cores): mcpcluster on 1 node
+# (memory, Redis) and 3 nodes (Redis; and both again with Redis behind
+# toxiproxy, 0.5 ms each way) against the official Go SDK, mcp-go and a
+# net/http ceiling, side by side on this machine; a 10,000-session
+# fan-out over 3 nodes; profiles of the slowest Redis scenario; a
+# redis-benchmark capacity model. Rewrites docs/BENCHMARKS.md and
+# docs/bench/ (plots, profiles, results.json). One scenario alone:
+# cd bench && go run ./cmd/benchrun --only redis,redis-far --scenarios echo
+# (--help lists them). Needs redis-server and redis-benchmark.
 bench:
 	cd bench && go run ./cmd/benchrun
 

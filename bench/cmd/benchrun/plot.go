@@ -13,9 +13,11 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// Colours: mcpcluster blue, peers orange and green, the ceiling grey.
+// Colours: mcpcluster blue (light blue with Redis 0.5 ms away), peers
+// orange and green, the ceiling grey.
 var (
 	colourOurs    = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	colourFar     = color.RGBA{R: 0x9e, G: 0xc9, B: 0xe8, A: 0xff}
 	colourGoSDK   = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
 	colourMCPGo   = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
 	colourCeiling = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
@@ -30,6 +32,9 @@ func colourOf(t *target) color.Color {
 		return colourMCPGo
 	case "ceiling":
 		return colourCeiling
+	}
+	if t.Far {
+		return colourFar
 	}
 	return colourOurs
 }

@@ -208,6 +208,7 @@ func renderMachine(b *strings.Builder, res *suiteResult) {
 	p("- The load generator is `cmd/mcpbench`: %d concurrent sessions (closed loop: each sends its next request when the previous one is answered), connections kept alive, %s measured after %s of warm-up, operation timeout %s. With several endpoints it spreads requests round robin, like a load balancer without sticky sessions.\n",
 		st.Concurrency, st.Duration, st.Warmup, st.Timeout)
 	p("- The three-node configuration runs three nodes, their Redis and mcpbench on the same %d cores: it shows what spreading every session over nodes costs (each request may land on another node), not how a cluster scales out.\n", m.Cores)
+	p("- The *Redis +0.5 ms* configurations are the same one and three nodes with their Redis behind toxiproxy, %s added in each direction (see [Redis at a production distance](#redis-at-a-production-distance-05-ms-each-way)); the fan-out at scale has three nodes and a Redis of its own (see [Fan-out at scale](#fan-out-at-scale)).\n", farLatency)
 	p("- mcpbench shares the %d cores with the servers (and with whatever else the machine runs); its own CPU use is the *loadgen* column. *Server µs/op* is the CPU time the server process(es) used per operation (from `/proc`), which depends much less on the machine's load than ops/s does.\n", m.Cores)
 	p("- *× best peer* is throughput divided by the best peer's in the same scenario and revision (for fanout and resume, which are about latency: the best peer's p50 divided by this p50; higher is better in both). *× ceiling* divides by the ceiling's echo throughput: the rate at which this machine serves plain JSON requests at all.\n")
 	p("- Peers' behaviour that shapes their numbers: go-sdk answers every POST with an SSE stream, delays list_changed by 10 ms to coalesce changes, and does not offer 2026-07-28 on its stateful transport; mcp-go sends server→client requests on the session's GET stream, and its `sample` tool is written the 2026-07-28 way (it bridges older clients itself).\n\n")
@@ -400,8 +401,8 @@ func renderIdle(b *strings.Builder, res *suiteResult) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	n := res.Settings.IdleStreams
 	p("## Open idle streams: memory and Redis connections\n\n")
-	p("Measured first, on freshly started processes. mcpbench opens %d sessions, pauses, opens one GET stream on each, and holds them. The RSS of the server process(es) is read from `/proc` one second after each step; the deltas are divided by %d (garbage collection makes them approximate). Redis connections per node are the node's TCP connections to its Redis (from `/proc`); Redis memory is `INFO memory` `used_memory`.\n\n", n, n)
-	p("| Configuration | RSS before | + per session | + per open stream | threads with streams | Redis connections per node: before → with streams | Redis bytes per session | Redis bytes per stream |\n|---|---:|---:|---:|---:|---|---:|---:|\n")
+	p("Measured first, on freshly started processes. mcpbench opens %d sessions, pauses, opens one GET stream on each, and holds them. The RSS of the server process(es) is read from `/proc` one second after each step, and mcpcluster's goroutines from its `/debug/pprof` (`--pprof`); the deltas are divided by %d (garbage collection makes them approximate). Redis connections per node are the node's TCP connections to its Redis (from `/proc`); Redis memory is `INFO memory` `used_memory`.\n\n", n, n)
+	p("| Configuration | RSS before | + per session | + per open stream | + goroutines per stream | threads with streams | Redis connections per node: before → with streams | Redis bytes per session | Redis bytes per stream |\n|---|---:|---:|---:|---:|---:|---|---:|---:|\n")
 	for _, t := range res.Targets {
 		st := idleRow(res, t.Key)
 		if st == nil {
@@ -413,7 +414,11 @@ func renderIdle(b *strings.Builder, res *suiteResult) {
 			perSess = fmt.Sprintf("%.0f", float64(st.RedisMemSessions-st.RedisMemBase)/float64(max(st.Streams, 1)))
 			perStream = fmt.Sprintf("%.0f", float64(st.RedisMemStreams-st.RedisMemSessions)/float64(max(st.Streams, 1)))
 		}
-		p("| %s | %.1f MB | %.1f kB | %.1f kB | %d | %s | %s | %s |\n", t.Label, float64(st.RSSBaseKB)/1024, st.PerSessionKB(), st.PerStreamKB(), st.Threads, conns, perSess, perStream)
+		gor := "—"
+		if g := st.PerStreamGoroutines(); !math.IsNaN(g) {
+			gor = fmt.Sprintf("%.1f", g)
+		}
+		p("| %s | %.1f MB | %.1f kB | %.1f kB | %s | %d | %s | %s | %s |\n", t.Label, float64(st.RSSBaseKB)/1024, st.PerSessionKB(), st.PerStreamKB(), gor, st.Threads, conns, perSess, perStream)
 	}
 	p("\n")
 }
