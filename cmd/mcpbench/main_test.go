@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,5 +177,17 @@ func TestHelp(t *testing.T) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("--help lacks %q", want)
 		}
+	}
+}
+
+// A fan-out round lasts until its latest arrival, whatever the order in
+// which the stream readers record theirs.
+func TestStoreMax(t *testing.T) {
+	var a atomic.Int64
+	for _, v := range []int64{5, 9, 3, 9, 7} {
+		storeMax(&a, v)
+	}
+	if got := a.Load(); got != 9 {
+		t.Errorf("got %d, want 9", got)
 	}
 }

@@ -242,7 +242,7 @@ func (s *fanoutScenario) follow(st *openStream) {
 			continue
 		}
 		s.r.extra("per_stream", now.Sub(time.Unix(0, s.started.Load())))
-		s.last.Store(now.UnixNano())
+		storeMax(&s.last, now.UnixNano())
 		if s.arrived.Add(1) == s.expected.Load() {
 			s.mu.Lock()
 			close(s.done)
@@ -410,4 +410,16 @@ func (resumeScenario) op(ctx context.Context, w *worker) (time.Duration, error) 
 		}
 	}
 	return first, nil
+}
+
+// storeMax raises a to v unless it holds more already: the readers of
+// streams store their arrival times in any order, and the round lasts
+// until the latest of them.
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if old >= v || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
