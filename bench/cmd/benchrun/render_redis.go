@@ -149,7 +149,7 @@ func renderCapacity(b *strings.Builder, res *suiteResult) {
 		p("| %s | %.0f | %s |\n", r.Name, r.PerSec, ms(r.Latency))
 	}
 	evalsha, publish, simple := c.rate("EVALSHA"), c.rate("PUBLISH"), c.rate("PEXPIRE")
-	p("\nOne primary's time per operation is modelled two ways: **(A)** the operation's loopback round trips, each at the redis-benchmark rate of its kind (EVALSHA/EVAL at the script rate, PUBLISH at the PUBLISH rate, anything else at the PEXPIRE rate); the backend's scripts run more commands inside than the 2-command script, so (A) is optimistic; **(B)** the Redis CPU per operation measured in the 1-node run (`/proc`), which includes everything Redis did. Ops/s per primary is one second divided by that time, at 100%% of one core: plan for half. *Nodes per primary* divides it by what one node core does (one second ÷ node CPU per operation), so it counts node cores that one primary keeps busy.\n\n")
+	p("\nOne primary's time per operation is modelled two ways: **(A)** the operation's loopback round trips, each at the redis-benchmark rate of its kind (EVALSHA/EVAL at the script rate, PUBLISH at the PUBLISH rate, anything else at the PEXPIRE rate); the backend's scripts run more commands inside than the 2-command script, so (A) is optimistic; **(B)** the Redis CPU per operation measured in the 1-node run (`/proc`), which includes everything Redis did. Ops/s per primary is one second divided by that time, at 100%% of one core: plan for half. *Node cores per primary* is how many cores of nodes, each doing one second ÷ its node CPU per operation, one primary keeps busy at that rate: the number of nodes one primary supports, on nodes of one core each.\n\n")
 	p("| Operation | Revision | round trips/op | Redis µs/op (A) | ops/s per primary (A) | Redis CPU µs/op (B) | ops/s per primary (B) | node CPU µs/op | node cores per primary (B) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, o := range []struct{ sc, rev, name string }{
 		{"echo", legacy, "echo"}, {"progress", legacy, "progress, 10 events"}, {"sampling", legacy, "sampling"},
@@ -173,11 +173,13 @@ func renderCapacity(b *strings.Builder, res *suiteResult) {
 		}
 		nodeUs, redisUs, _ := serverMicros(r.rep)
 		a, bb := "—", "—"
-		if micros > 0 {
+		if rep.Redis.RoundTripsPerOp < 0.05 {
+			a = "not bound by Redis"
+		} else if micros > 0 {
 			a = fmt.Sprintf("%.0f", 1e6/micros)
 		}
 		cores := "—"
-		if redisUs > 0 {
+		if redisUs >= 1 {
 			bb = fmt.Sprintf("%.0f", 1e6/redisUs)
 			if nodeUs > 0 {
 				cores = fmt.Sprintf("%.1f", nodeUs/redisUs)
@@ -194,8 +196,8 @@ func renderCapacity(b *strings.Builder, res *suiteResult) {
 	}
 	if idleCmds > 0 {
 		streams := simple / idleCmds
-		p("\n**Open streams.** An idle stream costs %.2f Redis commands per second (simple commands: PEXPIRE, PTTL, GET), so one primary doing nothing but keeping streams alive at the PEXPIRE rate (%.0f/s) carries about **%s open streams** (%s at half load), and at 10,000 streams per node that is %s nodes. At the goal of 0.05 commands per stream per second the same primary would carry %s.\n",
-			idleCmds, simple, human(streams), human(streams/2), fmt.Sprintf("%.0f", math.Floor(streams/2/10000)), human(simple/0.05/2))
+		p("\n**Open streams.** An idle stream costs %.2f Redis commands per second (simple commands: PEXPIRE, PTTL, GET), so one primary doing nothing but keeping streams alive at the PEXPIRE rate (%.0f/s) carries about **%s open streams** (%s at half load: %.1f nodes of 10,000 streams each). At the goal of 0.05 commands per stream per second the same primary would carry %s at half load.\n",
+			idleCmds, simple, human(streams), human(streams/2), streams/2/10000, human(simple/0.05/2))
 	}
 	renderRedisCluster(b, res)
 }
