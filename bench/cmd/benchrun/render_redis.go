@@ -117,21 +117,6 @@ func renderScale(b *strings.Builder, res *suiteResult) {
 	p("\n")
 }
 
-// opCost is what one operation costs Redis, for the capacity model.
-type opCost struct {
-	name         string
-	scenario     string
-	revision     string
-	rt           map[string]float64
-	rtTotal      float64
-	redisMicros  float64 // measured Redis CPU per op (main run, 1 node)
-	nodeMicros   float64 // measured node CPU per op
-	benchMicros  float64 // Redis time per op from redis-benchmark rates
-	perPrimaryA  float64 // ops/s per primary from redis-benchmark
-	perPrimaryB  float64 // ops/s per primary from measured Redis CPU
-	nodesPerPrim float64
-}
-
 func renderCapacity(b *strings.Builder, res *suiteResult) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	c := res.Capacity
