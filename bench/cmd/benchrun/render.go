@@ -425,7 +425,7 @@ func renderIdle(b *strings.Builder, res *suiteResult) {
 
 func renderPeak(b *strings.Builder, res *suiteResult) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p("## Peak RSS per node\n\n`VmHWM` of each server process at the end of the whole suite (after every scenario, including %d-stream fanout and idle runs).\n\n", res.Settings.FanoutStreams)
+	p("## Peak RSS per node\n\n`VmHWM` of each server process at the end of the whole suite (after every scenario, including %d-stream fanout and idle runs; the scale-runs configuration after the %d-session fan-out).\n\n", res.Settings.FanoutStreams, res.Settings.ScaleStreams)
 	p("| Configuration | peak RSS per node |\n|---|---|\n")
 	for _, t := range res.Targets {
 		kb := res.PeakRSS[t.Key]
