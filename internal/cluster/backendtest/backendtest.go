@@ -43,6 +43,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) *cluster.Backend) {
 		{"Members", s.testMembers},
 		{"Claims", s.testClaims},
 		{"Registry", s.testRegistry},
+		{"Limiter", s.testLimiter},
 	} {
 		t.Run(group.name, func(t *testing.T) {
 			t.Parallel()
@@ -100,6 +101,7 @@ func (s *suite) testBackend(t *testing.T) {
 	for name, seam := range map[string]any{
 		"Sessions": b.Sessions, "Events": b.Events, "Bus": b.Bus,
 		"Members": b.Members, "Claims": b.Claims, "Registry": b.Registry,
+		"Limiter": b.Limiter,
 	} {
 		if seam == nil {
 			t.Errorf("%s is nil", name)

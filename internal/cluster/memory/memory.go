@@ -65,7 +65,8 @@ type Options struct {
 	// cluster.ErrLimit.
 	MaxSubscriptions int
 	// MaxKeys bounds the live claims plus once tokens (DefaultMaxKeys when
-	// 0); past it Claim and Once return cluster.ErrLimit.
+	// 0); past it Claim and Once return cluster.ErrLimit. The limiter's
+	// buckets plus sets have a budget of the same size of their own.
 	MaxKeys int
 	// MaxListeners bounds the open Follow plus Bus subscriptions
 	// (DefaultMaxListeners when 0); past it they return cluster.ErrLimit.
@@ -113,6 +114,7 @@ func New(opts Options) *cluster.Backend {
 		Members:  (*members)(s),
 		Claims:   (*claims)(s),
 		Registry: (*registry)(s),
+		Limiter:  (*limiter)(s),
 		Close: func() error {
 			s.close()
 			b.close()
@@ -146,7 +148,9 @@ type store struct {
 	bySess   map[string]map[string]struct{} // session id → its claim keys
 	once     map[string]time.Time
 	nodes    map[string]time.Time
-	features map[string]bool // Registry
+	features map[string]bool                 // Registry
+	buckets  map[string]*bucket              // Limiter token buckets
+	sets     map[string]map[string]time.Time // Limiter sets: member → lease expiry
 
 	fmu       sync.Mutex
 	followers map[string]map[*queue[cluster.Event]]struct{}
@@ -168,6 +172,8 @@ func newStore(opts Options) *store {
 		bySess:    make(map[string]map[string]struct{}),
 		once:      make(map[string]time.Time),
 		nodes:     make(map[string]time.Time),
+		buckets:   make(map[string]*bucket),
+		sets:      make(map[string]map[string]time.Time),
 		followers: make(map[string]map[*queue[cluster.Event]]struct{}),
 		stop:      make(chan struct{}),
 	}
@@ -255,6 +261,7 @@ func (s *store) sweep() {
 		}
 	}
 	s.pruneKeysLocked(now)
+	s.pruneLimiterLocked(now)
 	for node, exp := range s.nodes {
 		if expired(exp, now) {
 			delete(s.nodes, node)

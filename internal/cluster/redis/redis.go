@@ -26,6 +26,9 @@
 //	P:janitor          string  lock electing the node that runs the periodic janitor
 //	P:registry         hash    feature key → "1"/"0": run-time enabled state (no TTL: the
 //	                           deployment's configuration, one field per registered feature)
+//	P:lb:{L}           hash    Limiter bucket L: balance, its time, last call's token and
+//	                           answer; PEXPIRE = until it would be full again
+//	P:ls:{L}           zset    Limiter set L: member → lease expiry (ms); TTL ≥ the newest lease
 //
 // Pub/sub channels: P:bus:<topic> for the Bus and P:f:<stream> for
 // Follow. A Follow message is "<seq>:<final 0|1>:<data>"; "0" alone asks
@@ -189,6 +192,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 		Members:  (*members)(b),
 		Claims:   (*claims)(b),
 		Registry: (*registry)(b),
+		Limiter:  (*limiter)(b),
 		Close: func() error {
 			var err error
 			once.Do(func() {

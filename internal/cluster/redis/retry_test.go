@@ -126,6 +126,9 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 	if _, err := b.Sessions.End(ctx, "warm"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := b.Limiter.Take(ctx, []cluster.Debit{{Key: "warm", N: 1, Rate: 1, Burst: 1}}); err != nil {
+		t.Fatal(err)
+	}
 	lose := func(t *testing.T) {
 		t.Helper()
 		l.armed.Store(true)
@@ -192,6 +195,21 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 		check(t, n)
 		if live, err := b.Sessions.End(ctx, "s3"); err != nil || live {
 			t.Fatalf("second End: live %v, %v; want false", live, err)
+		}
+	})
+	t.Run("Take", func(t *testing.T) {
+		d := []cluster.Debit{{Key: "bucket", N: 1, Rate: 0.001, Burst: 3}}
+		n := l.lost.Load()
+		lose(t)
+		if _, err := b.Limiter.Take(ctx, d); err != nil {
+			t.Fatalf("take with a lost reply: %v", err)
+		}
+		check(t, n)
+		// Two of three tokens taken leave one: no wait. Had the retry
+		// debited again, none would be left.
+		w, err := b.Limiter.Take(ctx, d)
+		if err != nil || w[0] != 0 {
+			t.Fatalf("second take: wait %v, %v; want 0 (the retried take debited twice)", w, err)
 		}
 	})
 	t.Run("Once", func(t *testing.T) {

@@ -68,6 +68,7 @@ func (f *Faults) Backend() *cluster.Backend {
 		Members:  members{s.Members, f},
 		Claims:   claims{s.Claims, f},
 		Registry: registry{s.Registry, f},
+		Limiter:  limiter{s.Limiter, f},
 		Close:    func() error { return nil },
 		Ping:     func(context.Context) error { return f.down() },
 		Ready:    f.Ready,
@@ -438,4 +439,37 @@ func (r registry) All(ctx context.Context) (map[string]bool, error) {
 		return nil, err
 	}
 	return r.Registry.All(ctx)
+}
+
+type limiter struct {
+	cluster.Limiter
+	f *Faults
+}
+
+func (l limiter) Take(ctx context.Context, debits []cluster.Debit) ([]time.Duration, error) {
+	if err := l.f.down(); err != nil {
+		return nil, err
+	}
+	return l.Limiter.Take(ctx, debits)
+}
+
+func (l limiter) Acquire(ctx context.Context, key, member string, ttl time.Duration, max int) (bool, time.Duration, error) {
+	if err := l.f.down(); err != nil {
+		return false, 0, err
+	}
+	return l.Limiter.Acquire(ctx, key, member, ttl, max)
+}
+
+func (l limiter) Renew(ctx context.Context, leases []cluster.Lease) error {
+	if err := l.f.down(); err != nil {
+		return err
+	}
+	return l.Limiter.Renew(ctx, leases)
+}
+
+func (l limiter) Release(ctx context.Context, key, member string) error {
+	if err := l.f.down(); err != nil {
+		return err
+	}
+	return l.Limiter.Release(ctx, key, member)
 }

@@ -1,0 +1,144 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// limiter implements cluster.Limiter: a bucket is one hash, a set one
+// sorted set of member → lease expiry (ms, Redis clock), each under a
+// hash tag of its own, so every script touches one key (one slot) and a
+// batch is one pipeline.
+type limiter backend
+
+var _ cluster.Limiter = (*limiter)(nil)
+
+// takeScript debits a token bucket. KEYS: bucket. ARGV: n, rate (tokens
+// a second), burst, token. Returns the wait in ms until the bucket holds
+// a whole token. The bucket keeps its balance (t), the time of it (at),
+// and the token (k) and answer (w) of the last call, so a retry of that
+// call answers the same without debiting again. The key expires once the
+// bucket would be full again: an absent bucket is a full one. The
+// arithmetic is cluster.Refill's.
+var takeScript = script(`
+local n, rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local v = redis.call('HMGET', KEYS[1], 't', 'at', 'k', 'w')
+if v[3] == ARGV[4] then return tonumber(v[4]) end
+local now = now_ms()
+local tokens = burst
+if v[1] then tokens = tonumber(v[1]) + math.max(0, now - tonumber(v[2])) * rate / 1000 end
+tokens = math.max(math.min(tokens, burst) - n, -burst)
+local wait = 0
+if tokens < 1 then wait = math.ceil((1 - tokens) * 1000 / rate) end
+redis.call('HSET', KEYS[1], 't', string.format('%.6f', tokens), 'at', now, 'k', ARGV[4], 'w', wait)
+redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / rate) + 1)
+return wait
+`)
+
+// acquireScript leases a member of a set. KEYS: set. ARGV: member, ttl
+// ms, max. Returns {1, 0}, or {0, wait ms} when the set is full. A member
+// already there is renewed (so a retry is harmless).
+var acquireScript = script(`
+local now, ttl, max = now_ms(), tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
+if max > 0 and not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= max then
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return {0, math.max(tonumber(first[2]) - now, 0)}
+end
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+extend(KEYS[1], ttl)
+return {1, 0}
+`)
+
+// renewLeaseScript renews a lease still held. KEYS: set. ARGV: member, ttl ms.
+var renewLeaseScript = script(`
+local now, ttl = now_ms(), tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
+if redis.call('ZADD', KEYS[1], 'XX', 'CH', now + ttl, ARGV[1]) == 1 then extend(KEYS[1], ttl) end
+return 0
+`)
+
+func (k keys) bucket(key string) string   { return k.prefix + ":lb:{" + tag(key) + "}" }
+func (k keys) leaseSet(key string) string { return k.prefix + ":ls:{" + tag(key) + "}" }
+
+// Take runs one script per debit, all in one pipeline.
+func (m *limiter) Take(ctx context.Context, debits []cluster.Debit) ([]time.Duration, error) {
+	b := (*backend)(m)
+	for _, d := range debits {
+		if d.Rate <= 0 || d.Burst <= 0 || d.N < 0 {
+			return nil, fmt.Errorf("limiter %q: rate and burst must be positive, n not negative", d.Key)
+		}
+	}
+	if len(debits) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*goredis.Cmd, len(debits))
+	_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, d := range debits {
+			rate := strconv.FormatFloat(d.Rate, 'f', -1, 64)
+			cmds[i] = takeScript.Eval(ctx, p, []string{b.keys.bucket(d.Key)}, d.N, rate, d.Burst, b.token())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, b.fail(ctx, "limiter take", err)
+	}
+	wait := make([]time.Duration, len(debits))
+	for i, c := range cmds {
+		n, err := c.Int64()
+		if err != nil {
+			return nil, b.fail(ctx, "limiter take", err)
+		}
+		wait[i] = time.Duration(n) * time.Millisecond
+	}
+	return wait, nil
+}
+
+func (m *limiter) Acquire(ctx context.Context, key, member string, ttl time.Duration, max int) (bool, time.Duration, error) {
+	b := (*backend)(m)
+	if ttl <= 0 {
+		return false, 0, fmt.Errorf("limiter %q: ttl must be positive", key)
+	}
+	r, err := acquireScript.Run(ctx, b.client, []string{b.keys.leaseSet(key)}, member, ms(ttl), max).Int64Slice()
+	if err != nil {
+		return false, 0, b.fail(ctx, "limiter acquire", err)
+	}
+	if len(r) != 2 {
+		return false, 0, fmt.Errorf("limiter acquire: %d answers, want 2", len(r))
+	}
+	return r[0] == 1, time.Duration(r[1]) * time.Millisecond, nil
+}
+
+// Renew runs one script per lease, all in one pipeline.
+func (m *limiter) Renew(ctx context.Context, leases []cluster.Lease) error {
+	b := (*backend)(m)
+	if len(leases) == 0 {
+		return nil
+	}
+	_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, l := range leases {
+			if l.TTL > 0 {
+				renewLeaseScript.Eval(ctx, p, []string{b.keys.leaseSet(l.Key)}, l.Member, ms(l.TTL))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return b.fail(ctx, "limiter renew", err)
+	}
+	return nil
+}
+
+func (m *limiter) Release(ctx context.Context, key, member string) error {
+	b := (*backend)(m)
+	if err := b.client.ZRem(ctx, b.keys.leaseSet(key), member).Err(); err != nil {
+		return b.fail(ctx, "limiter release", err)
+	}
+	return nil
+}
