@@ -132,6 +132,35 @@ type HTTPOptions struct {
 	// retry hint (the client reconnects, resuming from its last event); a
 	// listen stream with its result (the client listens again).
 	MaxStreamLifetime time.Duration
+	// MaxCallerSessions caps the live sessions one caller (see
+	// TrustedProxies) may hold in the whole deployment (default 1000,
+	// below MaxSessions: one caller cannot fill the deployment's cap).
+	// Past it, initialize gets 429 with Retry-After. A session's place is
+	// freed by DELETE or when the session expires.
+	MaxCallerSessions int
+	// MaxCallerStreams caps the GET, resumed and subscriptions/listen
+	// streams one caller may have open in the whole deployment (default
+	// 1000); more get 429. The places of a node that dies free within
+	// LeaseTTL.
+	MaxCallerStreams int
+	// CallerRate is the requests a second one caller may make to the
+	// whole deployment, and CallerBurst how many it may make at once
+	// (defaults 1000 and 2000): a token bucket kept in the shared store.
+	// Past it, requests get 429 with Retry-After until the bucket refills.
+	// The check costs no round trip per request; docs/CONFIGURATION.md
+	// and http_callers.go give its error bound.
+	CallerRate  int
+	CallerBurst int
+	// TrustedProxies lists the proxies (CIDR ranges or addresses) whose
+	// X-Forwarded-For (or Forwarded) header names the client. A caller
+	// is the principal of an authenticated request; otherwise its client
+	// address, an IPv6 one grouped by /64: the peer's address, or, when
+	// the peer is a trusted proxy, the rightmost untrusted address of the
+	// forwarding chain. Empty: forwarding headers are ignored.
+	TrustedProxies []string
+	// NoCallerLimits turns the per-caller limits off (when a gateway in
+	// front enforces its own).
+	NoCallerLimits bool
 	// RecordTimeout is how long a node keeps trying to record a
 	// request's final response in history when the store fails (the
 	// live connection gets it at once); past it, clients resuming the
@@ -154,6 +183,8 @@ type HTTPHandler struct {
 	coord *coordinator.Coordinator
 	lim   cluster.Limits
 	admit *limits // handler slots, bytes in flight and open streams of this node
+	// callers enforces the per-caller limits of the deployment.
+	callers *callers
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -212,6 +243,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 		Refresh: h.loadFeatures,
 	})
 	h.admit = newLimits(&h.opts)
+	h.callers = newCallers(h.be.Limiter, &h.opts, h.log.With().Str("component", "callers").Logger())
 	h.handler = h.edge()
 	h.metrics.GaugeFunc("mcp_handlers_running", "Request handlers running on this node (each batch member counts).",
 		func() float64 { n, _, _ := h.admit.usage(); return float64(n) })
@@ -235,6 +267,11 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 		h.Close()
 		return nil, err
 	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.callers.run(h.ctx)
+	}()
 	s.attach(h)
 	s.linkFeatures(h)
 	return h, nil

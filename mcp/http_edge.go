@@ -29,6 +29,7 @@ func (h *HTTPHandler) edge() http.Handler {
 		h.boundBody,   // the body's read deadline
 		h.checkHost,   // DNS rebinding: the Host header
 		h.checkOrigin, // the Origin header
+		h.limitCaller, // the caller's request rate (http_callers.go)
 	).HandlerFunc(h.route)
 }
 

@@ -101,7 +101,7 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *se
 		streamError(w, err)
 		return
 	}
-	slot, err := h.admit.openStream()
+	slot, err := h.openStream(r, sid)
 	if err != nil {
 		h.writeRefusal(w, jsonrpc.ID{}, err)
 		return
@@ -172,7 +172,7 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *s
 		streamError(w, err)
 		return
 	}
-	slot, err := h.admit.openStream()
+	slot, err := h.openStream(r, sid)
 	if err != nil {
 		h.writeRefusal(w, jsonrpc.ID{}, err)
 		return
@@ -230,6 +230,7 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.metrics.Session("ended")
+	h.callers.releaseSession(r.Context(), callerKey(r, h.callers.trusted), sid)
 	if err := h.node.EndSession(r.Context(), sid); err != nil {
 		h.log.Warn().Err(err).Str("session", telemetry.SessionTag(sid)).Msg("session end not broadcast")
 	}
@@ -333,7 +334,7 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 		writeError(w, http.StatusNotAcceptable, req.id, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "subscriptions/listen needs text/event-stream"))
 		return
 	}
-	slot, err := h.admit.openStream()
+	slot, err := h.openStream(r, "")
 	if err != nil {
 		h.writeRefusal(w, req.id, err)
 		return

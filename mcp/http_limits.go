@@ -23,6 +23,7 @@ import (
 type refusal struct {
 	status int
 	err    *jsonrpc.Error
+	after  time.Duration // Retry-After; 0: HTTPOptions.RetryHint
 }
 
 func (r *refusal) Error() string { return r.err.Error() }
@@ -157,15 +158,19 @@ func (l *limits) usage() (handlers int, bytes int64, streams int) {
 }
 
 // writeRefusal answers work the node turned away: its status, a
-// Retry-After of the retry hint (at least a second) and the JSON-RPC
-// error.
+// Retry-After of the refusal's wait, or else of the retry hint (at least
+// a second), and the JSON-RPC error.
 func (h *HTTPHandler) writeRefusal(w http.ResponseWriter, id jsonrpc.ID, err error) {
 	var rf *refusal
 	if !errors.As(err, &rf) {
 		writeError(w, statusOf(err, false), id, rpcError(err))
 		return
 	}
-	secs := int(math.Ceil(h.opts.RetryHint.Seconds()))
+	after := h.opts.RetryHint
+	if rf.after > 0 {
+		after = rf.after
+	}
+	secs := int(math.Ceil(after.Seconds()))
 	w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 	writeError(w, rf.status, id, rf.err)
 }

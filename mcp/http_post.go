@@ -166,6 +166,7 @@ func (h *HTTPHandler) loadSession(w http.ResponseWriter, r *http.Request, sid st
 		writeError(w, statusOf(err, false), id, rpcError(err))
 		return nil, false
 	}
+	h.callers.sawSession(callerKey(r, h.callers.trusted), sid)
 	return sess, true
 }
 
@@ -188,7 +189,14 @@ func (h *HTTPHandler) initialize(w http.ResponseWriter, r *http.Request, msg *js
 	st.Principal = PrincipalFromContext(r.Context()).ID()
 	requestLogger(r.Context(), msg.Method)
 	start := time.Now()
+	caller := callerKey(r, h.callers.trusted)
+	if err := h.callers.acquireSession(r.Context(), caller, sid); err != nil {
+		h.metrics.Request("initialize", "refused", time.Since(start))
+		h.writeRefusal(w, msg.ID, err)
+		return
+	}
 	if err := h.sessions.Create(r.Context(), st); err != nil {
+		h.callers.releaseSession(context.WithoutCancel(r.Context()), caller, sid)
 		if errors.Is(err, cluster.ErrUnavailable) {
 			h.metrics.BackendError()
 		}

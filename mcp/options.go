@@ -44,6 +44,10 @@ func DefaultHTTPOptions() HTTPOptions {
 		StreamWriteTimeout:   30 * time.Second,
 		MaxStreamLifetime:    time.Hour,
 		RecordTimeout:        time.Minute,
+		MaxCallerSessions:    1000,
+		MaxCallerStreams:     1000,
+		CallerRate:           1000,
+		CallerBurst:          2000,
 	}
 }
 
@@ -76,7 +80,16 @@ const DefaultMaxSubscriptions = cluster.DefaultMaxSubscriptions
 
 // Validate reports every negative number or duration of o, each error
 // naming its field. NewHTTPHandler calls it.
-func (o *HTTPOptions) Validate() error { return notNegative("HTTPOptions", o) }
+func (o *HTTPOptions) Validate() error {
+	err := notNegative("HTTPOptions", o)
+	if o == nil {
+		return err
+	}
+	if _, perr := parseTrustedProxies(o.TrustedProxies); perr != nil {
+		err = errors.Join(err, fmt.Errorf("mcp: HTTPOptions.TrustedProxies: %w", perr))
+	}
+	return err
+}
 
 // Validate reports every negative number or duration of o, each error
 // naming its field. The transports (NewHTTPHandler, ServeStdio) call it.
@@ -142,6 +155,10 @@ func (o *HTTPOptions) defaults() {
 	o.StreamWriteTimeout = orDefault(o.StreamWriteTimeout, d.StreamWriteTimeout)
 	o.MaxStreamLifetime = orDefault(o.MaxStreamLifetime, d.MaxStreamLifetime)
 	o.RecordTimeout = orDefault(o.RecordTimeout, d.RecordTimeout)
+	o.MaxCallerSessions = orDefault(o.MaxCallerSessions, d.MaxCallerSessions)
+	o.MaxCallerStreams = orDefault(o.MaxCallerStreams, d.MaxCallerStreams)
+	o.CallerRate = orDefault(o.CallerRate, d.CallerRate)
+	o.CallerBurst = orDefault(o.CallerBurst, d.CallerBurst)
 	o.MaxInflightBytes = max(o.MaxInflightBytes, o.MaxBodyBytes)
 	o.MaxSessionHandlers = min(o.MaxSessionHandlers, o.MaxHandlers)
 	if o.NodeID == "" {
