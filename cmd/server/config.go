@@ -60,6 +60,12 @@ type Config struct {
 	PageSize        int
 	AllowedOrigins  string
 	AllowedHosts    string
+	CallerSessions  int
+	CallerStreams   int
+	CallerRate      int
+	CallerBurst     int
+	TrustedProxies  string
+	CallerLimitsOff bool
 	DrainDelay      time.Duration
 	DrainTimeout    time.Duration
 	LogLevel        string
@@ -194,6 +200,12 @@ func settings() []setting {
 		{"page-size", "MCP_PAGE_SIZE", itoa(sv.PageSize), "items per page of list results", intSetter(func(c *Config) *int { return &c.PageSize })},
 		{"allowed-origins", "MCP_ALLOWED_ORIGINS", "", "comma-separated Origin values accepted besides loopback ones on a loopback address (* for any)", stringSetter(func(c *Config) *string { return &c.AllowedOrigins })},
 		{"allowed-hosts", "MCP_ALLOWED_HOSTS", "", "comma-separated Host names accepted besides loopback ones (name or name:port; * for any); empty: a request arriving on a loopback address must name a loopback host (DNS-rebinding protection), others any; set: every request must name a listed or loopback host", stringSetter(func(c *Config) *string { return &c.AllowedHosts })},
+		{"caller-max-sessions", "MCP_CALLER_MAX_SESSIONS", itoa(h.MaxCallerSessions), "live sessions one caller (its principal, else its client address) may hold in the deployment; more get 429 with Retry-After. Keep it below --max-sessions, so that one caller cannot fill the cap", intSetter(func(c *Config) *int { return &c.CallerSessions })},
+		{"caller-max-streams", "MCP_CALLER_MAX_STREAMS", itoa(h.MaxCallerStreams), "GET, resumed and subscriptions/listen streams one caller may have open in the deployment; more get 429 with Retry-After", intSetter(func(c *Config) *int { return &c.CallerStreams })},
+		{"caller-rate", "MCP_CALLER_RATE", itoa(h.CallerRate), "requests a second one caller may make to the deployment (a token bucket in the shared store, checked without a round trip per request: each node may let a caller past it by up to --caller-burst plus 20ms of the rate before it learns of the debt, which the caller then waits out)", intSetter(func(c *Config) *int { return &c.CallerRate })},
+		{"caller-burst", "MCP_CALLER_BURST", itoa(h.CallerBurst), "requests one caller may make at once, on top of --caller-rate; past both, 429 with Retry-After until the bucket refills", intSetter(func(c *Config) *int { return &c.CallerBurst })},
+		{"trusted-proxies", "MCP_TRUSTED_PROXIES", "", "comma-separated CIDR ranges or addresses of the proxies in front of the nodes: from them, X-Forwarded-For (or Forwarded) names the client an anonymous caller is counted as (the rightmost untrusted hop); from any other peer those headers are ignored. IPv6 clients count by /64", stringSetter(func(c *Config) *string { return &c.TrustedProxies })},
+		{"caller-limits-off", "MCP_CALLER_LIMITS_OFF", "false", "turn the per-caller limits (--caller-*) off, when a gateway in front enforces its own", boolSetter(func(c *Config) *bool { return &c.CallerLimitsOff })},
 		{"auth-issuer", "MCP_AUTH_ISSUER", "", "OAuth authorization server (issuer identifier) whose access tokens this node accepts; empty: authorization off, anyone who reaches the endpoint may call it", stringSetter(func(c *Config) *string { return &c.Auth.Issuer })},
 		{"auth-resource", "MCP_AUTH_RESOURCE", "", "canonical URI of the MCP endpoint as clients reach it (e.g. https://mcp.example.com/mcp): tokens must name it as audience (RFC 8707); required with --auth-issuer", stringSetter(func(c *Config) *string { return &c.Auth.Resource })},
 		{"auth-scopes", "MCP_AUTH_SCOPES", "", "scopes every request needs (comma- or space-separated); a token without them gets 403 insufficient_scope", stringSetter(func(c *Config) *string { return &c.Auth.Scopes })},
@@ -316,7 +328,8 @@ func (c *Config) Validate() error {
 		bad("session-cache-ttl", "must not be negative, not %s", c.SessionCache)
 	}
 	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "max-subscriptions": c.MaxSubs, "max-client-info-bytes": c.MaxClientInfo, "max-capabilities-bytes": c.MaxCaps, "max-uri-bytes": c.MaxURI, "max-fanouts": c.MaxFanOuts, "page-size": c.PageSize,
-		"max-handlers": c.MaxHandlers, "max-session-handlers": c.MaxSessionHdl, "max-batch": c.MaxBatch, "max-open-streams": c.MaxOpenStreams} {
+		"max-handlers": c.MaxHandlers, "max-session-handlers": c.MaxSessionHdl, "max-batch": c.MaxBatch, "max-open-streams": c.MaxOpenStreams,
+		"caller-max-sessions": c.CallerSessions, "caller-max-streams": c.CallerStreams, "caller-rate": c.CallerRate, "caller-burst": c.CallerBurst} {
 		if n <= 0 {
 			bad(name, "must be positive, not %d", n)
 		}
@@ -326,6 +339,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInflight < c.MaxBodyBytes {
 		bad("max-inflight-bytes", "must be at least --max-body-bytes (%d), not %d", c.MaxBodyBytes, c.MaxInflight)
+	}
+	if err := (&mcp.HTTPOptions{TrustedProxies: splitList(c.TrustedProxies)}).Validate(); err != nil {
+		bad("trusted-proxies", "%v", err)
 	}
 	if c.MaxSessionHdl > c.MaxHandlers {
 		bad("max-session-handlers", "must not exceed --max-handlers (%d), not %d", c.MaxHandlers, c.MaxSessionHdl)
@@ -446,6 +462,12 @@ func (c *Config) httpOptions() mcp.HTTPOptions {
 		AllowedOrigins:       splitList(c.AllowedOrigins),
 		AllowedHosts:         splitList(c.AllowedHosts),
 		AllowLoopbackOrigins: isLoopback(c.Addr),
+		MaxCallerSessions:    c.CallerSessions,
+		MaxCallerStreams:     c.CallerStreams,
+		CallerRate:           c.CallerRate,
+		CallerBurst:          c.CallerBurst,
+		TrustedProxies:       splitList(c.TrustedProxies),
+		NoCallerLimits:       c.CallerLimitsOff,
 		NoAccessLog:          !c.AccessLog,
 	}
 }

@@ -55,6 +55,8 @@ func TestBooleanSettingsWorkBareWithValueAndFromEnv(t *testing.T) {
 			return c.Stdio
 		case "access-log":
 			return c.AccessLog
+		case "caller-limits-off":
+			return c.CallerLimitsOff
 		}
 		t.Fatalf("test does not know the field of --%s: add it here", name)
 		return false
