@@ -1,0 +1,121 @@
+package clustertest_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mcpcluster/mcpcluster/internal/authtest"
+	"github.com/mcpcluster/mcpcluster/internal/clustertest"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/mcptest"
+	"github.com/mcpcluster/mcpcluster/mcp"
+)
+
+// Limits under load, on the real binary: one caller opening sessions
+// from several goroutines across every node hits its own limit exactly
+// (429, Retry-After, a JSON-RPC error), while another caller still
+// works. Callers are client addresses behind a trusted proxy (the test
+// client, which sets X-Forwarded-For), or principals with real tokens
+// from an OpenID provider; on three nodes on Redis and on one node in
+// memory.
+func TestCallerLimitsUnderLoad(t *testing.T) {
+	t.Parallel()
+	const resource = "https://mcp.example.test/mcp"
+	p := authtest.Start(t, authtest.Options{
+		DefaultResource: resource,
+		Clients: []*authtest.Client{
+			{ID: "ada", Secret: "ada-secret", Scopes: []string{"mcp"}},
+			{ID: "bob", Secret: "bob-secret", Scopes: []string{"mcp"}},
+		},
+	})
+	limits := []string{"--caller-max-sessions", "6", "--trusted-proxies", "127.0.0.1"}
+	auth := []string{"--auth-issuer", p.Issuer, "--auth-resource", resource}
+	for _, s := range setups {
+		for _, mode := range []string{"address", "principal"} {
+			t.Run(s.name+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				opts := s.opts
+				opts.Args = append(append([]string(nil), opts.Args...), limits...)
+				if mode == "principal" {
+					opts.Args = append(opts.Args, auth...)
+				}
+				c := clustertest.Start(t, opts)
+				callers := [2]*mcptest.Client{mcptest.New(t, c.NodeURLs()...), mcptest.New(t, c.NodeURLs()...)}
+				for i, who := range []string{"ada", "bob"} {
+					if mode == "principal" {
+						tok, err := p.ClientCredentials(t.Context(), who, who+"-secret", resource, "mcp")
+						if err != nil {
+							t.Fatal(err)
+						}
+						callers[i].Header.Set("Authorization", "Bearer "+tok)
+						// The same address: only the principal tells them apart.
+						callers[i].Header.Set("X-Forwarded-For", "203.0.113.1")
+					} else {
+						callers[i].Header.Set("X-Forwarded-For", "203.0.113."+strconv.Itoa(i+1))
+					}
+				}
+				loadSessions(t, callers[0], 6)
+				b := callers[1]
+				b.URLs = b.URLs[:1]
+				b.Initialize(mcp.Version20251125, nil)
+				for _, u := range c.NodeURLs() {
+					callAt(t, b, u, "ping", nil).Result(t, nil)
+				}
+			})
+		}
+	}
+}
+
+// loadSessions opens sessions of cl from four goroutines, round robin
+// over its nodes, until every goroutine was refused, and checks that
+// exactly limit were opened and every refusal is a 429 with Retry-After
+// and a JSON-RPC error.
+func loadSessions(t *testing.T, cl *mcptest.Client, limit int) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": mcp.Version20251125, "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "load", "version": "1"},
+	}})
+	var opened, refused atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan string, 16)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 2 * limit {
+				resp, err := cl.PostRaw(context.Background(), cl.URL(), body, nil, nil)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				if resp.Status == http.StatusOK {
+					opened.Add(1)
+					continue
+				}
+				refused.Add(1)
+				var m struct {
+					Error *struct{ Code int } `json:"error"`
+				}
+				if resp.Status != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" ||
+					json.Unmarshal(resp.Body, &m) != nil || m.Error == nil || m.Error.Code != jsonrpc.CodeUnavailable {
+					errs <- "refusal: status " + strconv.Itoa(resp.Status) + " Retry-After " + resp.Header.Get("Retry-After") + " body " + string(resp.Body)
+				}
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if opened.Load() != int32(limit) || refused.Load() != 4 {
+		t.Fatalf("opened %d sessions with %d refusals, want %d and 4", opened.Load(), refused.Load(), limit)
+	}
+}
