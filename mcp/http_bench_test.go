@@ -36,7 +36,9 @@ func newBenchNode(b *testing.B, backend string, cacheTTL time.Duration) *benchNo
 	b.Cleanup(func() { _ = be.Close() })
 	s := mcp.NewServer(mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ServerOptions{StateKeys: [][]byte{bytes.Repeat([]byte{7}, 32)}})
 	demo.Register(s)
-	h, err := s.NewHTTPHandler(&mcp.HTTPOptions{Backend: be, SessionCacheTTL: cacheTTL})
+	// The per-caller rate is checked (and debited) on every call, at a
+	// rate the benchmark never reaches.
+	h, err := s.NewHTTPHandler(&mcp.HTTPOptions{Backend: be, SessionCacheTTL: cacheTTL, CallerRate: 1 << 30, CallerBurst: 1 << 30})
 	if err != nil {
 		b.Fatal(err)
 	}

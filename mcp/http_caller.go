@@ -21,14 +21,12 @@ const callerIPv6Bits = 64
 // read from the right: past them the last one read counts as the client.
 const maxForwardHops = 16
 
-type callerKeyCtx struct{}
-
 // callerKey is the key a request's caller is counted under: "p:" and the
 // principal's id when authenticated, else "a:" and the client address
 // (see clientAddr), an IPv6 one as its /64.
 func callerKey(r *http.Request, trusted []netip.Prefix) string {
-	if k, ok := r.Context().Value(callerKeyCtx{}).(string); ok {
-		return k
+	if info, ok := r.Context().Value(requestInfoKey{}).(*requestInfo); ok && info.caller != "" {
+		return info.caller
 	}
 	if id := PrincipalFromContext(r.Context()).ID(); id != "" {
 		return "p:" + id
@@ -44,10 +42,12 @@ func callerKey(r *http.Request, trusted []netip.Prefix) string {
 	return "a:" + a.String()
 }
 
-// withCallerKey returns ctx carrying the caller key, so it is worked
-// out once per request.
-func withCallerKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, callerKeyCtx{}, key)
+// noteCaller keeps the caller key in the request's info, so it is
+// worked out once per request.
+func noteCaller(ctx context.Context, key string) {
+	if info, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		info.caller = key
+	}
 }
 
 // clientAddr returns the address of the client of a request that came

@@ -318,8 +318,8 @@ func (c *callers) pruneLocked(now time.Time) {
 }
 
 // limitCaller is the edge step of the request rate: it works out the
-// caller's key once (kept in the context) and refuses a caller over its
-// rate with 429 and Retry-After.
+// caller's key once (kept in the request's info) and refuses a caller
+// over its rate with 429 and Retry-After.
 func (h *HTTPHandler) limitCaller(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := callerKey(r, h.callers.trusted)
@@ -327,7 +327,8 @@ func (h *HTTPHandler) limitCaller(next http.Handler) http.Handler {
 			h.writeRefusal(w, jsonrpc.ID{}, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(withCallerKey(r.Context(), key)))
+		noteCaller(r.Context(), key)
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -68,6 +68,7 @@ func requestIDFrom(ctx context.Context) string {
 // requestInfo is filled in while a request is served, for its log line.
 type requestInfo struct {
 	method atomic.Pointer[string] // the first one noted wins
+	caller string                 // the caller key, set by limitCaller before anything reads it
 }
 
 type requestInfoKey struct{}
