@@ -144,12 +144,14 @@ type HTTPOptions struct {
 	// LeaseTTL.
 	MaxCallerStreams int
 	// CallerRate is the requests a second one caller may make to the
-	// whole deployment, and CallerBurst how many it may make at once
-	// (defaults 1000 and 2000): a token bucket kept in the shared store.
-	// Past it, requests get 429 with Retry-After until the bucket refills.
-	// The check costs no round trip per request; docs/CONFIGURATION.md
-	// and http_callers.go give its error bound.
-	CallerRate  int
+	// whole deployment (default 1000): a token bucket kept in the shared
+	// store. Past it and CallerBurst, requests get 429 with Retry-After
+	// until the bucket refills. The check costs no round trip per
+	// request; docs/CONFIGURATION.md and http_callers.go give its error
+	// bound.
+	CallerRate int
+	// CallerBurst is how many requests one caller may make at once, the
+	// size of its bucket (default 2000).
 	CallerBurst int
 	// TrustedProxies lists the proxies (CIDR ranges or addresses) whose
 	// X-Forwarded-For (or Forwarded) header names the client. A caller

@@ -28,13 +28,15 @@ import (
 // The rate costs no round trip on the request path. Each node admits a
 // request against a local token bucket of the caller (the full rate and
 // burst), notes it, and debits the shared bucket with everything noted,
-// in one batch, callerFlush after the first note; a caller the shared
-// bucket finds in debt is refused on this node until the debt is paid.
+// in one batch, callerFlush after the first note, or at once when one
+// caller has noted an eighth of its burst; a caller the shared bucket
+// finds in debt is refused on this node until the debt is paid.
 // Error bound: over the whole deployment a caller may get past the rate
-// by what every node admits before it hears of the debt, at most
-// burst + rate·callerFlush per node that serves it; the debt then shuts
-// it out for as long as it took, so over time it gets the rate and no
-// more. When the shared store fails, each node keeps its local bucket
+// by what every node admits before it hears of the debt: per node that
+// serves it, an eighth of the burst, or callerFlush of the rate, plus
+// what arrives during one round trip to the store (and never more than
+// the burst, the local bucket's). The debt then shuts it out for as long
+// as it took, so over time it gets the rate and no more. When the shared store fails, each node keeps its local bucket
 // alone (each node then admits up to the rate).
 
 // callerFlush is how long notes of admitted requests wait to be debited
@@ -59,7 +61,8 @@ type callers struct {
 	dirty   bool      // some caller has notes to debit
 	pruned  time.Time // last prune forced by a full table
 	streams map[*callerStream]struct{}
-	kick    chan struct{}
+	kick    chan struct{} // the first note since the last flush
+	urgent  chan struct{} // a caller noted an eighth of its burst: flush now
 }
 
 // caller is one caller as this node sees it.
@@ -77,7 +80,7 @@ type callerStream struct{ key, id, session string }
 func newCallers(lim cluster.Limiter, o *HTTPOptions, log zerolog.Logger) *callers {
 	trusted, _ := parseTrustedProxies(o.TrustedProxies) // Validate checked them
 	return &callers{lim: lim, o: o, log: log, trusted: trusted, off: o.NoCallerLimits || lim == nil,
-		m: map[string]*caller{}, streams: map[*callerStream]struct{}{}, kick: make(chan struct{}, 1)}
+		m: map[string]*caller{}, streams: map[*callerStream]struct{}{}, kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
 }
 
 // Limiter keys of a caller.
@@ -122,6 +125,12 @@ func (c *callers) allow(key string, now time.Time) error {
 	}
 	cl.tokens--
 	cl.notes++
+	if cl.notes >= max(1, burst/8) {
+		select {
+		case c.urgent <- struct{}{}:
+		default:
+		}
+	}
 	if !c.dirty {
 		c.dirty = true
 		select {
@@ -215,7 +224,8 @@ func (c *callers) openStream(ctx context.Context, key, session string) (func(), 
 }
 
 // run debits the notes of admitted requests callerFlush after the first
-// one, and renews leases every LeaseTTL/3, until ctx ends.
+// one, or at once when a caller noted an eighth of its burst, and renews
+// leases every LeaseTTL/3, until ctx ends.
 func (c *callers) run(ctx context.Context) {
 	if c.off {
 		return
@@ -228,10 +238,13 @@ func (c *callers) run(ctx context.Context) {
 			return
 		case <-renew.C:
 			c.renew(ctx)
+		case <-c.urgent:
+			c.flush(ctx)
 		case <-c.kick:
 			select {
 			case <-ctx.Done():
 				return
+			case <-c.urgent:
 			case <-time.After(callerFlush):
 			}
 			c.flush(ctx)

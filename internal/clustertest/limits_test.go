@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/authtest"
 	"github.com/mcpcluster/mcpcluster/internal/clustertest"
@@ -117,5 +118,43 @@ func loadSessions(t *testing.T, cl *mcptest.Client, limit int) {
 	}
 	if opened.Load() != int32(limit) || refused.Load() != 4 {
 		t.Fatalf("opened %d sessions with %d refusals, want %d and 4", opened.Load(), refused.Load(), limit)
+	}
+}
+
+// The request rate holds across three nodes on Redis: a caller sending
+// pings round robin over the nodes gets the burst, about one more per
+// node before the nodes learn of the debt, then 429s with Retry-After,
+// while another caller is served.
+func TestCallerRateAcrossNodesOnRedis(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, clustertest.Options{Nodes: 3, Args: []string{"--caller-rate", "1", "--caller-burst", "10", "--trusted-proxies", "127.0.0.1"}})
+	a, b := mcptest.New(t, c.NodeURLs()...), mcptest.New(t, c.NodeURLs()...)
+	a.Header.Set("X-Forwarded-For", "203.0.113.1")
+	b.Header.Set("X-Forwarded-For", "203.0.113.2")
+	a.Initialize(mcp.Version20251125, nil) // two requests of the ten
+	admitted, refused := 0, 0
+	for range 40 {
+		time.Sleep(25 * time.Millisecond)
+		resp := callAt(t, a, a.URL(), "ping", nil)
+		switch resp.Status {
+		case http.StatusOK:
+			admitted++
+		case http.StatusTooManyRequests:
+			refused++
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
+				t.Fatalf("429 with Retry-After %q", resp.Header.Get("Retry-After"))
+			}
+		default:
+			t.Fatalf("ping: got %d (%s)", resp.Status, resp.Body)
+		}
+	}
+	// Eight tokens left after initialize, plus at most a few per node
+	// admitted before the shared debt was heard of, plus the refill.
+	if admitted < 8 || admitted > 8+3*2+2 {
+		t.Fatalf("admitted %d of 40 pings in about 1s at a rate of 1/s and a burst of 10 (8 left), want 8 to 16", admitted)
+	}
+	b.Initialize(mcp.Version20251125, nil)
+	for _, u := range c.NodeURLs() {
+		callAt(t, b, u, "ping", nil).Result(t, nil)
 	}
 }
