@@ -257,3 +257,38 @@ func jsonBody(err error) string {
 	}
 	return s
 }
+
+// The stream places of a node that dies free within its lease: its
+// leases are no longer renewed.
+func TestCallerStreamPlacesOfADeadNodeFree(t *testing.T) {
+	c := inproc.New(t, inproc.Options{HTTP: mcp.HTTPOptions{MaxCallerStreams: 1}})
+	a := mcptest.New(t, c.Nodes[0].URL)
+	a.Initialize(mcp.Version20251125, nil)
+	st, err := a.Get(c.Nodes[0].URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	b := mcptest.New(t, c.Nodes[1].URL)
+	b.Initialize(mcp.Version20251125, nil)
+	if st, err := b.Get(c.Nodes[1].URL, ""); err == nil {
+		st.Close()
+		t.Fatal("a second stream of the caller was opened, the limit is 1")
+	}
+	c.Nodes[0].Kill()
+	start := time.Now()
+	for {
+		st, err := b.Get(c.Nodes[1].URL, "")
+		if err == nil {
+			st.Close()
+			break
+		}
+		if time.Since(start) > soon {
+			t.Fatalf("the dead node's stream place was not freed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d := time.Since(start); d > 3*inproc.DefaultLeaseTTL {
+		t.Fatalf("the place freed after %v, want within about the lease (%v)", d, inproc.DefaultLeaseTTL)
+	}
+}
