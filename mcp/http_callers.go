@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // Per-caller limits, kept cluster-wide in the backend's Limiter: live
@@ -61,8 +62,11 @@ type callers struct {
 	dirty   bool      // some caller has notes to debit
 	pruned  time.Time // last prune forced by a full table
 	streams map[*callerStream]struct{}
-	kick    chan struct{} // the first note since the last flush
-	urgent  chan struct{} // a caller noted an eighth of its burst: flush now
+	// refused counts the refusals of each limit: rate, sessions, streams.
+	refused [3]func()
+
+	kick   chan struct{} // the first note since the last flush
+	urgent chan struct{} // a caller noted an eighth of its burst: flush now
 }
 
 // caller is one caller as this node sees it.
@@ -77,10 +81,19 @@ type caller struct {
 // callerStream is a stream open on this node, for lease renewal.
 type callerStream struct{ key, id, session string }
 
-func newCallers(lim cluster.Limiter, o *HTTPOptions, log zerolog.Logger) *callers {
+func newCallers(lim cluster.Limiter, o *HTTPOptions, log zerolog.Logger, m *telemetry.Metrics) *callers {
 	trusted, _ := parseTrustedProxies(o.TrustedProxies) // Validate checked them
-	return &callers{lim: lim, o: o, log: log, trusted: trusted, off: o.NoCallerLimits || lim == nil,
+	c := &callers{lim: lim, o: o, log: log, trusted: trusted, off: o.NoCallerLimits || lim == nil,
 		m: map[string]*caller{}, streams: map[*callerStream]struct{}{}, kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
+	for i, limit := range []string{"rate", "sessions", "streams"} {
+		c.refused[i] = m.Counter("mcp_caller_refused_"+limit+"_total", "Requests refused (429) because their caller was over its "+limit+" limit.")
+	}
+	m.GaugeFunc("mcp_callers_tracked", "Callers this node tracks for the per-caller limits.", func() float64 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return float64(len(c.m))
+	})
+	return c
 }
 
 // Limiter keys of a caller.
@@ -116,11 +129,13 @@ func (c *callers) allow(key string, now time.Time) error {
 		c.m[key] = cl
 	}
 	if now.Before(cl.blocked) {
+		c.refused[0]()
 		return tooMany(cl.blocked.Sub(now), "too many requests from this caller (at most %d a second); retry later", c.o.CallerRate)
 	}
 	tokens, wait := cluster.Refill(cl.tokens, now.Sub(cl.at), 0, rate, burst)
 	cl.tokens, cl.at = tokens, now
 	if wait > 0 {
+		c.refused[0]()
 		return tooMany(wait, "too many requests from this caller (at most %d a second); retry later", c.o.CallerRate)
 	}
 	cl.tokens--
@@ -171,6 +186,7 @@ func (c *callers) acquireSession(ctx context.Context, key, sid string) error {
 		return err
 	}
 	if !ok {
+		c.refused[1]()
 		return tooMany(wait, "this caller holds as many live sessions as it may (%d); end one (DELETE) or wait for one to expire", c.o.MaxCallerSessions)
 	}
 	return nil
@@ -203,6 +219,7 @@ func (c *callers) openStream(ctx context.Context, key, session string) (func(), 
 		return nil, err
 	}
 	if !ok {
+		c.refused[2]()
 		return nil, tooMany(wait, "this caller has as many streams open as it may (%d); close one first", c.o.MaxCallerStreams)
 	}
 	c.mu.Lock()

@@ -7,7 +7,9 @@ package inproc_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,6 +115,9 @@ func TestCallerSessionLimitAcrossNodes(t *testing.T) {
 				t.Fatalf("after a DELETE: opened %d, want 1", len(more))
 			}
 			wantTooMany(t, "initialize past the caller's sessions again", refused.Status, refused.Header, refused.Body)
+			if got := metric(t, c, "mcp_caller_refused_sessions_total"); got != 2 {
+				t.Fatalf("mcp_caller_refused_sessions_total over the nodes: got %v, want 2", got)
+			}
 		})
 	}
 }
@@ -291,4 +296,24 @@ func TestCallerStreamPlacesOfADeadNodeFree(t *testing.T) {
 	if d := time.Since(start); d > 3*inproc.DefaultLeaseTTL {
 		t.Fatalf("the place freed after %v, want within about the lease (%v)", d, inproc.DefaultLeaseTTL)
 	}
+}
+
+// metric sums a metric without labels over every node's /metrics.
+func metric(t *testing.T, c *inproc.Cluster, name string) float64 {
+	t.Helper()
+	sum := 0.0
+	for _, n := range c.Nodes {
+		rec := httptest.NewRecorder()
+		n.Handler.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		for line := range strings.Lines(rec.Body.String()) {
+			if f := strings.Fields(line); len(f) == 2 && strings.HasPrefix(f[0], name) && (f[0] == name || f[0][len(name)] == '{') {
+				v, err := strconv.ParseFloat(f[1], 64)
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				sum += v
+			}
+		}
+	}
+	return sum
 }
