@@ -190,3 +190,26 @@ func TestCloseStopsGoroutines(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// The limiter's buckets and sets are bounded by MaxKeys; a bucket that
+// refilled and a set whose leases ended make room again.
+func TestLimiterKeysBounded(t *testing.T) {
+	clk := newClock()
+	b := newBackend(t, memory.Options{Now: clk.Now, MaxKeys: 2, SweepInterval: -1})
+	ctx := t.Context()
+	if _, err := b.Limiter.Take(ctx, []cluster.Debit{{Key: "a", N: 1, Rate: 1, Burst: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := b.Limiter.Acquire(ctx, "set", "m", time.Second, 1); err != nil || !ok {
+		t.Fatalf("Acquire: %v %v", ok, err)
+	}
+	if _, err := b.Limiter.Take(ctx, []cluster.Debit{{Key: "b", N: 1, Rate: 1, Burst: 1}}); !errors.Is(err, cluster.ErrLimit) {
+		t.Fatalf("a third key past MaxKeys 2: got %v, want ErrLimit", err)
+	}
+	clk.Advance(2 * time.Second) // "a" is full again, the lease of "m" ended
+	for _, k := range []string{"b", "c"} {
+		if _, err := b.Limiter.Take(ctx, []cluster.Debit{{Key: k, N: 1, Rate: 1, Burst: 1}}); err != nil {
+			t.Fatalf("Take %s after the others expired: %v", k, err)
+		}
+	}
+}
