@@ -134,9 +134,9 @@ type HTTPOptions struct {
 	MaxStreamLifetime time.Duration
 	// MaxCallerSessions caps the live sessions one caller (see
 	// TrustedProxies) may hold in the whole deployment (default 1000,
-	// below MaxSessions: one caller cannot fill the deployment's cap).
-	// Past it, initialize gets 429 with Retry-After. A session's place is
-	// freed by DELETE or when the session expires.
+	// never more than half of MaxSessions: one caller cannot fill the
+	// deployment's cap). Past it, initialize gets 429 with Retry-After. A
+	// session's place is freed by DELETE or when the session expires.
 	MaxCallerSessions int
 	// MaxCallerStreams caps the GET, resumed and subscriptions/listen
 	// streams one caller may have open in the whole deployment (default

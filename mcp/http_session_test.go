@@ -142,18 +142,40 @@ func TestSessionDelete(t *testing.T) {
 }
 
 // Past MaxSessions, initialize gets 503 with a JSON-RPC error; ending a
-// session makes room again.
+// session makes room again. One caller gets at most half of MaxSessions
+// (429 past it), so it takes two callers (client addresses behind a
+// trusted proxy) to fill the cap.
 func TestSessionMaxSessions(t *testing.T) {
 	for _, v := range mcp.LegacyVersions {
 		t.Run(v, func(t *testing.T) {
-			n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{MaxSessions: 2}})
-			a := session(t, n.url, v, nil)
-			session(t, n.url, v, nil)
-			c := mcptest.New(t, n.url)
-			resp, err := c.PostRaw(context.Background(), n.url, initializeBody(v), nil, nil)
-			if err != nil {
-				t.Fatal(err)
+			n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{MaxSessions: 4, TrustedProxies: []string{"127.0.0.1"}}})
+			from := func(addr string) *mcptest.Client {
+				c := mcptest.New(t, n.url)
+				c.Header.Set("X-Forwarded-For", addr)
+				return c
 			}
+			initialize := func(c *mcptest.Client) *mcptest.Response {
+				resp, err := c.PostRaw(context.Background(), n.url, initializeBody(v), nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp
+			}
+			var a *mcptest.Client
+			for i, addr := range []string{"203.0.113.1", "203.0.113.1", "203.0.113.2"} {
+				c := from(addr)
+				c.Initialize(v, nil)
+				if i == 0 {
+					a = c
+				}
+			}
+			resp := initialize(from("203.0.113.1"))
+			wantRPCError(t, resp, http.StatusTooManyRequests, jsonrpc.CodeUnavailable)
+			if resp.Header.Get("Mcp-Session-Id") != "" {
+				t.Fatal("a refused initialize issued a session id")
+			}
+			from("203.0.113.2").Initialize(v, nil)
+			resp = initialize(from("203.0.113.3"))
 			wantRPCError(t, resp, http.StatusServiceUnavailable, jsonrpc.CodeUnavailable)
 			if resp.Header.Get("Mcp-Session-Id") != "" {
 				t.Fatal("a refused initialize issued a session id")
@@ -161,7 +183,7 @@ func TestSessionMaxSessions(t *testing.T) {
 			if got := a.Delete(n.url); got != http.StatusNoContent {
 				t.Fatalf("DELETE: got %d", got)
 			}
-			session(t, n.url, v, nil)
+			from("203.0.113.3").Initialize(v, nil)
 		})
 	}
 }

@@ -161,6 +161,7 @@ func (o *HTTPOptions) defaults() {
 	o.CallerBurst = orDefault(o.CallerBurst, d.CallerBurst)
 	o.MaxInflightBytes = max(o.MaxInflightBytes, o.MaxBodyBytes)
 	o.MaxSessionHandlers = min(o.MaxSessionHandlers, o.MaxHandlers)
+	o.MaxCallerSessions = min(o.MaxCallerSessions, max(1, o.MaxSessions/2))
 	if o.NodeID == "" {
 		o.NodeID = randomToken(6)
 	}
