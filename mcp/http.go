@@ -141,7 +141,7 @@ type HTTPOptions struct {
 	// MaxCallerStreams caps the GET, resumed and subscriptions/listen
 	// streams one caller may have open in the whole deployment (default
 	// 1000); more get 429. The places of a node that dies free within
-	// LeaseTTL.
+	// six LeaseTTLs (the streams' lease, renewed every two).
 	MaxCallerStreams int
 	// CallerRate is the requests a second one caller may make to the
 	// whole deployment (default 1000): a token bucket kept in the shared

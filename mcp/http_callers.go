@@ -20,11 +20,13 @@ import (
 // Sessions and streams are leases in a set per caller, taken with one
 // round trip when a session is created or a stream opens, and released
 // when it ends. A session's lease is as long as its idle timeout and is
-// renewed, in one batch per renewal (every LeaseTTL/3), for the sessions
-// this node served since the last one and those with a stream open here;
-// so an expired session frees its place by itself. A stream's lease is
-// LeaseTTL, renewed the same way while it is open: the streams of a node
-// that died free their places within LeaseTTL.
+// renewed every eighth of it, in one batch, for the sessions this node
+// served since the last renewal and those with a stream open here; so
+// an expired session frees its place by itself. A stream's lease is
+// streamLeases·LeaseTTL, renewed every 2·LeaseTTL while it is open (an
+// idle stream costs its store 1/(2·LeaseTTL) script runs a second, one
+// pipeline per node): the streams of a node that died free their places
+// within the lease.
 //
 // The rate costs no round trip on the request path. Each node admits a
 // request against a local token bucket of the caller (the full rate and
@@ -39,6 +41,10 @@ import (
 // the burst, the local bucket's). The debt then shuts it out for as long
 // as it took, so over time it gets the rate and no more. When the shared store fails, each node keeps its local bucket
 // alone (each node then admits up to the rate).
+
+// streamLeases is a stream's lease in LeaseTTLs: three renewals (every
+// 2·LeaseTTL) may fail before it lapses.
+const streamLeases = 6
 
 // callerFlush is how long notes of admitted requests wait to be debited
 // together.
@@ -214,7 +220,7 @@ func (c *callers) openStream(ctx context.Context, key, session string) (func(), 
 		return func() {}, nil
 	}
 	s := &callerStream{key: key, id: randomToken(9), session: session}
-	ok, wait, err := c.lim.Acquire(ctx, streamsKey(key), s.id, c.o.LeaseTTL, c.o.MaxCallerStreams)
+	ok, wait, err := c.lim.Acquire(ctx, streamsKey(key), s.id, streamLeases*c.o.LeaseTTL, c.o.MaxCallerStreams)
 	if err != nil {
 		return nil, err
 	}
@@ -241,20 +247,25 @@ func (c *callers) openStream(ctx context.Context, key, session string) (func(), 
 }
 
 // run debits the notes of admitted requests callerFlush after the first
-// one, or at once when a caller noted an eighth of its burst, and renews
-// leases every LeaseTTL/3, until ctx ends.
+// one, or at once when a caller noted an eighth of its burst; renews the
+// stream leases every 2·LeaseTTL and the session leases every eighth of
+// SessionTTL, until ctx ends.
 func (c *callers) run(ctx context.Context) {
 	if c.off {
 		return
 	}
-	renew := time.NewTicker(c.o.LeaseTTL / 3)
-	defer renew.Stop()
+	streams := time.NewTicker(2 * c.o.LeaseTTL)
+	defer streams.Stop()
+	sessions := time.NewTicker(max(c.o.SessionTTL/8, time.Millisecond))
+	defer sessions.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-renew.C:
-			c.renew(ctx)
+		case <-streams.C:
+			c.renewStreams(ctx)
+		case <-sessions.C:
+			c.renewSessions(ctx)
 		case <-c.urgent:
 			c.flush(ctx)
 		case <-c.kick:
@@ -306,9 +317,10 @@ func (c *callers) flush(ctx context.Context) {
 	}
 }
 
-// renew renews, in one batch, the leases of the sessions served and the
-// streams open on this node, and drops idle callers.
-func (c *callers) renew(ctx context.Context) {
+// renewSessions renews, in one batch, the leases of the sessions this
+// node served since the last renewal and of those with a stream open
+// here.
+func (c *callers) renewSessions(ctx context.Context) {
 	c.mu.Lock()
 	var leases []cluster.Lease
 	for k, cl := range c.m {
@@ -318,20 +330,35 @@ func (c *callers) renew(ctx context.Context) {
 		cl.sessions = nil
 	}
 	for s := range c.streams {
-		leases = append(leases, cluster.Lease{Key: streamsKey(s.key), Member: s.id, TTL: c.o.LeaseTTL})
 		if s.session != "" {
 			leases = append(leases, cluster.Lease{Key: sessionsKey(s.key), Member: s.session, TTL: c.o.SessionTTL})
 		}
 	}
+	c.mu.Unlock()
+	c.renew(ctx, leases, "session")
+}
+
+// renewStreams renews, in one batch, the leases of the streams open on
+// this node, and drops idle callers.
+func (c *callers) renewStreams(ctx context.Context) {
+	c.mu.Lock()
+	var leases []cluster.Lease
+	for s := range c.streams {
+		leases = append(leases, cluster.Lease{Key: streamsKey(s.key), Member: s.id, TTL: streamLeases * c.o.LeaseTTL})
+	}
 	c.pruneLocked(time.Now())
 	c.mu.Unlock()
+	c.renew(ctx, leases, "stream")
+}
+
+func (c *callers) renew(ctx context.Context, leases []cluster.Lease, what string) {
 	if len(leases) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.o.LeaseTTL/3)
+	ctx, cancel := context.WithTimeout(ctx, 2*c.o.LeaseTTL)
 	defer cancel()
 	if err := c.lim.Renew(ctx, leases); err != nil {
-		c.log.Warn().Err(err).Int("leases", len(leases)).Msg("caller leases not renewed")
+		c.log.Warn().Err(err).Int("leases", len(leases)).Msg("caller " + what + " leases not renewed")
 	}
 }
 

@@ -56,12 +56,15 @@ extend(KEYS[1], ttl)
 return {1, 0}
 `)
 
-// renewLeaseScript renews a lease still held. KEYS: set. ARGV: member, ttl ms.
+// renewLeaseScript renews the leases still held among members of a set.
+// KEYS: set. ARGV: ttl ms, member, ...
 var renewLeaseScript = script(`
-local now, ttl = now_ms(), tonumber(ARGV[2])
+local now, ttl = now_ms(), tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
-if redis.call('ZADD', KEYS[1], 'XX', 'CH', now + ttl, ARGV[1]) == 1 then extend(KEYS[1], ttl) end
-return 0
+local n = 0
+for i = 2, #ARGV do n = n + redis.call('ZADD', KEYS[1], 'XX', 'CH', now + ttl, ARGV[i]) end
+if n > 0 then extend(KEYS[1], ttl) end
+return n
 `)
 
 func (k keys) bucket(key string) string   { return k.prefix + ":lb:{" + tag(key) + "}" }
@@ -115,17 +118,33 @@ func (m *limiter) Acquire(ctx context.Context, key, member string, ttl time.Dura
 	return r[0] == 1, time.Duration(r[1]) * time.Millisecond, nil
 }
 
-// Renew runs one script per lease, all in one pipeline.
+// Renew runs one script per set (and TTL), with every member of it, all
+// in one pipeline.
 func (m *limiter) Renew(ctx context.Context, leases []cluster.Lease) error {
 	b := (*backend)(m)
-	if len(leases) == 0 {
+	type group struct {
+		key string
+		ttl time.Duration
+	}
+	members := map[group][]any{}
+	var order []group
+	for _, l := range leases {
+		if l.TTL <= 0 {
+			continue
+		}
+		g := group{l.Key, l.TTL}
+		if _, ok := members[g]; !ok {
+			order = append(order, g)
+			members[g] = []any{ms(l.TTL)}
+		}
+		members[g] = append(members[g], l.Member)
+	}
+	if len(order) == 0 {
 		return nil
 	}
 	_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for _, l := range leases {
-			if l.TTL > 0 {
-				renewLeaseScript.Eval(ctx, p, []string{b.keys.leaseSet(l.Key)}, l.Member, ms(l.TTL))
-			}
+		for _, g := range order {
+			renewLeaseScript.Eval(ctx, p, []string{b.keys.leaseSet(g.key)}, members[g]...)
 		}
 		return nil
 	})
