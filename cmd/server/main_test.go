@@ -57,6 +57,8 @@ func TestBooleanSettingsWorkBareWithValueAndFromEnv(t *testing.T) {
 			return c.AccessLog
 		case "caller-limits-off":
 			return c.CallerLimitsOff
+		case "pprof":
+			return c.Pprof
 		}
 		t.Fatalf("test does not know the field of --%s: add it here", name)
 		return false
