@@ -68,6 +68,7 @@ type callers struct {
 	dirty   bool      // some caller has notes to debit
 	pruned  time.Time // last prune forced by a full table
 	streams map[*callerStream]struct{}
+	failing bool // the last debit failed (run's goroutine only)
 	// refused counts the refusals of each limit: rate, sessions, streams.
 	refused [3]func()
 
@@ -302,8 +303,15 @@ func (c *callers) flush(ctx context.Context) {
 	defer cancel()
 	wait, err := c.lim.Take(ctx, debits)
 	if err != nil {
-		c.log.Warn().Err(err).Int("callers", len(debits)).Msg("request rates not debited from the shared store; this node limits callers alone meanwhile")
+		if !c.failing {
+			c.log.Warn().Err(err).Int("callers", len(debits)).Msg("request rates not debited from the shared store; this node limits callers alone until it can again")
+		}
+		c.failing = true
 		return
+	}
+	if c.failing {
+		c.log.Info().Msg("request rates debited from the shared store again")
+		c.failing = false
 	}
 	now := time.Now()
 	c.mu.Lock()
