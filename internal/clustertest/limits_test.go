@@ -158,3 +158,50 @@ func TestCallerRateAcrossNodesOnRedis(t *testing.T) {
 		callAt(t, b, u, "ping", nil).Result(t, nil)
 	}
 }
+
+// On three nodes on Redis, a caller's idle session frees its place when
+// it expires, and a DELETE on another node frees it at once.
+func TestCallerSessionPlaceFreedOnRedis(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, clustertest.Options{Nodes: 3, Args: []string{"--caller-max-sessions", "1", "--session-ttl", "1s"}})
+	cl := mcptest.New(t, c.NodeURLs()...)
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": mcp.Version20251125, "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "ttl", "version": "1"},
+	}})
+	initialize := func() *mcptest.Response {
+		resp, err := cl.PostRaw(context.Background(), cl.URL(), body, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	first := initialize()
+	if first.Status != http.StatusOK {
+		t.Fatalf("first session: got %d", first.Status)
+	}
+	if resp := initialize(); resp.Status != http.StatusTooManyRequests {
+		t.Fatalf("second session: got %d, want 429", resp.Status)
+	}
+	// DELETE on another node frees the place at once.
+	cl.Session = first.Header.Get("Mcp-Session-Id")
+	if st := cl.Delete(c.NodeURLs()[2]); st != http.StatusNoContent {
+		t.Fatalf("DELETE: got %d", st)
+	}
+	cl.Session = ""
+	if resp := initialize(); resp.Status != http.StatusOK {
+		t.Fatalf("after DELETE: got %d, want 200", resp.Status)
+	}
+	// Left idle, the session expires and its place comes back.
+	start := time.Now()
+	for {
+		resp := initialize()
+		if resp.Status == http.StatusOK {
+			break
+		}
+		if time.Since(start) > soon {
+			t.Fatalf("the expired session's place was not freed: initialize still gets %d", resp.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
