@@ -107,12 +107,10 @@ func (p *postOut) upgrade(ctx context.Context) error {
 	sw.Start(nil)
 	if p.legacy && atLeast(p.req.version, Version20251125) {
 		// The priming event gives the client an id to resume from
-		// (2025-11-25; older clients may not expect an empty event).
-		seq, err := p.h.node.Record(ctx, p.session, p.stream, nil, false)
-		if err != nil {
-			return rpcError(err)
-		}
-		_ = sw.Event(sse.Event{ID: sse.EventID{Stream: p.stream, Seq: seq}.String(), Retry: p.h.opts.RetryHint})
+		// (2025-11-25; older clients may not expect an empty event):
+		// the start of the stream, sequence 0, which the open recorded,
+		// so it costs no append (a resume from it replays every event).
+		_ = sw.Event(sse.Event{ID: sse.EventID{Stream: p.stream}.String(), Retry: p.h.opts.RetryHint})
 	}
 	if p.legacy {
 		// Drain and session end close the connection of a live stream.
