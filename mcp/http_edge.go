@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,37 +67,54 @@ func requestIDFrom(ctx context.Context) string {
 }
 
 // requestInfo is filled in while a request is served, for its log line.
+// Its logger is made only when something logs: most requests log
+// nothing (the access line is off below info), and a zerolog child
+// logger costs a buffer.
 type requestInfo struct {
 	method atomic.Pointer[string] // the first one noted wins
 	caller string                 // the caller key, set by limitCaller before anything reads it
+
+	base    *zerolog.Logger // the node's
+	id      string          // the request id
+	session string          // the Mcp-Session-Id header
+	once    sync.Once
+	log     zerolog.Logger
+}
+
+// logger returns the request's logger: the node's with the request id
+// and the session's tag.
+func (i *requestInfo) logger() *zerolog.Logger {
+	i.once.Do(func() {
+		lc := i.base.With().Str("request_id", i.id)
+		if i.session != "" {
+			lc = lc.Str("session", telemetry.SessionTag(i.session))
+		}
+		i.log = lc.Logger()
+	})
+	return &i.log
 }
 
 type requestInfoKey struct{}
 
 // accessLog writes one access line per request, at info (warn for a
-// 5xx; only those when HTTPOptions.NoAccessLog), with the node, the
-// request id, the session's tag, the HTTP and MCP methods, the status and
-// the duration. The request's context carries a logger with the same
-// fields, which handlers log through (Request.Logger).
+// 5xx; only those when HTTPOptions.NoAccessLog or the logger is above
+// info), with the node, the request id, the session's tag, the HTTP and
+// MCP methods, the status and the duration. Handlers log through the
+// request's logger, which has the same fields (Request.Logger).
 func (h *HTTPHandler) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		info := &requestInfo{}
-		lc := h.log.With().Str("request_id", requestIDFrom(r.Context()))
-		if sid := r.Header.Get(headerSession); sid != "" {
-			lc = lc.Str("session", telemetry.SessionTag(sid))
-		}
-		log := lc.Logger()
+		info := &requestInfo{base: &h.log, id: requestIDFrom(r.Context()), session: r.Header.Get(headerSession)}
 		rec := &statusRecorder{ResponseWriter: w}
 		start := time.Now()
-		next.ServeHTTP(rec, r.WithContext(context.WithValue(log.WithContext(r.Context()), requestInfoKey{}, info)))
+		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info)))
 		var ev *zerolog.Event
 		switch {
 		case rec.status >= 500:
-			ev = log.Warn()
-		case h.opts.NoAccessLog:
+			ev = info.logger().Warn()
+		case h.opts.NoAccessLog || !infoEnabled(&h.log):
 			return
 		default:
-			ev = log.Info()
+			ev = info.logger().Info()
 		}
 		method := ""
 		if m := info.method.Load(); m != nil {
@@ -107,21 +125,21 @@ func (h *HTTPHandler) accessLog(next http.Handler) http.Handler {
 	})
 }
 
-// noteMethod records the MCP method of the request for its access line,
-// unless one was noted before (a batch notes all of its methods first;
-// its requests, served concurrently, note theirs in vain).
-func noteMethod(ctx context.Context, method string) {
-	if info, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
-		info.method.CompareAndSwap(nil, &method)
-	}
+// infoEnabled reports whether l writes info lines.
+func infoEnabled(l *zerolog.Logger) bool {
+	return l.GetLevel() <= zerolog.InfoLevel && zerolog.GlobalLevel() <= zerolog.InfoLevel
 }
 
-// requestLogger records the MCP method for the request's log line and
-// returns the request's logger with it.
-func requestLogger(ctx context.Context, method string) *zerolog.Logger {
-	noteMethod(ctx, method)
-	l := zerolog.Ctx(ctx).With().Str("mcp_method", method).Logger()
-	return &l
+// noteMethod records the MCP method of the request for its access line,
+// unless one was noted before (a batch notes all of its methods first;
+// its requests, served concurrently, note theirs in vain), and returns
+// the request's edge information (nil outside the HTTP edge).
+func noteMethod(ctx context.Context, method string) *requestInfo {
+	info, ok := ctx.Value(requestInfoKey{}).(*requestInfo)
+	if ok {
+		info.method.CompareAndSwap(nil, &method)
+	}
+	return info
 }
 
 // statusRecorder remembers the status written. It keeps http.Flusher,

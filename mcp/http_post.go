@@ -187,7 +187,7 @@ func (h *HTTPHandler) initialize(w http.ResponseWriter, r *http.Request, msg *js
 	sid := newSessionID()
 	st.ID = sid
 	st.Principal = PrincipalFromContext(r.Context()).ID()
-	requestLogger(r.Context(), msg.Method)
+	noteMethod(r.Context(), msg.Method)
 	start := time.Now()
 	caller := callerKey(r, h.callers.trusted)
 	if err := h.callers.acquireSession(r.Context(), caller, sid); err != nil {

@@ -42,7 +42,7 @@ type postOut struct {
 }
 
 func (h *HTTPHandler) newPostOut(w http.ResponseWriter, r *http.Request, req *Request, session string) *postOut {
-	req.logger = requestLogger(r.Context(), req.Method)
+	req.edge = noteMethod(r.Context(), req.Method)
 	return &postOut{
 		h: h, req: req, w: w, conn: r.Context(), session: session,
 		legacy: !req.modern, sseOK: acceptable(r, "text/event-stream"),

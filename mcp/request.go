@@ -96,7 +96,8 @@ type Request struct {
 	logLevel      LogLevel // threshold; "" sends nothing
 	progressToken json.RawMessage
 	out           outbound
-	logger        *zerolog.Logger // set by the transport, or by Logger
+	edge          *requestInfo // the HTTP request's, for Logger; nil on stdio
+	logger        *zerolog.Logger
 	loggerOnce    sync.Once
 
 	mu        sync.Mutex
@@ -121,10 +122,13 @@ func (r *Request) RequestID() string { return r.id.String() }
 // It is safe for concurrent use.
 func (r *Request) Logger() *zerolog.Logger {
 	r.loggerOnce.Do(func() {
-		if r.logger == nil {
-			l := r.srv.log.With().Str("method", r.Method).Logger()
-			r.logger = &l
+		var l zerolog.Logger
+		if r.edge != nil {
+			l = r.edge.logger().With().Str("mcp_method", r.Method).Logger()
+		} else {
+			l = r.srv.log.With().Str("method", r.Method).Logger()
 		}
+		r.logger = &l
 	})
 	return r.logger
 }
