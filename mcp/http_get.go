@@ -321,15 +321,28 @@ func (c *listenConn) sendLocked(msg *jsonrpc.Message) {
 	}
 }
 
-// listen serves subscriptions/listen: the acknowledgement first, then
-// the notifications asked for, changed on any node, until the client
-// leaves; a draining node ends it with the listen result.
+// listen serves subscriptions/listen through the receiving middleware;
+// a refusal is the request's JSON-RPC error.
 func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Request) {
-	f, err := h.srv.parseListen(req.Params)
-	if err != nil {
+	answered := false
+	_, err := h.srv.receive(r.Context(), req, func(ctx context.Context, _ string, req *Request) (json.RawMessage, error) {
+		f, err := h.srv.parseListen(req.Params)
+		if err != nil {
+			return nil, err
+		}
+		answered = true
+		h.serveListen(w, r.WithContext(ctx), req, f)
+		return nil, nil
+	})
+	if err != nil && !answered {
 		writeError(w, http.StatusOK, req.id, err)
-		return
 	}
+}
+
+// serveListen serves subscriptions/listen: the acknowledgement first,
+// then the notifications asked for, changed on any node, until the
+// client leaves; a draining node ends it with the listen result.
+func (h *HTTPHandler) serveListen(w http.ResponseWriter, r *http.Request, req *Request, f listenFilter) {
 	if !acceptable(r, "text/event-stream") {
 		writeError(w, http.StatusNotAcceptable, req.id, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "subscriptions/listen needs text/event-stream"))
 		return

@@ -97,13 +97,13 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 	}
 	switch msg.Kind() {
 	case jsonrpc.KindResponse:
-		if status, err := h.resolveReply(r.Context(), sid, msg); err != nil {
+		if status, err := h.resolveReply(r.Context(), sess, msg); err != nil {
 			h.writeReplyError(w, status, err)
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
 	case jsonrpc.KindNotification:
-		h.legacyNotification(r.Context(), sid, msg)
+		h.legacyNotification(r.Context(), sess, msg)
 		w.WriteHeader(http.StatusAccepted)
 	default:
 		if h.node.Draining() {
@@ -212,17 +212,22 @@ func (h *HTTPHandler) initialize(w http.ResponseWriter, r *http.Request, msg *js
 	_, _ = w.Write(b)
 }
 
-func (h *HTTPHandler) legacyNotification(ctx context.Context, sid string, msg *jsonrpc.Message) {
-	if msg.Method != "notifications/cancelled" {
-		return
-	}
-	var p struct {
-		RequestID jsonrpc.ID `json:"requestId"`
-	}
-	if json.Unmarshal(msg.Params, &p) != nil || !p.RequestID.IsValid() {
-		return
-	}
-	h.node.CancelRequest(ctx, sid, p.RequestID.Key())
+// legacyNotification runs a notification that arrived on session sess
+// through the receiving middleware and acts on it: notifications/cancelled
+// cancels its request wherever it runs; the others need nothing here.
+func (h *HTTPHandler) legacyNotification(ctx context.Context, sess *session.Session, msg *jsonrpc.Message) {
+	h.srv.receiveMessage(ctx, msg, sess, "", func(ctx context.Context) {
+		if msg.Method != "notifications/cancelled" {
+			return
+		}
+		var p struct {
+			RequestID jsonrpc.ID `json:"requestId"`
+		}
+		if json.Unmarshal(msg.Params, &p) != nil || !p.RequestID.IsValid() {
+			return
+		}
+		h.node.CancelRequest(ctx, sess.ID, p.RequestID.Key())
+	})
 }
 
 // legacyRequest runs a request on a session. The handler's context is
@@ -278,6 +283,12 @@ func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *js
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "clients do not send responses in protocol version %s", Version20260728))
 		return
 	case jsonrpc.KindNotification:
+		// Nothing acts on a notification without a session, but the
+		// receiving middleware sees it.
+		if version == "" {
+			version, _ = metaVersion(msg.Params)
+		}
+		h.srv.receiveMessage(r.Context(), msg, nil, version, func(context.Context) {})
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
@@ -383,7 +394,7 @@ func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []b
 	out := serveBatch(ctx, msgs, errs, func(ctx context.Context, m *jsonrpc.Message) *jsonrpc.Message {
 		switch m.Kind() {
 		case jsonrpc.KindResponse:
-			if status, err := h.resolveReply(ctx, sid, m); err != nil {
+			if status, err := h.resolveReply(ctx, sess, m); err != nil {
 				replyMu.Lock()
 				if replyErr == nil {
 					replyStatus, replyErr = status, err
@@ -392,7 +403,7 @@ func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []b
 			}
 			return nil
 		case jsonrpc.KindNotification:
-			h.legacyNotification(ctx, sid, m)
+			h.legacyNotification(ctx, sess, m)
 			return nil
 		}
 		if m.Method == "initialize" {

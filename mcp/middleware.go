@@ -30,12 +30,23 @@ type middlewares struct {
 	sending   []Middleware
 }
 
-// AddReceivingMiddleware wraps the dispatch of every inbound request, on
-// every transport and revision, batch members and initialize included
-// (subscriptions/listen, a stream the transports serve themselves, and
-// inbound notifications and replies are not dispatched through it). The first
-// middleware of the first call is the outermost: it sees the request
-// first and the result last.
+// AddReceivingMiddleware wraps the handling of every inbound message, on
+// every transport and revision, on the node that receives it:
+//   - requests, batch members and initialize included, and
+//     subscriptions/listen, whose next returns when its stream ends;
+//   - notifications (notifications/initialized, notifications/cancelled,
+//     notifications/roots/list_changed...), for which next acts on the
+//     notification and returns a nil result;
+//   - a client's replies to server→client requests, seen with the method
+//     "" (a reply has none), the reply's id (RequestID) and the whole
+//     reply message, result or error, as Params; next hands the reply
+//     to the request waiting for it, on whichever node that runs.
+//
+// A middleware refuses a message by returning an error without calling
+// next: a request is answered with it as its JSON-RPC error; a
+// notification or a reply is dropped (the HTTP POST that carried it is
+// still accepted). The first middleware of the first call is the
+// outermost: it sees the message first and the result last.
 func (s *Server) AddReceivingMiddleware(m ...Middleware) {
 	s.mw.mu.Lock()
 	defer s.mw.mu.Unlock()
@@ -66,12 +77,48 @@ func chain(ms []Middleware, h MethodHandler) MethodHandler {
 	return h
 }
 
+// receiving returns the receiving middleware.
+func (s *Server) receiving() []Middleware {
+	s.mw.mu.RLock()
+	defer s.mw.mu.RUnlock()
+	return s.mw.receiving
+}
+
 // receive runs h through the receiving middleware.
 func (s *Server) receive(ctx context.Context, req *Request, h MethodHandler) (json.RawMessage, error) {
-	s.mw.mu.RLock()
-	ms := s.mw.receiving
-	s.mw.mu.RUnlock()
-	return chain(ms, h)(ctx, req.Method, req)
+	return chain(s.receiving(), h)(ctx, req.Method, req)
+}
+
+// receiveMessage runs an inbound notification or reply through the
+// receiving middleware, and deliver acts on it unless a middleware
+// refuses it (then it is dropped). st is the session it came on (nil:
+// none); version is its revision when there is no session.
+func (s *Server) receiveMessage(ctx context.Context, msg *jsonrpc.Message, st *session.Session, version string, deliver func(ctx context.Context)) {
+	ms := s.receiving()
+	if len(ms) == 0 {
+		deliver(ctx)
+		return
+	}
+	req := &Request{Method: msg.Method, Params: msg.Params, id: msg.ID, srv: s, version: version, modern: IsModernVersion(version), principal: PrincipalFromContext(ctx)}
+	if msg.Kind() == jsonrpc.KindResponse {
+		req.Method = ""
+		raw, err := jsonrpc.Encode(msg)
+		if err != nil {
+			return
+		}
+		req.Params = raw
+	}
+	if st != nil {
+		req.sessionID, req.version = st.ID, st.Version
+		_ = req.readSession(st) // what it could read; the message is not refused for it
+	}
+	_, err := chain(ms, func(ctx context.Context, _ string, _ *Request) (json.RawMessage, error) {
+		deliver(ctx)
+		return nil, nil
+	})(ctx, req.Method, req)
+	if err != nil {
+		s.log.Debug().Err(err).Str("method", msg.Method).Stringer("id", msg.ID).Msg("inbound message dropped by middleware")
+	}
 }
 
 // send runs the sending of one message through the sending middleware.

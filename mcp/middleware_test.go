@@ -232,7 +232,8 @@ func TestSendingMiddleware(t *testing.T) {
 	})
 }
 
-// initialize goes through the receiving middleware, and a list_changed
+// initialize and notifications/initialized go through the receiving
+// middleware, and a list_changed
 // notification through the sending middleware, once per change.
 func TestMiddlewareInitializeAndListChanged(t *testing.T) {
 	tr := &trail{}
@@ -251,7 +252,7 @@ func TestMiddlewareInitializeAndListChanged(t *testing.T) {
 	if l := c.next("the list_changed"); l.Method != "notifications/tools/list_changed" {
 		t.Fatalf("got %s, want notifications/tools/list_changed", l.raw)
 	}
-	want := []string{"a>initialize", "<a", "a>ping", "<a", "notifications/tools/list_changed session=false"}
+	want := []string{"a>initialize", "<a", "a>notifications/initialized", "<a", "a>ping", "<a", "notifications/tools/list_changed session=false"}
 	if got := tr.list(); !slices.Equal(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
 	}

@@ -9,17 +9,22 @@ import (
 
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/session"
 )
 
-// resolveReply routes a reply that the caller of ctx posted on session
-// sid, which loadSession found bound to that caller (see
-// coordinator.Node.RouteReply). It returns nil when the reply was
-// settled or received by its owner (or its id is not one this cluster
-// minted: such replies are ignored), or the HTTP status and error to
-// answer with: 503 while the owner holds its lease but cannot be
-// reached, 410 when it is gone.
-func (h *HTTPHandler) resolveReply(ctx context.Context, sid string, msg *jsonrpc.Message) (int, error) {
-	err := h.node.RouteReply(ctx, sid, PrincipalFromContext(ctx).ID(), msg)
+// resolveReply runs a reply that the caller of ctx posted on session
+// sess, which loadSession found bound to that caller, through the
+// receiving middleware and routes it (see coordinator.Node.RouteReply).
+// It returns nil when the reply was settled or received by its owner (or
+// its id is not one this cluster minted: such replies are ignored, or a
+// middleware dropped it), or the HTTP status and error to answer with:
+// 503 while the owner holds its lease but cannot be reached, 410 when it
+// is gone.
+func (h *HTTPHandler) resolveReply(ctx context.Context, sess *session.Session, msg *jsonrpc.Message) (int, error) {
+	var err error
+	h.srv.receiveMessage(ctx, msg, sess, "", func(ctx context.Context) {
+		err = h.node.RouteReply(ctx, sess.ID, PrincipalFromContext(ctx).ID(), msg)
+	})
 	var je *jsonrpc.Error
 	switch {
 	case err == nil:

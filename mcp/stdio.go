@@ -60,9 +60,10 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, opts 
 	defer cancel()
 	c := &stdioConn{srv: s, ctx: ctx, inputEnd: make(chan struct{}), inflight: map[jsonrpc.ID]*inflightReq{}, listens: map[jsonrpc.ID]*listenFilter{}}
 	o := stdio.Options{
-		Logger:    s.log,
-		OnInbound: c.inbound,
-		OnBatch:   c.batch,
+		Logger:     s.log,
+		OnInbound:  c.inbound,
+		OnBatch:    c.batch,
+		OnResponse: c.response,
 		OnInvalid: func(err *jsonrpc.DecodeError) {
 			_ = c.ch.Send(jsonrpc.ErrorResponse(err.ID, err.Err))
 		},
@@ -231,7 +232,31 @@ func (c *stdioConn) begin(id jsonrpc.ID) (context.Context, func(), error) {
 	}, nil
 }
 
+// notification runs a notification through the receiving middleware and
+// acts on it.
 func (c *stdioConn) notification(msg *jsonrpc.Message) {
+	c.srv.receiveMessage(c.ctx, msg, c.session(), "", func(context.Context) { c.notified(msg) })
+}
+
+// response runs a client's reply through the receiving middleware and
+// hands it to the request waiting for it.
+func (c *stdioConn) response(msg *jsonrpc.Message) {
+	c.srv.receiveMessage(c.ctx, msg, c.session(), "", func(context.Context) { c.ch.Deliver(msg) })
+}
+
+// session returns a copy of the session as it is now (nil before
+// initialize).
+func (c *stdioConn) session() *session.Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess == nil {
+		return nil
+	}
+	snap := *c.sess
+	return &snap
+}
+
+func (c *stdioConn) notified(msg *jsonrpc.Message) {
 	switch msg.Method {
 	case "notifications/initialized":
 		c.mu.Lock()
@@ -277,20 +302,14 @@ func (c *stdioConn) prepare(msg *jsonrpc.Message) (*Request, *jsonrpc.Message) {
 	if IsModernMessage(msg.Params) || modernOnly[msg.Method] {
 		req, err = s.newModernRequest(msg, nil)
 	} else {
-		c.mu.Lock()
-		st := c.sess
-		var snap session.Session
-		if st != nil {
-			snap = *st
-		}
-		c.mu.Unlock()
+		st := c.session()
 		if st == nil && msg.Method != "ping" {
 			return nil, jsonrpc.ErrorResponse(msg.ID, errNoSession)
 		}
 		if st == nil {
-			snap.Version = LatestLegacyVersion
+			st = &session.Session{Version: LatestLegacyVersion}
 		}
-		req, err = s.newLegacyRequest(msg, &snap, nil)
+		req, err = s.newLegacyRequest(msg, st, nil)
 	}
 	if err != nil {
 		return nil, jsonrpc.ErrorResponse(msg.ID, err)
@@ -303,7 +322,17 @@ func (c *stdioConn) prepare(msg *jsonrpc.Message) (*Request, *jsonrpc.Message) {
 // for none, as for a cancelled listen).
 func (c *stdioConn) execute(ctx context.Context, req *Request) *jsonrpc.Message {
 	if req.Method == "subscriptions/listen" {
-		return c.listen(ctx, req)
+		var resp *jsonrpc.Message
+		_, err := c.srv.receive(ctx, req, func(ctx context.Context, _ string, req *Request) (json.RawMessage, error) {
+			if resp = c.listen(ctx, req); resp != nil && resp.Error != nil {
+				return nil, resp.Error
+			}
+			return nil, nil
+		})
+		if err != nil {
+			return jsonrpc.ErrorResponse(req.id, err)
+		}
+		return resp
 	}
 	res, err := c.srv.call(ctx, req, c)
 	if err != nil {
@@ -393,7 +422,7 @@ func (c *stdioConn) batch(raw []byte) {
 		case m.Kind() == jsonrpc.KindNotification:
 			c.notification(m)
 		case m.Kind() == jsonrpc.KindResponse:
-			c.ch.Deliver(m)
+			c.response(m)
 		case m.Method == "initialize":
 			members[m] = &member{resp: jsonrpc.ErrorResponse(m.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "initialize must not be part of a batch"))}
 		default:

@@ -104,6 +104,12 @@ type Options struct {
 	// to OnInbound, invalid members to OnInvalid.
 	OnBatch func(raw []byte)
 
+	// OnResponse, when set, receives every response read (on a line of
+	// its own, or a member of a batch when OnBatch is nil) instead of
+	// Channel.Deliver, which it calls to hand the response to its call:
+	// a server uses it to look at replies before they are delivered.
+	OnResponse func(msg *jsonrpc.Message)
+
 	// OnInvalid is told of every line that is not a valid message:
 	// malformed JSON (code -32700), JSON that is not a JSON-RPC 2.0 message
 	// (-32600, with err.ID set when the id could be read), and lines longer

@@ -144,6 +144,10 @@ func (c *Channel) handleLine(line []byte) {
 func (c *Channel) route(msg *jsonrpc.Message) {
 	switch msg.Kind() {
 	case jsonrpc.KindResponse:
+		if c.opts.OnResponse != nil {
+			c.opts.OnResponse(msg)
+			return
+		}
 		c.Deliver(msg)
 	case jsonrpc.KindRequest, jsonrpc.KindNotification:
 		if c.opts.OnInbound == nil {
