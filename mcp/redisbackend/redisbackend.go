@@ -62,8 +62,8 @@ func New(ctx context.Context, client redis.UniversalClient, opts *Options) (*mcp
 // client it made: closing the backend closes it. url is redis://,
 // rediss:// or unix://, or redis-sentinel://host1:port,host2:port/master
 // and redis-cluster://host1:port,host2:port for Sentinel and Cluster.
-// Redis commands become spans of the caller's trace (no cost while no
-// OpenTelemetry tracer provider is installed).
+// Redis commands become spans of the caller's trace, named after the
+// command, without its arguments.
 func Open(ctx context.Context, url string, opts *Options) (*mcp.Backend, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -73,7 +73,11 @@ func Open(ctx context.Context, url string, opts *Options) (*mcp.Backend, error) 
 		return nil, fmt.Errorf("redisbackend: %w", err)
 	}
 	client := redis.NewUniversalClient(uo)
-	if err := redisotel.InstrumentTracing(client); err != nil {
+	// A span per command names the command, not its arguments (a
+	// session's commands carry its id, a bearer credential, and its
+	// data), nor the caller's file and line (a stack walk per command,
+	// whether or not a tracer records).
+	if err := redisotel.InstrumentTracing(client, redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false)); err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("redisbackend: tracing: %w", err)
 	}

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/mcp"
@@ -114,5 +117,36 @@ func TestConstructorErrors(t *testing.T) {
 	}
 	if _, err := redisbackend.New(ctx, nil, nil); err == nil || errors.Is(err, mcp.ErrBackendUnavailable) {
 		t.Errorf("New with a nil client: %v, want a configuration error", err)
+	}
+}
+
+// Open traces Redis commands without their arguments (a session's
+// commands carry its id, a bearer credential, and its data) and without
+// the caller's file and line, which cost a stack walk per command.
+func TestOpenTracesCommandsWithoutArguments(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prev)
+		_ = tp.Shutdown(context.Background())
+	})
+	rs := redistest.Start(t)
+	be, err := redisbackend.Open(context.Background(), rs.URL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	spans := rec.Ended()
+	if len(spans) == 0 {
+		t.Fatal("no Redis command was traced")
+	}
+	for _, s := range spans {
+		for _, a := range s.Attributes() {
+			if k := string(a.Key); k == "db.statement" || k == "db.query.text" || strings.HasPrefix(k, "code.") {
+				t.Errorf("span %q has %s = %q", s.Name(), k, a.Value.Emit())
+			}
+		}
 	}
 }
