@@ -191,6 +191,7 @@ type HTTPHandler struct {
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	work   *workers // runs legacy request handlers
 
 	sessions *session.Store
 	// node is this process as a cluster member: bus, registry of live
@@ -231,6 +232,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	}
 	h.lim = cluster.Limits{MaxEvents: h.opts.MaxEvents, MaxStreams: h.opts.MaxStreams, TTL: h.opts.HistoryTTL}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.work = newWorkers(h.ctx)
 	h.coord = coordinator.New(h.opts.NodeID, incarnation, h.be.Bus, h.opts.MaxWaiters)
 	h.coord.SetSessionShare(h.opts.MaxWaitersPerSession)
 	h.sessions = session.NewStore(h.be.Sessions, session.Options{

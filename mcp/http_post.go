@@ -258,7 +258,7 @@ func (h *HTTPHandler) legacyRequest(w http.ResponseWriter, r *http.Request, sess
 	release := tk.handOver()
 	done := make(chan struct{})
 	h.wg.Add(1)
-	go func() {
+	h.work.run(func() {
 		defer h.wg.Done()
 		defer close(done)
 		defer release()
@@ -268,7 +268,7 @@ func (h *HTTPHandler) legacyRequest(w http.ResponseWriter, r *http.Request, sess
 		defer stopWatch()
 		res, err := h.srv.call(ctx, req, &httpSession{h: h, id: sid})
 		out.finish(ctx, res, err)
-	}()
+	})
 	select {
 	case <-done:
 	case <-out.detached:
