@@ -1,7 +1,8 @@
 // Package cluster defines the seams through which nodes share state: the
 // session store, the per-stream event log, the message bus, membership
-// leases, claims, the registry of features enabled at run time and the
-// per-caller limiter. Each seam has an in-memory implementation (package
+// leases, claims, the registry of features enabled at run time, the
+// per-caller limiter and the records of durable tasks. Each seam has an
+// in-memory implementation (package
 // cluster/memory, a complete single-node backend) and a Redis one (package
 // cluster/redis). Nothing above this package may assume one process: every
 // piece of state that must survive a node or be seen by another node goes
@@ -44,6 +45,7 @@ type Backend struct {
 	Claims   Claims
 	Registry Registry
 	Limiter  Limiter
+	Tasks    TaskStore
 	// Close releases the backend's resources (connections, goroutines).
 	Close func() error
 	// Ping checks that the shared store is reachable (readiness).

@@ -44,6 +44,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) *cluster.Backend) {
 		{"Claims", s.testClaims},
 		{"Registry", s.testRegistry},
 		{"Limiter", s.testLimiter},
+		{"Tasks", s.testTasks},
 	} {
 		t.Run(group.name, func(t *testing.T) {
 			t.Parallel()
@@ -102,6 +103,7 @@ func (s *suite) testBackend(t *testing.T) {
 		"Sessions": b.Sessions, "Events": b.Events, "Bus": b.Bus,
 		"Members": b.Members, "Claims": b.Claims, "Registry": b.Registry,
 		"Limiter": b.Limiter,
+		"Tasks":   b.Tasks,
 	} {
 		if seam == nil {
 			t.Errorf("%s is nil", name)

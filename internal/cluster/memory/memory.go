@@ -115,6 +115,7 @@ func New(opts Options) *cluster.Backend {
 		Claims:   (*claims)(s),
 		Registry: (*registry)(s),
 		Limiter:  (*limiter)(s),
+		Tasks:    (*tasks)(s),
 		Close: func() error {
 			s.close()
 			b.close()
@@ -151,6 +152,7 @@ type store struct {
 	features map[string]bool                 // Registry
 	buckets  map[string]*bucket              // Limiter token buckets
 	sets     map[string]map[string]time.Time // Limiter sets: member → lease expiry
+	tasks    map[string]*taskRec
 
 	fmu       sync.Mutex
 	followers map[string]map[*queue[cluster.Event]]struct{}
@@ -262,6 +264,7 @@ func (s *store) sweep() {
 	}
 	s.pruneKeysLocked(now)
 	s.pruneLimiterLocked(now)
+	s.pruneTasksLocked(now)
 	for node, exp := range s.nodes {
 		if expired(exp, now) {
 			delete(s.nodes, node)

@@ -73,3 +73,50 @@ func TestEveryKeyExpires(t *testing.T) {
 		})
 	}
 }
+
+// A task's keys (its record and its owner's index) all expire with the
+// task: after its TTL nothing of it is left in Redis.
+func TestTaskLeavesNothingBehind(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		opts redistest.Options
+	}{{"single", redistest.Options{}}, {"cluster", redistest.Options{Cluster: true}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			srv := redistest.StartWith(t, mode.opts)
+			c := client(t, srv, "")
+			b := backend(t, c, redis.Options{Prefix: "texp", JanitorInterval: -1})
+			ctx := t.Context()
+			task := cluster.Task{ID: "t1", Owner: "alice", OwnerKey: "alice", Status: cluster.TaskWorking,
+				TTL: 300 * time.Millisecond, Method: "tools/call", Params: []byte(`{}`)}
+			if err := b.Tasks.Create(ctx, task, 10); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Tasks.Update(ctx, "t1", cluster.TaskUpdate{AddInputs: map[string][]byte{"k": []byte(`{}`)}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Tasks.Update(ctx, "t1", cluster.TaskUpdate{Status: cluster.TaskCompleted, Result: []byte(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+			keys, err := c.Keys(ctx, "texp:*").Result()
+			if err != nil || len(keys) != 2 {
+				t.Fatalf("keys %v, %v; want the record and the owner index", keys, err)
+			}
+			for _, k := range keys {
+				if pttl := c.PTTL(ctx, k).Val(); pttl <= 0 {
+					t.Errorf("key %q has no TTL (PTTL %v)", k, pttl)
+				}
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				keys, err := c.Keys(ctx, "texp:*").Result()
+				if err == nil && len(keys) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after the task's TTL: keys %v, %v; want none", keys, err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}

@@ -24,6 +24,8 @@
 //	P:o:<key>          string  once token, PX
 //	P:nodes            zset    node → lease expiry (ms); TTL ≥ the newest lease
 //	P:janitor          string  lock electing the node that runs the periodic janitor
+//	P:t:{T}            hash    task T's record (see tasks.go), PEXPIRE = the task's TTL
+//	P:towner:<key>     zset    task id → expiry (ms) of one owner's tasks; TTL ≥ the newest
 //	P:registry         hash    feature key → "1"/"0": run-time enabled state (no TTL: the
 //	                           deployment's configuration, one field per registered feature)
 //	P:lb:{L}           hash    Limiter bucket L: balance, its time, last call's token and
@@ -193,6 +195,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 		Claims:   (*claims)(b),
 		Registry: (*registry)(b),
 		Limiter:  (*limiter)(b),
+		Tasks:    (*tasks)(b),
 		Close: func() error {
 			var err error
 			once.Do(func() {

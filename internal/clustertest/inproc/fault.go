@@ -69,6 +69,7 @@ func (f *Faults) Backend() *cluster.Backend {
 		Claims:   claims{s.Claims, f},
 		Registry: registry{s.Registry, f},
 		Limiter:  limiter{s.Limiter, f},
+		Tasks:    tasks{s.Tasks, f},
 		Close:    func() error { return nil },
 		Ping:     func(context.Context) error { return f.down() },
 		Ready:    f.Ready,
@@ -472,4 +473,37 @@ func (l limiter) Release(ctx context.Context, key, member string) error {
 		return err
 	}
 	return l.Limiter.Release(ctx, key, member)
+}
+
+type tasks struct {
+	cluster.TaskStore
+	f *Faults
+}
+
+func (t tasks) Create(ctx context.Context, task cluster.Task, max int) error {
+	if err := t.f.down(); err != nil {
+		return err
+	}
+	return t.TaskStore.Create(ctx, task, max)
+}
+
+func (t tasks) Get(ctx context.Context, id string) (cluster.Task, error) {
+	if err := t.f.down(); err != nil {
+		return cluster.Task{}, err
+	}
+	return t.TaskStore.Get(ctx, id)
+}
+
+func (t tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cluster.Task, error) {
+	if err := t.f.down(); err != nil {
+		return cluster.Task{}, err
+	}
+	return t.TaskStore.Update(ctx, id, u)
+}
+
+func (t tasks) Delete(ctx context.Context, id string) error {
+	if err := t.f.down(); err != nil {
+		return err
+	}
+	return t.TaskStore.Delete(ctx, id)
 }

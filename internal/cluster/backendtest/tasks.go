@@ -1,0 +1,182 @@
+package backendtest
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+func newTask(owner string, ttl time.Duration) cluster.Task {
+	return cluster.Task{
+		ID: uniq("task"), Owner: owner, OwnerKey: owner, Status: cluster.TaskWorking,
+		TTL: ttl, PollInterval: 250 * time.Millisecond,
+		Method: "tools/call", Params: []byte(`{"name":"x"}`), Meta: []byte(`{"v":1}`),
+		Runner: "node-a.1", Attempt: 1, Idempotent: true,
+	}
+}
+
+func (s *suite) testTasks(t *testing.T) {
+	t.Run("CreateGet", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		in := newTask(uniq("owner"), time.Minute)
+		_, err := b.Tasks.Get(ctx, in.ID)
+		wantErr(t, "Get before Create", err, cluster.ErrNotFound)
+		before := time.Now().Add(-time.Second)
+		must(t, "Create", b.Tasks.Create(ctx, in, 0))
+		got, err := b.Tasks.Get(ctx, in.ID)
+		must(t, "Get", err)
+		if got.ID != in.ID || got.Owner != in.Owner || got.OwnerKey != in.OwnerKey || got.Status != cluster.TaskWorking ||
+			got.TTL != in.TTL || got.PollInterval != in.PollInterval || got.Method != in.Method ||
+			string(got.Params) != string(in.Params) || string(got.Meta) != string(in.Meta) ||
+			got.Runner != in.Runner || got.Attempt != 1 || !got.Idempotent {
+			t.Fatalf("Get: got %+v, want the created %+v", got, in)
+		}
+		if got.Created.Before(before) || got.Created.After(time.Now().Add(time.Second)) || !got.Updated.Equal(got.Created) {
+			t.Fatalf("Get: created %v updated %v, want now and equal", got.Created, got.Updated)
+		}
+		if err := b.Tasks.Create(ctx, in, 0); err == nil {
+			t.Fatalf("Create of an existing id: got nil error")
+		}
+		must(t, "Delete", b.Tasks.Delete(ctx, in.ID))
+		_, err = b.Tasks.Get(ctx, in.ID)
+		wantErr(t, "Get after Delete", err, cluster.ErrNotFound)
+		must(t, "Delete of an unknown id", b.Tasks.Delete(ctx, in.ID))
+	})
+
+	t.Run("Transitions", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		in := newTask(uniq("owner"), time.Minute)
+		must(t, "Create", b.Tasks.Create(ctx, in, 0))
+		got, err := b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Status: cluster.TaskInputRequired, Message: "waiting"})
+		must(t, "to input_required", err)
+		if got.Status != cluster.TaskInputRequired || got.Message != "waiting" {
+			t.Fatalf("status %q message %q, want input_required waiting", got.Status, got.Message)
+		}
+		got, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Status: cluster.TaskWorking})
+		must(t, "back to working", err)
+		got, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Status: cluster.TaskCompleted, Result: []byte(`{"ok":1}`)})
+		must(t, "to completed", err)
+		if got.Status != cluster.TaskCompleted || string(got.Result) != `{"ok":1}` {
+			t.Fatalf("completed: got %q %s", got.Status, got.Result)
+		}
+		for _, to := range []string{cluster.TaskWorking, cluster.TaskFailed, cluster.TaskCancelled, cluster.TaskCompleted, cluster.TaskInputRequired} {
+			_, err := b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Status: to})
+			wantErr(t, "terminal to "+to, err, cluster.ErrTaskFinal)
+		}
+		r := "node-b.1"
+		_, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{SetRunner: &r, NextAttempt: true})
+		wantErr(t, "a new run of a terminal task", err, cluster.ErrTaskFinal)
+		got, err = b.Tasks.Get(ctx, in.ID)
+		must(t, "Get", err)
+		if got.Status != cluster.TaskCompleted || string(got.Result) != `{"ok":1}` || got.Attempt != 1 {
+			t.Fatalf("after refused changes: got %q %s attempt %d", got.Status, got.Result, got.Attempt)
+		}
+
+		failed := newTask(uniq("owner"), time.Minute)
+		must(t, "Create", b.Tasks.Create(ctx, failed, 0))
+		got, err = b.Tasks.Update(ctx, failed.ID, cluster.TaskUpdate{Status: cluster.TaskFailed, Message: "boom", Error: []byte(`{"code":-32603}`)})
+		must(t, "to failed", err)
+		if got.Status != cluster.TaskFailed || string(got.Error) != `{"code":-32603}` || len(got.Result) != 0 {
+			t.Fatalf("failed: got %q error %s result %s", got.Status, got.Error, got.Result)
+		}
+	})
+
+	t.Run("Runner", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		in := newTask(uniq("owner"), time.Minute)
+		must(t, "Create", b.Tasks.Create(ctx, in, 0))
+		_, err := b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{IfRunner: "node-z.9", Status: cluster.TaskFailed})
+		wantErr(t, "IfRunner of another runner", err, cluster.ErrTaskRunner)
+		next := "node-b.2"
+		got, err := b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{IfRunner: in.Runner, SetRunner: &next, NextAttempt: true})
+		must(t, "take over", err)
+		if got.Runner != next || got.Attempt != 2 || got.Status != cluster.TaskWorking {
+			t.Fatalf("take over: runner %q attempt %d status %q", got.Runner, got.Attempt, got.Status)
+		}
+		_, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{IfRunner: in.Runner, SetRunner: &next, NextAttempt: true})
+		wantErr(t, "a second take-over from the old runner", err, cluster.ErrTaskRunner)
+	})
+
+	t.Run("Inputs", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		in := newTask(uniq("owner"), time.Minute)
+		must(t, "Create", b.Tasks.Create(ctx, in, 0))
+		got, err := b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{AddInputs: map[string][]byte{"a": []byte(`{"method":"elicitation/create"}`), "b": []byte(`{}`)}})
+		must(t, "AddInputs", err)
+		if got.Status != cluster.TaskInputRequired || len(got.Inputs) != 2 {
+			t.Fatalf("after AddInputs: status %q inputs %v", got.Status, got.Inputs)
+		}
+		got, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Respond: map[string][]byte{"a": []byte(`{"action":"accept"}`), "zz": []byte(`{}`)}})
+		must(t, "Respond a", err)
+		if got.Status != cluster.TaskInputRequired || !slices.Equal(sorted(slices.Collect(maps.Keys(got.Inputs))), []string{"b"}) ||
+			string(got.Responses["a"]) != `{"action":"accept"}` || len(got.Responses) != 1 {
+			t.Fatalf("after a partial response: status %q inputs %v responses %v", got.Status, got.Inputs, got.Responses)
+		}
+		got, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Respond: map[string][]byte{"b": []byte(`{"action":"decline"}`)}})
+		must(t, "Respond b", err)
+		if got.Status != cluster.TaskWorking || len(got.Inputs) != 0 || len(got.Responses) != 2 {
+			t.Fatalf("after every response: status %q inputs %v responses %v", got.Status, got.Inputs, got.Responses)
+		}
+		got, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Consume: []string{"a", "b"}})
+		must(t, "Consume", err)
+		if len(got.Responses) != 0 {
+			t.Fatalf("after Consume: responses %v", got.Responses)
+		}
+		_, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{AddInputs: map[string][]byte{"a": []byte(`{}`)}})
+		wantErr(t, "a key used before", err, cluster.ErrTaskKey)
+		got, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{AddInputs: map[string][]byte{"c": []byte(`{}`)}})
+		must(t, "AddInputs c", err)
+		got, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Status: cluster.TaskCancelled})
+		must(t, "cancel", err)
+		if got.Status != cluster.TaskCancelled || len(got.Inputs) != 0 {
+			t.Fatalf("cancelled: status %q inputs %v", got.Status, got.Inputs)
+		}
+		_, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{AddInputs: map[string][]byte{"d": []byte(`{}`)}})
+		wantErr(t, "AddInputs to a terminal task", err, cluster.ErrTaskFinal)
+	})
+
+	t.Run("OwnerBound", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		owner := uniq("owner")
+		for range 2 {
+			must(t, "Create", b.Tasks.Create(ctx, newTask(owner, 300*time.Millisecond), 2))
+		}
+		err := b.Tasks.Create(ctx, newTask(owner, time.Minute), 2)
+		wantErr(t, "Create past the owner's bound", err, cluster.ErrLimit)
+		must(t, "another owner", b.Tasks.Create(ctx, newTask(uniq("other"), time.Minute), 2))
+		waitFor(t, 5*time.Second, "the owner's tasks to expire", func() bool {
+			return b.Tasks.Create(ctx, newTask(owner, time.Minute), 2) == nil
+		})
+	})
+
+	t.Run("Expiry", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		in := newTask(uniq("owner"), 150*time.Millisecond)
+		must(t, "Create", b.Tasks.Create(ctx, in, 0))
+		// Updates do not slide the TTL: it counts from creation.
+		_, err := b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Status: cluster.TaskCompleted, Result: []byte(`{}`)})
+		must(t, "complete", err)
+		waitFor(t, 5*time.Second, "the task to expire", func() bool {
+			_, err := b.Tasks.Get(ctx, in.ID)
+			return errors.Is(err, cluster.ErrNotFound)
+		})
+		_, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Status: cluster.TaskFailed})
+		wantErr(t, "Update of an expired task", err, cluster.ErrNotFound)
+	})
+}

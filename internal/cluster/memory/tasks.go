@@ -1,0 +1,234 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// tasks implements cluster.TaskStore.
+type tasks store
+
+var _ cluster.TaskStore = (*tasks)(nil)
+
+// taskRec is a stored task: the record plus every input key it ever had.
+type taskRec struct {
+	t       cluster.Task
+	expires time.Time
+	used    map[string]struct{}
+}
+
+func taskNotFound(id string) error {
+	return fmt.Errorf("task %q: %w", id, cluster.ErrNotFound)
+}
+
+// copyTask returns a deep copy, so callers never share the stored maps.
+func copyTask(t cluster.Task) cluster.Task {
+	t.Params = slices.Clone(t.Params)
+	t.Meta = slices.Clone(t.Meta)
+	t.Result = slices.Clone(t.Result)
+	t.Error = slices.Clone(t.Error)
+	t.Inputs = maps.Clone(t.Inputs)
+	t.Responses = maps.Clone(t.Responses)
+	return t
+}
+
+// taskLocked returns the live record of id (dropping it when expired).
+func (s *store) taskLocked(id string, now time.Time) *taskRec {
+	r := s.tasks[id]
+	if r != nil && expired(r.expires, now) {
+		delete(s.tasks, id)
+		return nil
+	}
+	return r
+}
+
+// pruneTasksLocked drops expired tasks.
+func (s *store) pruneTasksLocked(now time.Time) {
+	for id, r := range s.tasks {
+		if expired(r.expires, now) {
+			delete(s.tasks, id)
+		}
+	}
+}
+
+func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) error {
+	s := (*store)(m)
+	if err := s.check(ctx, "Tasks.Create"); err != nil {
+		return err
+	}
+	if t.TTL <= 0 {
+		return fmt.Errorf("task %q: ttl must be positive", t.ID)
+	}
+	if t.Status != cluster.TaskWorking && t.Status != cluster.TaskInputRequired {
+		return fmt.Errorf("task %q: created with status %q", t.ID, t.Status)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if s.taskLocked(t.ID, now) != nil {
+		return fmt.Errorf("task %q already exists", t.ID)
+	}
+	if len(s.tasks) >= s.opts.MaxKeys {
+		s.pruneTasksLocked(now)
+		if len(s.tasks) >= s.opts.MaxKeys {
+			return fmt.Errorf("%d tasks: %w", s.opts.MaxKeys, cluster.ErrLimit)
+		}
+	}
+	if max > 0 {
+		n := 0
+		for _, r := range s.tasks {
+			if r.t.OwnerKey == t.OwnerKey && !expired(r.expires, now) {
+				n++
+			}
+		}
+		if n >= max {
+			return fmt.Errorf("live tasks of this owner at the cap of %d: %w", max, cluster.ErrLimit)
+		}
+	}
+	if s.tasks == nil {
+		s.tasks = make(map[string]*taskRec)
+	}
+	t = copyTask(t)
+	used := make(map[string]struct{}, len(t.Inputs))
+	for k := range t.Inputs {
+		used[k] = struct{}{}
+	}
+	t.Created = now
+	t.Updated = t.Created
+	s.tasks[t.ID] = &taskRec{t: t, expires: t.Created.Add(t.TTL), used: used}
+	return nil
+}
+
+func (m *tasks) Get(ctx context.Context, id string) (cluster.Task, error) {
+	s := (*store)(m)
+	if err := s.check(ctx, "Tasks.Get"); err != nil {
+		return cluster.Task{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.taskLocked(id, s.now())
+	if r == nil {
+		return cluster.Task{}, taskNotFound(id)
+	}
+	return copyTask(r.t), nil
+}
+
+func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cluster.Task, error) {
+	s := (*store)(m)
+	if err := s.check(ctx, "Tasks.Update"); err != nil {
+		return cluster.Task{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	r := s.taskLocked(id, now)
+	if r == nil {
+		return cluster.Task{}, taskNotFound(id)
+	}
+	if err := applyTaskUpdate(r, u, now); err != nil {
+		return cluster.Task{}, fmt.Errorf("task %q: %w", id, err)
+	}
+	return copyTask(r.t), nil
+}
+
+// applyTaskUpdate checks every condition first, then changes r: the
+// update applies entirely or not at all.
+func applyTaskUpdate(r *taskRec, u cluster.TaskUpdate, now time.Time) error {
+	t := &r.t
+	if u.IfRunner != "" && t.Runner != u.IfRunner {
+		return cluster.ErrTaskRunner
+	}
+	final := cluster.TaskTerminal(t.Status)
+	if u.Status != "" && !cluster.TaskTransitionLegal(t.Status, u.Status) {
+		return cluster.ErrTaskFinal
+	}
+	if len(u.AddInputs) > 0 {
+		if final {
+			return cluster.ErrTaskFinal
+		}
+		for k := range u.AddInputs {
+			if _, ok := r.used[k]; ok {
+				return fmt.Errorf("%q: %w", k, cluster.ErrTaskKey)
+			}
+		}
+	}
+	if (u.SetRunner != nil || u.NextAttempt) && final {
+		return cluster.ErrTaskFinal
+	}
+	changed := false
+	if u.SetRunner != nil {
+		t.Runner = *u.SetRunner
+		changed = true
+	}
+	if u.NextAttempt {
+		t.Attempt++
+		changed = true
+	}
+	for k, v := range u.AddInputs {
+		if t.Inputs == nil {
+			t.Inputs = make(map[string][]byte)
+		}
+		t.Inputs[k] = slices.Clone(v)
+		r.used[k] = struct{}{}
+		changed = true
+	}
+	if !final {
+		for k, v := range u.Respond {
+			if _, ok := t.Inputs[k]; !ok {
+				continue
+			}
+			delete(t.Inputs, k)
+			if t.Responses == nil {
+				t.Responses = make(map[string][]byte)
+			}
+			t.Responses[k] = slices.Clone(v)
+			changed = true
+		}
+	}
+	for _, k := range u.Consume {
+		if _, ok := t.Responses[k]; ok {
+			delete(t.Responses, k)
+			changed = true
+		}
+	}
+	if u.Status != "" {
+		t.Status, t.Message = u.Status, u.Message
+		if u.Status == cluster.TaskCompleted {
+			t.Result = slices.Clone(u.Result)
+		}
+		if u.Status == cluster.TaskFailed {
+			t.Error = slices.Clone(u.Error)
+		}
+		if cluster.TaskTerminal(u.Status) {
+			t.Inputs, t.Responses = nil, nil
+		}
+		changed = true
+	}
+	if !cluster.TaskTerminal(t.Status) {
+		if len(t.Inputs) > 0 && len(u.AddInputs) > 0 {
+			t.Status = cluster.TaskInputRequired
+		} else if len(t.Inputs) == 0 && t.Status == cluster.TaskInputRequired && u.Status == "" {
+			t.Status = cluster.TaskWorking
+		}
+	}
+	if changed {
+		t.Updated = now
+	}
+	return nil
+}
+
+func (m *tasks) Delete(ctx context.Context, id string) error {
+	s := (*store)(m)
+	if err := s.check(ctx, "Tasks.Delete"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.tasks, id)
+	return nil
+}

@@ -1,0 +1,287 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// tasks implements cluster.TaskStore. A task is one hash, P:t:{id}, with
+// PEXPIRE = the task's TTL from its creation (never slid), so an expired
+// task leaves nothing behind; the per-owner bound counts the members of
+// P:towner:<owner key>, a zset of task id → expiry (ms) pruned on every
+// create, with a TTL at least as long as its newest entry.
+//
+// Hash fields: the scalar fields below, plus "i:<key>" (pending input
+// request), "r:<key>" (response not consumed yet) and "u:<key>" (the key
+// was used once: keys are unique over the task's lifetime), and "tok"
+// (the token of the last change, so a retried change answers as the
+// first run did).
+//
+// Create costs one round trip on a single server (two on Cluster, where
+// the owner index lives in another slot); Get and Update one.
+type tasks backend
+
+var _ cluster.TaskStore = (*tasks)(nil)
+
+func (k keys) task(id string) string       { return k.prefix + ":t:{" + tag(id) + "}" }
+func (k keys) taskOwner(key string) string { return k.prefix + ":towner:" + key }
+
+// KEYS: task [, owner index]. ARGV: id, ttl ms, max, token, field, value,
+// ... Returns 1, -1 when the task exists, -2 past the owner's cap.
+var taskCreateScript = script(`
+local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('HGET', KEYS[1], 'tok') == ARGV[4] then return 1 end
+  return -1
+end
+local now = now_ms()
+if KEYS[2] then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
+  if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+    if max > 0 and redis.call('ZCARD', KEYS[2]) >= max then return -2 end
+    redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+  end
+  extend(KEYS[2], ttl)
+end
+redis.call('HSET', KEYS[1], 'tok', ARGV[4], 'created', now, 'updated', now)
+for i = 5, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  if string.sub(ARGV[i], 1, 2) == 'i:' then
+    redis.call('HSET', KEYS[1], 'u:' .. string.sub(ARGV[i], 3), '1')
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
+return 1
+`)
+
+// KEYS: task. ARGV: token, if runner, status, message, result, error,
+// set runner (0/1), runner, next attempt (0/1), then n adds, n pairs,
+// n responds, n pairs, n consumes, n keys. Returns the hash as a flat
+// list, or -1 (not found), -2 (terminal), -3 (runner), -4 (key used).
+var taskUpdateScript = script(`
+local k = KEYS[1]
+if redis.call('EXISTS', k) == 0 then return -1 end
+if redis.call('HGET', k, 'tok') == ARGV[1] then return redis.call('HGETALL', k) end
+local status = redis.call('HGET', k, 'status')
+local function terminal(s) return s == 'completed' or s == 'failed' or s == 'cancelled' end
+local final = terminal(status)
+if ARGV[2] ~= '' and redis.call('HGET', k, 'runner') ~= ARGV[2] then return -3 end
+local to = ARGV[3]
+if to ~= '' and final then return -2 end
+local i = 10
+local nadd = tonumber(ARGV[i]); i = i + 1
+local adds = {}
+for j = 1, nadd do adds[j] = {ARGV[i], ARGV[i + 1]}; i = i + 2 end
+local nresp = tonumber(ARGV[i]); i = i + 1
+local resps = {}
+for j = 1, nresp do resps[j] = {ARGV[i], ARGV[i + 1]}; i = i + 2 end
+local ncons = tonumber(ARGV[i]); i = i + 1
+local cons = {}
+for j = 1, ncons do cons[j] = ARGV[i]; i = i + 1 end
+if nadd > 0 then
+  if final then return -2 end
+  for _, a in ipairs(adds) do
+    if redis.call('HEXISTS', k, 'u:' .. a[1]) == 1 then return -4 end
+  end
+end
+if (ARGV[7] == '1' or ARGV[9] == '1') and final then return -2 end
+if ARGV[7] == '1' then redis.call('HSET', k, 'runner', ARGV[8]) end
+if ARGV[9] == '1' then redis.call('HINCRBY', k, 'attempt', 1) end
+for _, a in ipairs(adds) do
+  redis.call('HSET', k, 'i:' .. a[1], a[2], 'u:' .. a[1], '1')
+end
+if not final then
+  for _, r in ipairs(resps) do
+    if redis.call('HEXISTS', k, 'i:' .. r[1]) == 1 then
+      redis.call('HDEL', k, 'i:' .. r[1])
+      redis.call('HSET', k, 'r:' .. r[1], r[2])
+    end
+  end
+end
+for _, c in ipairs(cons) do redis.call('HDEL', k, 'r:' .. c) end
+local function pending()
+  for _, f in ipairs(redis.call('HKEYS', k)) do
+    if string.sub(f, 1, 2) == 'i:' then return true end
+  end
+  return false
+end
+if to ~= '' then
+  redis.call('HSET', k, 'status', to, 'msg', ARGV[4])
+  if to == 'completed' then redis.call('HSET', k, 'result', ARGV[5]) end
+  if to == 'failed' then redis.call('HSET', k, 'error', ARGV[6]) end
+  if terminal(to) then
+    for _, f in ipairs(redis.call('HKEYS', k)) do
+      local p = string.sub(f, 1, 2)
+      if p == 'i:' or p == 'r:' then redis.call('HDEL', k, f) end
+    end
+  end
+  status = to
+end
+if not terminal(status) then
+  if nadd > 0 then
+    redis.call('HSET', k, 'status', 'input_required')
+  elseif to == '' and status == 'input_required' and not pending() then
+    redis.call('HSET', k, 'status', 'working')
+  end
+end
+redis.call('HSET', k, 'tok', ARGV[1], 'updated', now_ms())
+return redis.call('HGETALL', k)
+`)
+
+func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) error {
+	b := (*backend)(m)
+	if t.TTL <= 0 {
+		return fmt.Errorf("task %q: ttl must be positive", t.ID)
+	}
+	if t.Status != cluster.TaskWorking && t.Status != cluster.TaskInputRequired {
+		return fmt.Errorf("task %q: created with status %q", t.ID, t.Status)
+	}
+	k := b.keys
+	ttl := ms(t.TTL)
+	args := []any{t.ID, ttl, max, b.token(),
+		"status", t.Status, "msg", t.Message, "ttl", ttl, "poll", t.PollInterval.Milliseconds(),
+		"owner", t.Owner, "okey", t.OwnerKey, "method", t.Method, "params", t.Params, "meta", t.Meta,
+		"runner", t.Runner, "attempt", t.Attempt, "idem", boolField(t.Idempotent)}
+	for key, v := range t.Inputs {
+		args = append(args, "i:"+key, v)
+	}
+	var r int64
+	var err error
+	if b.single {
+		r, err = taskCreateScript.Run(ctx, b.client, []string{k.task(t.ID), k.taskOwner(t.OwnerKey)}, args...).Int64()
+	} else {
+		r, err = capScript.Run(ctx, b.client, []string{k.taskOwner(t.OwnerKey)}, t.ID, ttl, max).Int64()
+		if err == nil && r == 1 {
+			r, err = taskCreateScript.Run(ctx, b.client, []string{k.task(t.ID)}, args...).Int64()
+		}
+	}
+	if err != nil {
+		return b.fail(ctx, "create task", err)
+	}
+	switch r {
+	case -1:
+		return fmt.Errorf("task %q already exists", t.ID)
+	case -2:
+		return fmt.Errorf("live tasks of this owner at the cap of %d: %w", max, cluster.ErrLimit)
+	}
+	return nil
+}
+
+func boolField(v bool) string {
+	if v {
+		return "1"
+	}
+	return "0"
+}
+
+func (m *tasks) Get(ctx context.Context, id string) (cluster.Task, error) {
+	b := (*backend)(m)
+	h, err := b.client.HGetAll(ctx, b.keys.task(id)).Result()
+	if err != nil {
+		return cluster.Task{}, b.fail(ctx, "get task", err)
+	}
+	if len(h) == 0 {
+		return cluster.Task{}, fmt.Errorf("task %q: %w", id, cluster.ErrNotFound)
+	}
+	return parseTask(id, h), nil
+}
+
+func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cluster.Task, error) {
+	b := (*backend)(m)
+	setRunner, runner := "0", ""
+	if u.SetRunner != nil {
+		setRunner, runner = "1", *u.SetRunner
+	}
+	args := []any{b.token(), u.IfRunner, u.Status, u.Message, u.Result, u.Error,
+		setRunner, runner, boolField(u.NextAttempt), len(u.AddInputs)}
+	for key, v := range u.AddInputs {
+		args = append(args, key, v)
+	}
+	args = append(args, len(u.Respond))
+	for key, v := range u.Respond {
+		args = append(args, key, v)
+	}
+	args = append(args, len(u.Consume))
+	for _, key := range u.Consume {
+		args = append(args, key)
+	}
+	res, err := taskUpdateScript.Run(ctx, b.client, []string{b.keys.task(id)}, args...).Result()
+	if err != nil {
+		return cluster.Task{}, b.fail(ctx, "update task", err)
+	}
+	if code, ok := res.(int64); ok {
+		switch code {
+		case -1:
+			return cluster.Task{}, fmt.Errorf("task %q: %w", id, cluster.ErrNotFound)
+		case -2:
+			return cluster.Task{}, fmt.Errorf("task %q: %w", id, cluster.ErrTaskFinal)
+		case -3:
+			return cluster.Task{}, fmt.Errorf("task %q: %w", id, cluster.ErrTaskRunner)
+		default:
+			return cluster.Task{}, fmt.Errorf("task %q: %w", id, cluster.ErrTaskKey)
+		}
+	}
+	list, ok := res.([]any)
+	if !ok {
+		return cluster.Task{}, fmt.Errorf("update task %q: unexpected reply %T", id, res)
+	}
+	h := make(map[string]string, len(list)/2)
+	for i := 0; i+1 < len(list); i += 2 {
+		f, _ := list[i].(string)
+		v, _ := list[i+1].(string)
+		h[f] = v
+	}
+	return parseTask(id, h), nil
+}
+
+func (m *tasks) Delete(ctx context.Context, id string) error {
+	b := (*backend)(m)
+	if err := b.client.Del(ctx, b.keys.task(id)).Err(); err != nil && !errors.Is(err, goredis.Nil) {
+		return b.fail(ctx, "delete task", err)
+	}
+	return nil
+}
+
+// parseTask builds a record from the hash's fields.
+func parseTask(id string, h map[string]string) cluster.Task {
+	num := func(f string) int64 { n, _ := strconv.ParseInt(h[f], 10, 64); return n }
+	bytes := func(f string) []byte {
+		if v, ok := h[f]; ok && v != "" {
+			return []byte(v)
+		}
+		return nil
+	}
+	t := cluster.Task{
+		ID: id, Owner: h["owner"], OwnerKey: h["okey"], Status: h["status"], Message: h["msg"],
+		Created:      time.UnixMilli(num("created")),
+		Updated:      time.UnixMilli(num("updated")),
+		TTL:          time.Duration(num("ttl")) * time.Millisecond,
+		PollInterval: time.Duration(num("poll")) * time.Millisecond,
+		Method:       h["method"], Params: bytes("params"), Meta: bytes("meta"),
+		Result: bytes("result"), Error: bytes("error"),
+		Runner: h["runner"], Attempt: int(num("attempt")), Idempotent: h["idem"] == "1",
+	}
+	for f, v := range h {
+		switch {
+		case strings.HasPrefix(f, "i:"):
+			if t.Inputs == nil {
+				t.Inputs = make(map[string][]byte)
+			}
+			t.Inputs[f[2:]] = []byte(v)
+		case strings.HasPrefix(f, "r:"):
+			if t.Responses == nil {
+				t.Responses = make(map[string][]byte)
+			}
+			t.Responses[f[2:]] = []byte(v)
+		}
+	}
+	return t
+}

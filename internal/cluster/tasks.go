@@ -1,0 +1,134 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Task statuses. Working and InputRequired are live; the other three are
+// terminal and final.
+const (
+	TaskWorking       = "working"
+	TaskInputRequired = "input_required"
+	TaskCompleted     = "completed"
+	TaskFailed        = "failed"
+	TaskCancelled     = "cancelled"
+)
+
+// TaskTerminal reports whether status is terminal (completed, failed or
+// cancelled).
+func TaskTerminal(status string) bool {
+	return status == TaskCompleted || status == TaskFailed || status == TaskCancelled
+}
+
+// TaskTransitionLegal reports whether a task may move from one status to
+// another: working ⇄ input_required, either of them to a terminal status,
+// and a status to itself while live. Terminal statuses are final.
+func TaskTransitionLegal(from, to string) bool {
+	switch from {
+	case TaskWorking, TaskInputRequired:
+		return to == TaskWorking || to == TaskInputRequired || TaskTerminal(to)
+	}
+	return false
+}
+
+// ErrTaskFinal: the task is terminal, so the change was refused.
+var ErrTaskFinal = errors.New("cluster: task is terminal")
+
+// ErrTaskRunner: the change was conditioned on a running process that no
+// longer runs the task (another node took it over, or it ended).
+var ErrTaskRunner = errors.New("cluster: task runs elsewhere")
+
+// Task is the shared record of one durable task. Any node can load it;
+// the node that runs it (Runner) writes its progress through TaskStore.
+type Task struct {
+	// ID is unguessable (128 random bits): without authentication it is
+	// the only thing that gives access to the task.
+	ID string
+	// Owner is the principal id that created the task ("" without
+	// authentication); OwnerKey is the key the per-owner bound counts
+	// under (the principal id, or the client address without one).
+	Owner, OwnerKey string
+	Status          string
+	Message         string
+	Created         time.Time
+	Updated         time.Time
+	// TTL is how long the record lives after Created.
+	TTL          time.Duration
+	PollInterval time.Duration
+	// Method and Params are the request that runs the task again when it
+	// is taken over.
+	Method string
+	Params []byte
+	// Meta is opaque to the store: what the adapter needs to run Params
+	// again (protocol revision, negotiated capabilities).
+	Meta []byte
+	// Result (completed) or Error (failed, a JSON-RPC error object) once
+	// terminal.
+	Result, Error []byte
+	// Runner is the process running the task, as it holds its membership
+	// lease ("<node>.<incarnation>"); "" while nobody runs it.
+	Runner string
+	// Attempt counts the runs started (1 for the first).
+	Attempt int
+	// Idempotent tasks are run again on a live node when their runner
+	// dies; the others fail.
+	Idempotent bool
+	// Inputs are the pending input requests by key; Responses the
+	// responses received for keys not consumed yet by the runner. Keys
+	// are unique over the task's lifetime (see TaskUpdate.AddInputs).
+	Inputs, Responses map[string][]byte
+}
+
+// TaskUpdate is one atomic change of a task record. Zero fields change
+// nothing.
+type TaskUpdate struct {
+	// IfRunner applies the change only while the task's Runner is this
+	// value (ErrTaskRunner otherwise); "" means unconditional.
+	IfRunner string
+	// Status moves the task (legal transitions only: ErrTaskFinal once
+	// terminal). Message replaces the status message when Status is set.
+	Status, Message string
+	// Result or Error is stored with a terminal Status.
+	Result, Error []byte
+	// SetRunner replaces the runner and NextAttempt adds one to Attempt
+	// (a run starts).
+	SetRunner   *string
+	NextAttempt bool
+	// AddInputs records pending input requests and moves a working task
+	// to input_required. A key that the task ever had is refused
+	// (ErrTaskKey): keys are unique over the task's lifetime.
+	AddInputs map[string][]byte
+	// Respond delivers responses: each for a pending key moves the
+	// request from Inputs to Responses (other keys are ignored). Once no
+	// input is pending, an input_required task is working again.
+	Respond map[string][]byte
+	// Consume drops responses the runner has read.
+	Consume []string
+}
+
+// ErrTaskKey: an input request key was used before in this task.
+var ErrTaskKey = errors.New("cluster: input request key already used")
+
+// TaskStore keeps task records with their TTL. Every change is atomic,
+// and a retried call (a lost reply) is answered as the first one was.
+type TaskStore interface {
+	// Create records t (its Status must be working or input_required)
+	// and returns once the record is durable: a Get that starts after it
+	// returns sees it. max bounds the live records of t.OwnerKey (0 = no
+	// bound): past it Create returns ErrLimit. An existing id is an error.
+	Create(ctx context.Context, t Task, max int) error
+	// Get returns the record. ErrNotFound when unknown or expired.
+	Get(ctx context.Context, id string) (Task, error)
+	// Update applies u atomically and returns the record after it.
+	// ErrNotFound, ErrTaskFinal (a status change of a terminal task),
+	// ErrTaskRunner (IfRunner does not hold) or ErrTaskKey.
+	Update(ctx context.Context, id string, u TaskUpdate) (Task, error)
+	// Delete removes the record at once (unknown ids are not an error).
+	Delete(ctx context.Context, id string) error
+}
+
+// DefaultMaxTasks bounds the live tasks of one owner when no option sets
+// it.
+const DefaultMaxTasks = 1000
