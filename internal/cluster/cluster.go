@@ -2,9 +2,8 @@
 // session store, the per-stream event log, the message bus, membership
 // leases, claims, the registry of features enabled at run time, the
 // per-caller limiter and the records of durable tasks. Each seam has an
-// in-memory implementation (package
-// cluster/memory, a complete single-node backend) and a Redis one (package
-// cluster/redis). Nothing above this package may assume one process: every
+// in-memory implementation (package cluster/memory, a complete
+// single-node backend) and a Redis one (package cluster/redis). Nothing above this package may assume one process: every
 // piece of state that must survive a node or be seen by another node goes
 // through these interfaces.
 //

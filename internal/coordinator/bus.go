@@ -95,6 +95,8 @@ func Encode(m Message) ([]byte, error) {
 	case ListenNotify:
 		w = wire{M: m.Method, U: m.URI}
 	case RegistryChanged:
+	case TaskChanged:
+		w = wire{I: m.ID}
 	default:
 		return nil, fmt.Errorf("coordinator: cannot encode bus message %T", m)
 	}
@@ -137,6 +139,11 @@ func Decode(b []byte) (Message, error) {
 		return need("method", w.M, ListenNotify{Method: w.M, URI: w.U})
 	case "reg":
 		return RegistryChanged{}, nil
+	case "task":
+		if w.I == "" {
+			return nil, fmt.Errorf("%w: %q without task id", ErrMalformed, w.T)
+		}
+		return TaskChanged{ID: w.I}, nil
 	case "":
 		return nil, fmt.Errorf("%w: no kind", ErrMalformed)
 	}

@@ -28,6 +28,7 @@ var previousRelease = []struct {
 	{`{"t":"ln","m":"notifications/resources/updated","u":"file:///a"}`, coordinator.ListenNotify{Method: "notifications/resources/updated", URI: "file:///a"}},
 	{`{"t":"ln","m":"notifications/tools/list_changed"}`, coordinator.ListenNotify{Method: "notifications/tools/list_changed"}},
 	{`{"t":"reg"}`, coordinator.RegistryChanged{}},
+	{`{"t":"task","i":"T1"}`, coordinator.TaskChanged{ID: "T1"}},
 }
 
 func TestBusMessagesKeepThePreviousWireForm(t *testing.T) {
@@ -65,6 +66,7 @@ func TestBusDecodeErrorsAreTold(t *testing.T) {
 		`{"t":"cancel","s":"S1"}`:  coordinator.ErrMalformed,
 		`{"t":"takeover","s":"S"}`: coordinator.ErrMalformed,
 		`{"t":"ln"}`:               coordinator.ErrMalformed,
+		`{"t":"task"}`:             coordinator.ErrMalformed,
 		`{"t":5}`:                  coordinator.ErrMalformed,
 	} {
 		if _, err := coordinator.Decode([]byte(wire)); !errors.Is(err, want) {

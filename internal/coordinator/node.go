@@ -66,6 +66,7 @@ type Node struct {
 	refreshDue    chan struct{}
 	draining      atomic.Bool
 	upkeep        upkeep
+	tasks         tasks
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -91,6 +92,7 @@ func NewNode(cfg Config) *Node {
 	n.fanOutDropped = cfg.Metrics.Counter("mcp_fanouts_dropped_total", "Notification fan-outs dropped because too many distinct ones waited for a slot.")
 	n.undecodable = cfg.Metrics.Counter("mcp_bus_undecodable_total", "Bus payloads skipped because they are not messages (malformed, or of a newer release).")
 	n.Waiters.OnUndecodable(n.skip)
+	n.ConfigureTasks(TaskOptions{})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n
 }
@@ -181,5 +183,7 @@ func (n *Node) onBus(b []byte) {
 		n.Refresh()
 	case ListenNotify:
 		n.notifyListeners(m)
+	case TaskChanged:
+		n.onTaskChanged(m.ID)
 	}
 }

@@ -1,0 +1,459 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+)
+
+// Durable tasks (flow 10). The record lives in cluster.TaskStore, so any
+// node answers for a task; the process that runs the handler is named in
+// the record (Runner) and holds the task under its membership lease.
+//
+//   - Every change of a task is published as TaskChanged: it wakes the
+//     waiters of the task on any node (WaitTask) and the runner (a cancel,
+//     or input responses). A lost message is caught by polling the record
+//     (waiters every poll interval, the runner every LeaseTTL/3).
+//   - A reader that finds the runner's lease gone (Reap, called by GetTask
+//     and WaitTask) fails the task with CodeNodeLost, or, for an
+//     idempotent task under its attempt bound, takes it over: it becomes
+//     the runner (conditioned on the dead runner, so only one reader wins)
+//     and runs the request again here.
+//   - Drain waits for the running tasks, then hands the idempotent ones
+//     over (their runner becomes "", which readers treat as gone).
+
+// TaskFunc runs a task's request: run.Input asks the client for input
+// (the task is input_required until the answer arrives through any
+// node); ctx ends when the task is cancelled or the node closes. It
+// returns the request's result, or the JSON-RPC error that fails the task.
+type TaskFunc func(ctx context.Context, run *TaskRun) (json.RawMessage, *jsonrpc.Error)
+
+// TaskOptions configures the node's task runner.
+type TaskOptions struct {
+	// Resolve returns the function that runs a task's stored request on
+	// this node (for a take-over); nil when it cannot run it here.
+	Resolve func(t cluster.Task) TaskFunc
+	// MaxAttempts bounds the runs of an idempotent task (DefaultTaskAttempts
+	// when 0).
+	MaxAttempts int
+	// MaxResultBytes bounds a task's result or error (DefaultTaskResultBytes
+	// when 0): a larger one fails the task.
+	MaxResultBytes int
+	// MaxWaiters bounds the WaitTask calls waiting on this node at once
+	// (DefaultMaxWaiters when 0).
+	MaxWaiters int
+}
+
+// Defaults of TaskOptions.
+const (
+	DefaultTaskAttempts    = 3
+	DefaultTaskResultBytes = 1 << 20
+)
+
+// ErrTaskWaiters answers WaitTask when too many wait on this node.
+var ErrTaskWaiters = errors.New("coordinator: too many task waiters")
+
+// TaskChanged tells every node that a task's record changed.
+type TaskChanged struct{ ID string }
+
+func (TaskChanged) kind() string { return "task" }
+
+// tasks is the node's runner state.
+type tasks struct {
+	opts TaskOptions
+
+	mu      sync.Mutex
+	running map[string]*TaskRun                   // task id → run on this node
+	waiters map[string]map[chan struct{}]struct{} // task id → WaitTask wake-ups
+	nwait   int
+}
+
+// TaskRun is one run of a task on this node.
+type TaskRun struct {
+	n      *Node
+	Task   cluster.Task // the record when the run started
+	cancel context.CancelFunc
+	wake   chan struct{}
+}
+
+// ConfigureTasks sets the task options; call it before tasks run.
+func (n *Node) ConfigureTasks(o TaskOptions) {
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultTaskAttempts
+	}
+	if o.MaxResultBytes <= 0 {
+		o.MaxResultBytes = DefaultTaskResultBytes
+	}
+	if o.MaxWaiters <= 0 {
+		o.MaxWaiters = DefaultMaxWaiters
+	}
+	n.tasks.mu.Lock()
+	n.tasks.opts = o
+	n.tasks.mu.Unlock()
+}
+
+func (t *tasks) options() TaskOptions {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.opts
+}
+
+// NewTaskID returns an unguessable task id (128 random bits).
+func NewTaskID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails; see crypto/rand.Read
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// StartTask records t (status working, run by this process, attempt 1)
+// and runs f in the background. It returns once the record is durable.
+// max bounds the live tasks of t.OwnerKey.
+func (n *Node) StartTask(ctx context.Context, t cluster.Task, max int, f TaskFunc) (cluster.Task, error) {
+	if n.draining.Load() {
+		return cluster.Task{}, jsonrpc.NewError(jsonrpc.CodeDraining, "the node is shutting down; retry", nil)
+	}
+	t.Status, t.Runner, t.Attempt = cluster.TaskWorking, n.instance, 1
+	if err := n.be.Tasks.Create(ctx, t, max); err != nil {
+		return cluster.Task{}, err
+	}
+	rec, err := n.be.Tasks.Get(ctx, t.ID)
+	if err != nil {
+		return cluster.Task{}, err
+	}
+	n.run(rec, f)
+	return rec, nil
+}
+
+// run starts f for rec on this node.
+func (n *Node) run(rec cluster.Task, f TaskFunc) {
+	ctx, cancel := context.WithCancel(n.ctx)
+	r := &TaskRun{n: n, Task: rec, cancel: cancel, wake: make(chan struct{}, 1)}
+	n.tasks.mu.Lock()
+	if n.tasks.running == nil {
+		n.tasks.running = map[string]*TaskRun{}
+	}
+	n.tasks.running[rec.ID] = r
+	n.tasks.mu.Unlock()
+	n.Go(func(context.Context) {
+		defer func() {
+			cancel()
+			n.tasks.mu.Lock()
+			if n.tasks.running[rec.ID] == r {
+				delete(n.tasks.running, rec.ID)
+			}
+			n.tasks.mu.Unlock()
+		}()
+		go r.watch(ctx)
+		res, rerr := f(ctx, r)
+		n.finish(r, res, rerr)
+	})
+}
+
+// watch is the runner's backstop for a lost TaskChanged: it reads the
+// record every LeaseTTL/3 and cancels the run once the task is terminal
+// or runs elsewhere.
+func (r *TaskRun) watch(ctx context.Context) {
+	t := time.NewTicker(r.n.leaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.wake:
+		}
+		rec, err := r.n.be.Tasks.Get(ctx, r.Task.ID)
+		if errors.Is(err, cluster.ErrNotFound) || err == nil && (cluster.TaskTerminal(rec.Status) || rec.Runner != r.n.instance) {
+			r.cancel()
+			return
+		}
+		r.n.onTaskChanged(r.Task.ID)
+	}
+}
+
+// finish records the outcome of a run, unless the task ended meanwhile
+// (cancelled) or runs elsewhere now.
+func (n *Node) finish(r *TaskRun, res json.RawMessage, rerr *jsonrpc.Error) {
+	if n.ctx.Err() != nil {
+		// The node closed under the run: the outcome is the node's end,
+		// not the handler's. Readers reap the task once the lease is gone.
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(n.ctx), n.leaseTTL)
+	defer cancel()
+	limit := n.tasks.options().MaxResultBytes
+	u := cluster.TaskUpdate{IfRunner: n.instance, Status: cluster.TaskCompleted, Result: res}
+	if rerr == nil && len(res) > limit {
+		rerr = jsonrpc.NewError(jsonrpc.CodeInternalError, fmt.Sprintf("the task's result is %d bytes, over the bound of %d", len(res), limit), nil)
+	}
+	if rerr != nil {
+		b, _ := json.Marshal(rerr)
+		if len(b) > limit {
+			b, _ = json.Marshal(jsonrpc.NewError(rerr.Code, "the task failed (error too large to keep)", nil))
+		}
+		u = cluster.TaskUpdate{IfRunner: n.instance, Status: cluster.TaskFailed, Message: rerr.Message, Error: b}
+	}
+	_, err := n.be.Tasks.Update(ctx, r.Task.ID, u)
+	switch {
+	case err == nil:
+		n.taskChanged(ctx, r.Task.ID)
+	case errors.Is(err, cluster.ErrTaskFinal), errors.Is(err, cluster.ErrTaskRunner), errors.Is(err, cluster.ErrNotFound):
+	default:
+		n.log.Warn().Err(err).Str("task", r.Task.ID).Msg("task outcome not recorded")
+	}
+}
+
+// taskChanged publishes TaskChanged (best effort: readers poll).
+func (n *Node) taskChanged(ctx context.Context, id string) {
+	if err := n.Publish(ctx, TaskChanged{ID: id}); err != nil {
+		n.log.Debug().Err(err).Str("task", id).Msg("task change not broadcast")
+	}
+}
+
+// onTaskChanged wakes the local waiters and the local run of a task.
+func (n *Node) onTaskChanged(id string) {
+	n.tasks.mu.Lock()
+	r := n.tasks.running[id]
+	for ch := range n.tasks.waiters[id] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	n.tasks.mu.Unlock()
+	if r != nil {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// RunningTasks returns the number of tasks running on this node.
+func (n *Node) RunningTasks() int {
+	n.tasks.mu.Lock()
+	defer n.tasks.mu.Unlock()
+	return len(n.tasks.running)
+}
+
+// GetTask returns a task's record, after reaping it if its runner is
+// gone (see Reap).
+func (n *Node) GetTask(ctx context.Context, id string) (cluster.Task, error) {
+	t, err := n.be.Tasks.Get(ctx, id)
+	if err != nil {
+		return t, err
+	}
+	return n.Reap(ctx, t)
+}
+
+// Reap checks a live task's runner: when its lease is gone (or nobody
+// runs it), the task is taken over here (idempotent, attempts left, and
+// this node can run it) or failed. It returns the record after that.
+func (n *Node) Reap(ctx context.Context, t cluster.Task) (cluster.Task, error) {
+	if cluster.TaskTerminal(t.Status) || t.Runner == n.instance && n.runsHere(t.ID) {
+		return t, nil
+	}
+	if t.Runner != "" && t.Runner != n.instance {
+		alive, err := n.be.Members.Alive(ctx, t.Runner)
+		if err != nil || alive {
+			return t, nil
+		}
+	}
+	opts := n.tasks.options()
+	var f TaskFunc
+	if t.Idempotent && t.Attempt < opts.MaxAttempts && opts.Resolve != nil && !n.draining.Load() {
+		f = opts.Resolve(t)
+	}
+	if f != nil {
+		me := n.instance
+		rec, err := n.be.Tasks.Update(ctx, t.ID, cluster.TaskUpdate{IfRunner: t.Runner, SetRunner: &me, NextAttempt: true,
+			Status: cluster.TaskWorking, Message: fmt.Sprintf("attempt %d, taken over from a lost node", t.Attempt+1)})
+		if err != nil {
+			return n.reread(ctx, t, err)
+		}
+		n.run(rec, f)
+		n.taskChanged(ctx, t.ID)
+		return rec, nil
+	}
+	msg := "the node running this task stopped"
+	if t.Idempotent && t.Attempt >= opts.MaxAttempts {
+		msg = fmt.Sprintf("the node running this task stopped after %d attempts", t.Attempt)
+	}
+	e, _ := json.Marshal(jsonrpc.NewError(jsonrpc.CodeNodeLost, msg, map[string]any{"node": NodeOf(t.Runner), "attempt": t.Attempt}))
+	rec, err := n.be.Tasks.Update(ctx, t.ID, cluster.TaskUpdate{IfRunner: t.Runner, Status: cluster.TaskFailed, Message: msg, Error: e})
+	if err != nil {
+		return n.reread(ctx, t, err)
+	}
+	n.taskChanged(ctx, t.ID)
+	return rec, nil
+}
+
+// reread answers a reap that lost a race: someone else changed the task.
+func (n *Node) reread(ctx context.Context, t cluster.Task, err error) (cluster.Task, error) {
+	if errors.Is(err, cluster.ErrTaskRunner) || errors.Is(err, cluster.ErrTaskFinal) {
+		return n.be.Tasks.Get(ctx, t.ID)
+	}
+	return t, err
+}
+
+func (n *Node) runsHere(id string) bool {
+	n.tasks.mu.Lock()
+	defer n.tasks.mu.Unlock()
+	return n.tasks.running[id] != nil
+}
+
+// CancelTask moves a live task to cancelled and tells its runner, which
+// cancels the handler's context. A terminal task is left as it is.
+func (n *Node) CancelTask(ctx context.Context, id string) (cluster.Task, error) {
+	t, err := n.be.Tasks.Update(ctx, id, cluster.TaskUpdate{Status: cluster.TaskCancelled, Message: "cancelled by the client"})
+	if errors.Is(err, cluster.ErrTaskFinal) {
+		return n.be.Tasks.Get(ctx, id)
+	}
+	if err != nil {
+		return t, err
+	}
+	n.taskChanged(ctx, id)
+	return t, nil
+}
+
+// RespondTask delivers input responses to a task and wakes its runner.
+func (n *Node) RespondTask(ctx context.Context, id string, responses map[string][]byte) (cluster.Task, error) {
+	t, err := n.be.Tasks.Update(ctx, id, cluster.TaskUpdate{Respond: responses})
+	if err != nil {
+		return t, err
+	}
+	n.taskChanged(ctx, id)
+	return t, nil
+}
+
+// WaitTask returns the task's record once done(record) holds, reaping it
+// when its runner is gone. It wakes on TaskChanged and polls the record
+// every poll (the backstop for a lost message).
+func (n *Node) WaitTask(ctx context.Context, id string, poll time.Duration, done func(cluster.Task) bool) (cluster.Task, error) {
+	ch, release, err := n.waitTask(id)
+	if err != nil {
+		return cluster.Task{}, err
+	}
+	defer release()
+	if poll <= 0 {
+		poll = time.Second
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return cluster.Task{}, ctx.Err()
+		case <-ch:
+		case <-t.C:
+		}
+		rec, err := n.GetTask(ctx, id)
+		if err != nil || done(rec) {
+			return rec, err
+		}
+		t.Reset(poll)
+	}
+}
+
+func (n *Node) waitTask(id string) (chan struct{}, func(), error) {
+	ch := make(chan struct{}, 1)
+	n.tasks.mu.Lock()
+	defer n.tasks.mu.Unlock()
+	if n.tasks.nwait >= max(n.tasks.opts.MaxWaiters, 1) {
+		return nil, nil, ErrTaskWaiters
+	}
+	if n.tasks.waiters == nil {
+		n.tasks.waiters = map[string]map[chan struct{}]struct{}{}
+	}
+	set := n.tasks.waiters[id]
+	if set == nil {
+		set = map[chan struct{}]struct{}{}
+		n.tasks.waiters[id] = set
+	}
+	set[ch] = struct{}{}
+	n.tasks.nwait++
+	return ch, func() {
+		n.tasks.mu.Lock()
+		delete(set, ch)
+		if len(set) == 0 {
+			delete(n.tasks.waiters, id)
+		}
+		n.tasks.nwait--
+		n.tasks.mu.Unlock()
+	}, nil
+}
+
+// Input asks the client for input: request (a server→client request, in
+// the adapter's form) is recorded under a fresh key and the task is
+// input_required until a response for that key arrives, through any node.
+// It returns the response, or an error when ctx ends (the task was
+// cancelled) or the task ended. Several Input calls may wait at once:
+// their requests are pending together.
+func (r *TaskRun) Input(ctx context.Context, request []byte) ([]byte, error) {
+	n := r.n
+	key := NewTaskID()[:16]
+	ch, release, err := n.waitTask(r.Task.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if _, err := n.be.Tasks.Update(ctx, r.Task.ID, cluster.TaskUpdate{IfRunner: n.instance, AddInputs: map[string][]byte{key: request}}); err != nil {
+		return nil, err
+	}
+	n.taskChanged(ctx, r.Task.ID)
+	poll := r.Task.PollInterval
+	if poll <= 0 || poll > n.leaseTTL/3 {
+		poll = n.leaseTTL / 3
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		rec, err := n.be.Tasks.Get(ctx, r.Task.ID)
+		if err != nil {
+			return nil, err
+		}
+		if cluster.TaskTerminal(rec.Status) || rec.Runner != n.instance {
+			return nil, context.Canceled
+		}
+		if v, ok := rec.Responses[key]; ok {
+			if _, err := n.be.Tasks.Update(ctx, r.Task.ID, cluster.TaskUpdate{IfRunner: n.instance, Consume: []string{key}}); err != nil {
+				return nil, err
+			}
+			return v, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ch:
+		case <-t.C:
+		}
+	}
+}
+
+// handOver gives up the idempotent tasks running here (drain timed out):
+// their runner becomes "", so the next reader takes them over.
+func (n *Node) handOver(ctx context.Context) {
+	n.tasks.mu.Lock()
+	var runs []*TaskRun
+	for _, r := range n.tasks.running {
+		if r.Task.Idempotent {
+			runs = append(runs, r)
+		}
+	}
+	n.tasks.mu.Unlock()
+	none := ""
+	for _, r := range runs {
+		if _, err := n.be.Tasks.Update(ctx, r.Task.ID, cluster.TaskUpdate{IfRunner: n.instance, SetRunner: &none}); err == nil {
+			r.cancel()
+			n.taskChanged(ctx, r.Task.ID)
+		}
+	}
+}

@@ -1,0 +1,203 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/coordinator"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+)
+
+func newTaskRecord(idempotent bool) cluster.Task {
+	return cluster.Task{ID: coordinator.NewTaskID(), OwnerKey: "client", TTL: time.Minute,
+		PollInterval: time.Hour, Method: "tools/call", Params: []byte(`{}`), Idempotent: idempotent}
+}
+
+func terminal(t cluster.Task) bool { return cluster.TaskTerminal(t.Status) }
+
+// A task started on a completes while b waits for it: the bus wakes b at
+// once (its poll interval is an hour).
+func TestTaskResultWakesWaiterOnAnotherNode(t *testing.T) {
+	_, nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	release := make(chan struct{})
+	rec, err := a.StartTask(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+		<-release
+		return json.RawMessage(`{"ok":true}`), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != cluster.TaskWorking || rec.Runner != a.Instance() || rec.Attempt != 1 {
+		t.Fatalf("created: %+v", rec)
+	}
+	got := make(chan cluster.Task, 1)
+	go func() {
+		r, err := b.WaitTask(context.Background(), rec.ID, time.Hour, terminal)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	select {
+	case r := <-got:
+		if r.Status != cluster.TaskCompleted || string(r.Result) != `{"ok":true}` {
+			t.Fatalf("waiter got %q %s", r.Status, r.Result)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter on b was not woken")
+	}
+}
+
+// A cancel through b reaches the handler running on a.
+func TestTaskCancelReachesHandler(t *testing.T) {
+	_, nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	stopped := make(chan struct{})
+	rec, err := a.StartTask(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+		<-ctx.Done()
+		close(stopped)
+		return nil, jsonrpc.NewError(jsonrpc.CodeCancelled, "cancelled", nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CancelTask(t.Context(), rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler was not cancelled")
+	}
+	r, err := b.GetTask(t.Context(), rec.ID)
+	if err != nil || r.Status != cluster.TaskCancelled {
+		t.Fatalf("after cancel: %q, %v", r.Status, err)
+	}
+	// Cancelling a terminal task leaves it as it is.
+	if r, err := b.CancelTask(t.Context(), rec.ID); err != nil || r.Status != cluster.TaskCancelled {
+		t.Fatalf("second cancel: %q, %v", r.Status, err)
+	}
+}
+
+// Input asked by the handler on a is answered through c.
+func TestTaskInputAnsweredThroughAnotherNode(t *testing.T) {
+	_, nodes := startNodes(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	rec, err := a.StartTask(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+		resp, err := run.Input(ctx, []byte(`{"method":"elicitation/create"}`))
+		if err != nil {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, err.Error(), nil)
+		}
+		return resp, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.WaitTask(t.Context(), rec.ID, 10*time.Millisecond, func(t cluster.Task) bool { return t.Status != cluster.TaskWorking })
+	if err != nil || r.Status != cluster.TaskInputRequired || len(r.Inputs) != 1 {
+		t.Fatalf("waiting for input: %+v, %v", r, err)
+	}
+	responses := map[string][]byte{}
+	for k := range r.Inputs {
+		responses[k] = []byte(`{"action":"accept"}`)
+	}
+	if _, err := c.RespondTask(t.Context(), rec.ID, responses); err != nil {
+		t.Fatal(err)
+	}
+	r, err = b.WaitTask(t.Context(), rec.ID, time.Hour, terminal)
+	if err != nil || r.Status != cluster.TaskCompleted || string(r.Result) != `{"action":"accept"}` {
+		t.Fatalf("after the response: %q %s, %v", r.Status, r.Result, err)
+	}
+}
+
+// A task whose node is gone fails (not idempotent) or runs again on the
+// reader's node (idempotent), with the attempt counted.
+func TestTaskNodeLost(t *testing.T) {
+	for _, idempotent := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fails", true: "taken over"}[idempotent], func(t *testing.T) {
+			_, nodes := startNodes(t, 2)
+			a, b := nodes[0], nodes[1]
+			b.ConfigureTasks(coordinator.TaskOptions{Resolve: func(rec cluster.Task) coordinator.TaskFunc {
+				return func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+					return json.RawMessage(`"again"`), nil
+				}
+			}})
+			rec, err := a.StartTask(t.Context(), newTaskRecord(idempotent), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+				<-ctx.Done()
+				return json.RawMessage(`"first"`), nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, _ := b.GetTask(t.Context(), rec.ID); r.Status != cluster.TaskWorking {
+				t.Fatalf("while a runs it: %q", r.Status)
+			}
+			a.Close(errors.New("killed"))
+			a.Leave()
+			r, err := b.WaitTask(t.Context(), rec.ID, 10*time.Millisecond, terminal)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !idempotent {
+				var e jsonrpc.Error
+				_ = json.Unmarshal(r.Error, &e)
+				if r.Status != cluster.TaskFailed || e.Code != jsonrpc.CodeNodeLost {
+					t.Fatalf("got %q %s, want failed with the node-lost code", r.Status, r.Error)
+				}
+				return
+			}
+			if r.Status != cluster.TaskCompleted || string(r.Result) != `"again"` || r.Attempt != 2 || r.Runner != b.Instance() {
+				t.Fatalf("got %q %s attempt %d runner %q, want completed again on b", r.Status, r.Result, r.Attempt, r.Runner)
+			}
+		})
+	}
+}
+
+// A result past the bound fails the task with a clear error.
+func TestTaskResultBound(t *testing.T) {
+	_, nodes := startNodes(t, 1)
+	a := nodes[0]
+	a.ConfigureTasks(coordinator.TaskOptions{MaxResultBytes: 8})
+	rec, err := a.StartTask(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+		return json.RawMessage(`"far too long a result"`), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.WaitTask(t.Context(), rec.ID, 10*time.Millisecond, terminal)
+	if err != nil || r.Status != cluster.TaskFailed || len(r.Result) != 0 {
+		t.Fatalf("got %q result %s, %v; want failed", r.Status, r.Result, err)
+	}
+}
+
+// Drain waits for a running task, then hands an idempotent one over.
+func TestTaskDrainHandsOver(t *testing.T) {
+	_, nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	b.ConfigureTasks(coordinator.TaskOptions{Resolve: func(rec cluster.Task) coordinator.TaskFunc {
+		return func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+			return json.RawMessage(`"on b"`), nil
+		}
+	}})
+	rec, err := a.StartTask(t.Context(), newTaskRecord(true), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+		<-ctx.Done()
+		return nil, jsonrpc.NewError(jsonrpc.CodeCancelled, "stopped", nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	a.Drain(ctx)
+	r, err := b.WaitTask(t.Context(), rec.ID, 10*time.Millisecond, terminal)
+	if err != nil || r.Status != cluster.TaskCompleted || string(r.Result) != `"on b"` || r.Attempt != 2 {
+		t.Fatalf("after the drain: %q %s attempt %d, %v", r.Status, r.Result, r.Attempt, err)
+	}
+}
