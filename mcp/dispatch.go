@@ -317,6 +317,10 @@ func (s *Server) method(ctx context.Context, req *Request, sess sessionOps) (any
 		return s.listTools(ctx, req)
 	case "tools/call":
 		return s.callTool(ctx, req)
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		if req.modern {
+			return s.tasksMethod(ctx, req)
+		}
 	case "resources/list":
 		return s.listResources(ctx, req)
 	case "resources/templates/list":

@@ -110,7 +110,14 @@ func (s *Server) callTool(ctx context.Context, req *Request) (any, error) {
 	if len(p.Arguments) > 0 && p.Arguments[0] != '{' && string(p.Arguments) != "null" {
 		return nil, invalidParam("arguments", "must be an object")
 	}
+	if t, ok, err := s.toolTask(ctx, req, e.tool); ok || err != nil {
+		return t, err
+	}
 	res, err := e.handler(ctx, req, p.Arguments)
+	var tc *errTaskCreated
+	if errors.As(err, &tc) {
+		return createTaskResult(tc.task), nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -168,6 +168,22 @@ type HTTPOptions struct {
 	// live connection gets it at once); past it, clients resuming the
 	// stream get an error instead (default 1m).
 	RecordTimeout time.Duration
+	// TaskTTL is how long a task's record lives after its creation when
+	// the client names no TTL (default 1h); a TTL a client names must lie
+	// within MinTaskTTL (default 1s) and MaxTaskTTL (default 24h).
+	TaskTTL, MinTaskTTL, MaxTaskTTL time.Duration
+	// TaskPollInterval is the poll interval suggested to clients in each
+	// task (default 500ms).
+	TaskPollInterval time.Duration
+	// MaxTasksPerOwner bounds the live task records of one principal, or
+	// of one client address without authentication (default 1000).
+	MaxTasksPerOwner int
+	// MaxTaskResultBytes bounds a task's result (default 1 MiB): a larger
+	// one fails the task with an error saying so.
+	MaxTaskResultBytes int
+	// TaskAttempts bounds the runs of an idempotent task whose node was
+	// lost (default 3): past it the task fails.
+	TaskAttempts int
 	// Logger receives transport logs, among them one access line per
 	// request at info level (see ServeHTTP).
 	Logger *zerolog.Logger
@@ -197,6 +213,7 @@ type HTTPHandler struct {
 	// node is this process as a cluster member: bus, registry of live
 	// requests and streams, membership, fan-out and drain.
 	node    *coordinator.Node
+	tasks   *taskEngine
 	metrics *telemetry.Metrics
 
 	handler http.Handler // the edge chain and route (see edge)
@@ -246,6 +263,9 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 		MaxFanOuts: h.opts.MaxFanOuts, Log: h.log, Metrics: h.metrics,
 		Refresh: h.loadFeatures,
 	})
+	h.tasks = &taskEngine{node: h.node, opts: &h.opts}
+	h.node.ConfigureTasks(coordinator.TaskOptions{Resolve: s.resolveTask(h.tasks), MaxAttempts: h.opts.TaskAttempts,
+		MaxResultBytes: h.opts.MaxTaskResultBytes, MaxWaiters: h.opts.MaxWaiters})
 	h.admit = newLimits(&h.opts)
 	h.callers = newCallers(h.be.Limiter, &h.opts, h.log.With().Str("component", "callers").Logger(), h.metrics)
 	h.handler = h.edge()

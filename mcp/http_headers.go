@@ -77,6 +77,7 @@ func (s *Server) checkHeaders(h http.Header, req *Request, version string) error
 	var p struct {
 		Name      string          `json:"name"`
 		URI       string          `json:"uri"`
+		TaskID    string          `json:"taskId"`
 		Arguments json.RawMessage `json:"arguments"`
 	}
 	if len(req.Params) > 0 {
@@ -88,6 +89,9 @@ func (s *Server) checkHeaders(h http.Header, req *Request, version string) error
 		want = p.Name
 	case "resources/read":
 		want = p.URI
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		// The tasks extension routes on the task id (SEP-2663).
+		want = p.TaskID
 	default:
 		return nil
 	}

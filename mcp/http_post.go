@@ -329,6 +329,7 @@ func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *js
 	defer h.node.Local.AddInflight("", "modern:"+randomToken(9), func() {})()
 	out := h.newPostOut(w, r, req, "")
 	req.out = out
+	req.tasks, req.remote = h.tasks, r.RemoteAddr
 	res, err := h.srv.call(ctx, req, nil)
 	out.finish(ctx, res, err)
 }
@@ -339,6 +340,7 @@ var modernMethods = map[string]bool{
 	"tools/list": true, "tools/call": true,
 	"resources/list": true, "resources/templates/list": true, "resources/read": true,
 	"prompts/list": true, "prompts/get": true, "completion/complete": true,
+	"tasks/get": true, "tasks/update": true, "tasks/cancel": true,
 }
 
 // postBatch serves a JSON-RPC batch: only on 2025-03-26 sessions.

@@ -48,6 +48,13 @@ func DefaultHTTPOptions() HTTPOptions {
 		MaxCallerStreams:     1000,
 		CallerRate:           1000,
 		CallerBurst:          2000,
+		TaskTTL:              time.Hour,
+		MinTaskTTL:           time.Second,
+		MaxTaskTTL:           24 * time.Hour,
+		TaskPollInterval:     500 * time.Millisecond,
+		MaxTasksPerOwner:     cluster.DefaultMaxTasks,
+		MaxTaskResultBytes:   coordinator.DefaultTaskResultBytes,
+		TaskAttempts:         coordinator.DefaultTaskAttempts,
 	}
 }
 
@@ -159,6 +166,15 @@ func (o *HTTPOptions) defaults() {
 	o.MaxCallerStreams = orDefault(o.MaxCallerStreams, d.MaxCallerStreams)
 	o.CallerRate = orDefault(o.CallerRate, d.CallerRate)
 	o.CallerBurst = orDefault(o.CallerBurst, d.CallerBurst)
+	o.TaskTTL = orDefault(o.TaskTTL, d.TaskTTL)
+	o.MinTaskTTL = orDefault(o.MinTaskTTL, d.MinTaskTTL)
+	o.MaxTaskTTL = orDefault(o.MaxTaskTTL, d.MaxTaskTTL)
+	o.TaskPollInterval = orDefault(o.TaskPollInterval, d.TaskPollInterval)
+	o.MaxTasksPerOwner = orDefault(o.MaxTasksPerOwner, d.MaxTasksPerOwner)
+	o.MaxTaskResultBytes = orDefault(o.MaxTaskResultBytes, d.MaxTaskResultBytes)
+	o.TaskAttempts = orDefault(o.TaskAttempts, d.TaskAttempts)
+	o.MaxTaskTTL = max(o.MaxTaskTTL, o.TaskTTL)
+	o.MinTaskTTL = min(o.MinTaskTTL, o.TaskTTL)
 	o.MaxInflightBytes = max(o.MaxInflightBytes, o.MaxBodyBytes)
 	o.MaxSessionHandlers = min(o.MaxSessionHandlers, o.MaxHandlers)
 	o.MaxCallerSessions = min(o.MaxCallerSessions, max(1, o.MaxSessions/2))

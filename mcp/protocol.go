@@ -213,6 +213,14 @@ type Tool struct {
 	// see and use this tool (see ServerOptions.FeatureFilter). They are
 	// part of the registration only and never sent to clients.
 	RequiredScopes []string `json:"-"`
+	// TaskSupport says whether a call runs as a durable task (see
+	// TaskSupport; not on the wire of 2026-07-28, where the server alone
+	// decides). The same handler serves task and immediate calls.
+	TaskSupport TaskSupport `json:"-"`
+	// TaskIdempotent marks the tool safe to run again: a task whose node
+	// is lost is then run on another node instead of failing (as does
+	// Annotations.IdempotentHint).
+	TaskIdempotent bool `json:"-"`
 }
 
 // CallToolResult is the result of tools/call.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
@@ -109,6 +110,11 @@ type Request struct {
 	askedKeys map[string]bool            // MRTR keys asked in this round
 	state     []byte                     // handler state carried across rounds
 	stateID   string                     // id of the requestState this retry carried
+	// tasks is the node's task engine (nil where requests cannot become
+	// tasks); run is the task this request runs as (nil when not one).
+	tasks  *taskEngine
+	run    *coordinator.TaskRun
+	remote string // the client's address, for the per-owner bound without auth
 	// once records single-use tokens in the shared store (nil: the
 	// server's process-local table).
 	once func(ctx context.Context, key string, ttl time.Duration) (bool, error)
@@ -336,6 +342,14 @@ func (r *Request) capabilityError(what string, required map[string]any) error {
 // roundTrip performs one server→client request: a real one on
 // handshake-era revisions, an MRTR input request on 2026-07-28.
 func (r *Request) roundTrip(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	if r.run != nil {
+		// A task continued from an MRTR round (ContinueAsTask) first
+		// finds the answers the client gave in that round.
+		if resp, ok := r.knownInput(ctx); ok {
+			return resp, nil
+		}
+		return r.taskInput(ctx, method, params)
+	}
 	if !r.modern {
 		if r.out == nil {
 			return nil, ErrNoChannel
@@ -374,6 +388,23 @@ func (r *Request) roundTrip(ctx context.Context, method string, params any) (jso
 	}
 	r.pending[key] = inputRequest{Method: method, Params: params}
 	return nil, &inputRequired{}
+}
+
+// knownInput returns the MRTR answer to the next input request, when the
+// request carried it (a task continued from an MRTR round).
+func (r *Request) knownInput(ctx context.Context) (json.RawMessage, bool) {
+	if !r.modern || len(r.inputs) == 0 {
+		return nil, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	name, _ := ctx.Value(inputKeyCtx{}).(*string)
+	key, err := r.nextInputKey(name)
+	if err != nil {
+		return nil, false
+	}
+	resp, ok := r.inputs[key]
+	return resp, ok
 }
 
 // nextInputKey names the next MRTR input request of this round: name

@@ -395,6 +395,9 @@ func (s *Server) capabilities(version string) ServerCapabilities {
 	if s.completion != nil {
 		c.Completions = &struct{}{}
 	}
+	if IsModernVersion(version) {
+		c.Extensions = map[string]any{ExtensionTasks: map[string]any{}}
+	}
 	return c
 }
 

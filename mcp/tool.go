@@ -103,13 +103,15 @@ func TextResult(text string) *CallToolResult {
 }
 
 // passThrough reports whether a handler error must become a JSON-RPC error
-// rather than an isError result: protocol errors, MRTR input requests and
-// cancellation.
+// rather than an isError result: protocol errors, MRTR input requests, a
+// call continued as a task, and cancellation.
 func passThrough(ctx context.Context, err error) bool {
 	var je *jsonrpc.Error
 	var ir *inputRequired
 	var ue *URLElicitationRequiredError
-	return errors.As(err, &je) || errors.As(err, &ir) || errors.As(err, &ue) || errors.Is(err, context.Canceled) && ctx.Err() != nil
+	var tc *errTaskCreated
+	return errors.As(err, &je) || errors.As(err, &ir) || errors.As(err, &ue) || errors.As(err, &tc) ||
+		errors.Is(err, context.Canceled) && ctx.Err() != nil
 }
 
 func isStructType(t reflect.Type) bool {

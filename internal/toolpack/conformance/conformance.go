@@ -17,6 +17,7 @@ import (
 func Register(s *mcp.Server) {
 	registerTools(s)
 	registerModern(s)
+	registerTasks(s)
 	registerResources(s)
 	registerPrompts(s)
 	s.SetCompletionHandler(complete)

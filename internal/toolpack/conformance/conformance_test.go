@@ -133,7 +133,13 @@ func TestToolsList(t *testing.T) {
 	c.call("tools/list", map[string]any{}, &res)
 
 	want := []string{
+		"confirm_delete",
+		"failing_job",
+		"greet",
 		"json_schema_2020_12_tool",
+		"multi_input",
+		"protocol_error_job",
+		"slow_compute",
 		"test_audio_content",
 		"test_custom_header",
 		"test_elicitation",
@@ -159,6 +165,7 @@ func TestToolsList(t *testing.T) {
 		"test_streaming_elicitation",
 		"test_tool_with_logging",
 		"test_tool_with_progress",
+		"test_tool_with_task",
 		"test_trigger_prompt_change",
 		"test_trigger_tool_change",
 	}
