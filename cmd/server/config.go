@@ -48,6 +48,13 @@ type Config struct {
 	MaxFanOuts      int
 	LeaseTTL        time.Duration
 	RecordTimeout   time.Duration
+	TaskTTL         time.Duration
+	MinTaskTTL      time.Duration
+	MaxTaskTTL      time.Duration
+	TaskPoll        time.Duration
+	MaxTasks        int
+	MaxTaskResult   int
+	TaskAttempts    int
 	SessionCache    time.Duration
 	MaxHandlers     int
 	MaxSessionHdl   int
@@ -196,6 +203,13 @@ func settings() []setting {
 		{"max-fanouts", "MCP_MAX_FANOUTS", itoa(h.MaxFanOuts), "notification fan-outs (list_changed, resources/updated) a node runs at once; the same notification waits at most once", intSetter(func(c *Config) *int { return &c.MaxFanOuts })},
 		{"lease-ttl", "MCP_LEASE_TTL", dur(h.LeaseTTL), "membership lease of a node; a dead node's streams end this long after it stops", durationSetter(func(c *Config) *time.Duration { return &c.LeaseTTL })},
 		{"record-timeout", "MCP_RECORD_TIMEOUT", dur(h.RecordTimeout), "how long a node keeps trying to record a request's final response when Redis fails (the live connection gets it at once); past it, clients resuming the stream get an error", durationSetter(func(c *Config) *time.Duration { return &c.RecordTimeout })},
+		{"task-ttl", "MCP_TASK_TTL", dur(h.TaskTTL), "how long a task's record (its status and result) lives after the task is created, when the client names no TTL", durationSetter(func(c *Config) *time.Duration { return &c.TaskTTL })},
+		{"min-task-ttl", "MCP_MIN_TASK_TTL", dur(h.MinTaskTTL), "shortest task TTL a client may ask for; a shorter one is refused (-32602)", durationSetter(func(c *Config) *time.Duration { return &c.MinTaskTTL })},
+		{"max-task-ttl", "MCP_MAX_TASK_TTL", dur(h.MaxTaskTTL), "longest task TTL a client may ask for; a longer one is refused (-32602)", durationSetter(func(c *Config) *time.Duration { return &c.MaxTaskTTL })},
+		{"task-poll-interval", "MCP_TASK_POLL_INTERVAL", dur(h.TaskPollInterval), "poll interval suggested to clients in each task (pollIntervalMs)", durationSetter(func(c *Config) *time.Duration { return &c.TaskPoll })},
+		{"max-tasks-per-owner", "MCP_MAX_TASKS_PER_OWNER", itoa(h.MaxTasksPerOwner), "live task records of one principal (or one client address without authorization); past it a call that would start a task is refused", intSetter(func(c *Config) *int { return &c.MaxTasks })},
+		{"max-task-result-bytes", "MCP_MAX_TASK_RESULT_BYTES", itoa(h.MaxTaskResultBytes), "largest result (encoded) a task keeps; a larger one fails the task with an error saying so", intSetter(func(c *Config) *int { return &c.MaxTaskResult })},
+		{"task-attempts", "MCP_TASK_ATTEMPTS", itoa(h.TaskAttempts), "runs of an idempotent task (idempotentHint) whose node was lost: it is taken over by a live node until this many attempts, then fails", intSetter(func(c *Config) *int { return &c.TaskAttempts })},
 		{"session-cache-ttl", "MCP_SESSION_CACHE_TTL", dur(h.SessionCacheTTL), "reuse a loaded session this long instead of reading Redis on every request (0 reads every time; a positive value lets a change made on another node be seen up to this late)", durationSetter(func(c *Config) *time.Duration { return &c.SessionCache })},
 		{"page-size", "MCP_PAGE_SIZE", itoa(sv.PageSize), "items per page of list results", intSetter(func(c *Config) *int { return &c.PageSize })},
 		{"allowed-origins", "MCP_ALLOWED_ORIGINS", "", "comma-separated Origin values accepted besides loopback ones on a loopback address (* for any)", stringSetter(func(c *Config) *string { return &c.AllowedOrigins })},
@@ -316,6 +330,13 @@ func (c *Config) Validate() error {
 	pos("resume-grace", c.ResumeGrace)
 	pos("lease-ttl", c.LeaseTTL)
 	pos("record-timeout", c.RecordTimeout)
+	pos("task-ttl", c.TaskTTL)
+	pos("min-task-ttl", c.MinTaskTTL)
+	pos("max-task-ttl", c.MaxTaskTTL)
+	pos("task-poll-interval", c.TaskPoll)
+	if c.MinTaskTTL > c.TaskTTL || c.TaskTTL > c.MaxTaskTTL {
+		bad("task-ttl", "must lie within --min-task-ttl (%s) and --max-task-ttl (%s), not %s", c.MinTaskTTL, c.MaxTaskTTL, c.TaskTTL)
+	}
 	pos("drain-timeout", c.DrainTimeout)
 	if c.DrainDelay < 0 {
 		bad("drain-delay", "must not be negative, not %s", c.DrainDelay)
@@ -329,7 +350,8 @@ func (c *Config) Validate() error {
 	}
 	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "max-subscriptions": c.MaxSubs, "max-client-info-bytes": c.MaxClientInfo, "max-capabilities-bytes": c.MaxCaps, "max-uri-bytes": c.MaxURI, "max-fanouts": c.MaxFanOuts, "page-size": c.PageSize,
 		"max-handlers": c.MaxHandlers, "max-session-handlers": c.MaxSessionHdl, "max-batch": c.MaxBatch, "max-open-streams": c.MaxOpenStreams,
-		"caller-max-sessions": c.CallerSessions, "caller-max-streams": c.CallerStreams, "caller-rate": c.CallerRate, "caller-burst": c.CallerBurst} {
+		"caller-max-sessions": c.CallerSessions, "caller-max-streams": c.CallerStreams, "caller-rate": c.CallerRate, "caller-burst": c.CallerBurst,
+		"max-tasks-per-owner": c.MaxTasks, "max-task-result-bytes": c.MaxTaskResult, "task-attempts": c.TaskAttempts} {
 		if n <= 0 {
 			bad(name, "must be positive, not %d", n)
 		}
@@ -450,6 +472,13 @@ func (c *Config) httpOptions() mcp.HTTPOptions {
 		ResumeGrace:          c.ResumeGrace,
 		LeaseTTL:             c.LeaseTTL,
 		RecordTimeout:        c.RecordTimeout,
+		TaskTTL:              c.TaskTTL,
+		MinTaskTTL:           c.MinTaskTTL,
+		MaxTaskTTL:           c.MaxTaskTTL,
+		TaskPollInterval:     c.TaskPoll,
+		MaxTasksPerOwner:     c.MaxTasks,
+		MaxTaskResultBytes:   c.MaxTaskResult,
+		TaskAttempts:         c.TaskAttempts,
 		SessionCacheTTL:      c.SessionCache,
 		MaxHandlers:          c.MaxHandlers,
 		MaxSessionHandlers:   c.MaxSessionHdl,
