@@ -201,6 +201,13 @@ func (n *Node) finish(r *TaskRun, res json.RawMessage, rerr *jsonrpc.Error) {
 		}
 		u = cluster.TaskUpdate{IfRunner: n.instance, Status: cluster.TaskFailed, Message: rerr.Message, Error: b}
 	}
+	if r.Task.Attempt > 1 {
+		// A run after a take-over says so in its status message.
+		if u.Message == "" {
+			u.Message = "completed"
+		}
+		u.Message = fmt.Sprintf("%s (attempt %d, taken over from a lost node)", u.Message, r.Task.Attempt)
+	}
 	_, err := n.be.Tasks.Update(ctx, r.Task.ID, u)
 	switch {
 	case err == nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,7 +154,8 @@ func TestTaskNodeLost(t *testing.T) {
 				}
 				return
 			}
-			if r.Status != cluster.TaskCompleted || string(r.Result) != `"again"` || r.Attempt != 2 || r.Runner != b.Instance() {
+			if r.Status != cluster.TaskCompleted || string(r.Result) != `"again"` || r.Attempt != 2 || r.Runner != b.Instance() ||
+				!strings.Contains(r.Message, "attempt 2") {
 				t.Fatalf("got %q %s attempt %d runner %q, want completed again on b", r.Status, r.Result, r.Attempt, r.Runner)
 			}
 		})
