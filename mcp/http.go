@@ -169,9 +169,14 @@ type HTTPOptions struct {
 	// stream get an error instead (default 1m).
 	RecordTimeout time.Duration
 	// TaskTTL is how long a task's record lives after its creation when
-	// the client names no TTL (default 1h); a TTL a client names must lie
-	// within MinTaskTTL (default 1s) and MaxTaskTTL (default 24h).
-	TaskTTL, MinTaskTTL, MaxTaskTTL time.Duration
+	// the client names no TTL (default 1h).
+	TaskTTL time.Duration
+	// MinTaskTTL is the shortest TTL a client may name for a task
+	// (default 1s); a shorter one is refused.
+	MinTaskTTL time.Duration
+	// MaxTaskTTL is the longest TTL a client may name for a task
+	// (default 24h); a longer one is refused.
+	MaxTaskTTL time.Duration
 	// TaskPollInterval is the poll interval suggested to clients in each
 	// task (default 500ms).
 	TaskPollInterval time.Duration
@@ -265,7 +270,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	})
 	h.tasks = &taskEngine{node: h.node, opts: &h.opts}
 	h.node.ConfigureTasks(coordinator.TaskOptions{Resolve: s.resolveTask(h.tasks), MaxAttempts: h.opts.TaskAttempts,
-		MaxResultBytes: h.opts.MaxTaskResultBytes, MaxWaiters: h.opts.MaxWaiters})
+		MaxResultBytes: h.opts.MaxTaskResultBytes, MaxWaiters: h.opts.MaxWaiters, ListenMethod: taskNotification})
 	h.admit = newLimits(&h.opts)
 	h.callers = newCallers(h.be.Limiter, &h.opts, h.log.With().Str("component", "callers").Logger(), h.metrics)
 	h.handler = h.edge()

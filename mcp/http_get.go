@@ -343,6 +343,9 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 // then the notifications asked for, changed on any node, until the
 // client leaves; a draining node ends it with the listen result.
 func (h *HTTPHandler) serveListen(w http.ResponseWriter, r *http.Request, req *Request, f listenFilter) {
+	if !req.tasksNegotiated() {
+		f.TaskIDs = nil
+	}
 	if !acceptable(r, "text/event-stream") {
 		writeError(w, http.StatusNotAcceptable, req.id, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "subscriptions/listen needs text/event-stream"))
 		return
@@ -379,6 +382,11 @@ func (h *HTTPHandler) serveListen(w http.ResponseWriter, r *http.Request, req *R
 		case <-ctx.Done():
 			open = false
 		case msg := <-c.queue:
+			if msg.Method == taskNotification {
+				if msg = h.taskNotice(ctx, req, msg); msg == nil {
+					continue
+				}
+			}
 			c.send(msg)
 		}
 	}

@@ -3,6 +3,7 @@ package mcp
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
@@ -13,6 +14,9 @@ type listenFilter struct {
 	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
 	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
 	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+	// TaskIDs asks for notifications/tasks of these tasks (the tasks
+	// extension; honoured when the request negotiated it).
+	TaskIDs []string `json:"taskIds,omitempty"`
 }
 
 // parseListen reads the filter of a subscriptions/listen request and
@@ -21,8 +25,6 @@ func (s *Server) parseListen(params json.RawMessage) (listenFilter, error) {
 	var p struct {
 		Notifications *struct {
 			listenFilter
-			// Not honoured (no tasks here), but bounded like the rest.
-			TaskIDs []json.RawMessage `json:"taskIds"`
 		} `json:"notifications"`
 	}
 	if err := decodeParams(params, &p); err != nil {
@@ -36,7 +38,7 @@ func (s *Server) parseListen(params json.RawMessage) (listenFilter, error) {
 	for _, l := range []struct {
 		name string
 		n    int
-	}{{"notifications.resourceSubscriptions", len(f.ResourceSubscriptions)}, {"notifications.taskIds", len(p.Notifications.TaskIDs)}} {
+	}{{"notifications.resourceSubscriptions", len(f.ResourceSubscriptions)}, {"notifications.taskIds", len(f.TaskIDs)}} {
 		if l.n > maxN {
 			return listenFilter{}, invalidParam(l.name, fmt.Sprintf("has %d entries; at most %d are accepted", l.n, maxN))
 		}
@@ -63,11 +65,9 @@ func (f *listenFilter) wants(method, uri string) bool {
 	case "notifications/resources/list_changed":
 		return f.ResourcesListChanged
 	case "notifications/resources/updated":
-		for _, u := range f.ResourceSubscriptions {
-			if u == uri {
-				return true
-			}
-		}
+		return slices.Contains(f.ResourceSubscriptions, uri)
+	case taskNotification:
+		return slices.Contains(f.TaskIDs, uri)
 	}
 	return false
 }

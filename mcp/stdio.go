@@ -348,6 +348,7 @@ func (c *stdioConn) listen(ctx context.Context, req *Request) *jsonrpc.Message {
 	if err != nil {
 		return jsonrpc.ErrorResponse(req.id, err)
 	}
+	f.TaskIDs = nil // tasks run on the HTTP transport's nodes only
 	fp := &f
 	c.mu.Lock()
 	if ctx.Err() != nil { // cancelled before the acknowledgement

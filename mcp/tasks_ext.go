@@ -146,3 +146,30 @@ func (s *Server) tasksMethod(ctx context.Context, req *Request) (any, error) {
 	}
 	return struct{}{}, nil
 }
+
+// taskNotification carries a task's full state to listen streams that
+// asked for it (notifications.taskIds of subscriptions/listen).
+const taskNotification = "notifications/tasks"
+
+// taskNotice turns the change notice of a task queued on a listen stream
+// into notifications/tasks with the task's state: nil when the task is
+// gone or not the listener's to see.
+func (h *HTTPHandler) taskNotice(ctx context.Context, req *Request, notice *jsonrpc.Message) *jsonrpc.Message {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(notice.Params, &p) != nil {
+		return nil
+	}
+	t, err := h.node.GetTask(ctx, p.URI)
+	if err != nil || t.Owner != req.principal.ID() {
+		return nil
+	}
+	params := detailedTask(t)
+	params["_meta"] = map[string]any{MetaSubscriptionID: req.id}
+	msg, err := jsonrpc.Notification(taskNotification, params)
+	if err != nil {
+		return nil
+	}
+	return msg
+}

@@ -50,6 +50,9 @@ type TaskOptions struct {
 	// MaxWaiters bounds the WaitTask calls waiting on this node at once
 	// (DefaultMaxWaiters when 0).
 	MaxWaiters int
+	// ListenMethod, when set, is the notification this node's listen
+	// streams are told of when a task changes (with the task id as uri).
+	ListenMethod string
 }
 
 // Defaults of TaskOptions.
@@ -175,7 +178,7 @@ func (r *TaskRun) watch(ctx context.Context) {
 			r.cancel()
 			return
 		}
-		r.n.onTaskChanged(r.Task.ID)
+		r.n.wakeTask(r.Task.ID)
 	}
 }
 
@@ -225,10 +228,20 @@ func (n *Node) taskChanged(ctx context.Context, id string) {
 	}
 }
 
-// onTaskChanged wakes the local waiters and the local run of a task.
+// onTaskChanged wakes the local waiters and run of a task, and tells the
+// listen streams here.
 func (n *Node) onTaskChanged(id string) {
+	if listen := n.wakeTask(id); listen != "" {
+		n.notifyListeners(ListenNotify{Method: listen, URI: id})
+	}
+}
+
+// wakeTask wakes the local waiters and the local run of a task; it
+// returns the listen method of task changes.
+func (n *Node) wakeTask(id string) string {
 	n.tasks.mu.Lock()
 	r := n.tasks.running[id]
+	listen := n.tasks.opts.ListenMethod
 	for ch := range n.tasks.waiters[id] {
 		select {
 		case ch <- struct{}{}:
@@ -242,6 +255,7 @@ func (n *Node) onTaskChanged(id string) {
 		default:
 		}
 	}
+	return listen
 }
 
 // RunningTasks returns the number of tasks running on this node.

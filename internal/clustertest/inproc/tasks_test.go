@@ -228,3 +228,32 @@ func TestTaskNodeKilled(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// A listen stream on C with the task's id gets notifications/tasks with
+// the task's state when it changes on A and B.
+func TestTaskNotificationsOnListenStream(t *testing.T) {
+	r := newTaskRig(t)
+	cl := mcptest.New(t)
+	id := r.start(t, cl, 0, "work")
+	expect(t, r.started, "n0", "handler start")
+	params := map[string]any{"notifications": map[string]any{"taskIds": []string{id}}, "_meta": taskMeta()}
+	_, body := mcptest.Request(t, cl, "subscriptions/listen", params)
+	st, err := cl.OpenPost(r.Nodes[2].URL, body, mcptest.ModernHeaders("subscriptions/listen", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	mustWait(t, st, "acknowledgement", mcptest.Has("notifications/subscriptions/acknowledged", 1))
+	taskReq(t, cl, r.Nodes[1].URL, "tasks/cancel", id, map[string]any{"taskId": id}, 0)
+	mustWait(t, st, "notifications/tasks", mcptest.Has("notifications/tasks", 1))
+	for _, m := range st.Messages() {
+		if m.Method != "notifications/tasks" {
+			continue
+		}
+		var p map[string]any
+		_ = json.Unmarshal(m.Params, &p)
+		if p["taskId"] != id || p["status"] != "cancelled" {
+			t.Fatalf("notification %s", m.Params)
+		}
+	}
+}
