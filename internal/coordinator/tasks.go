@@ -50,6 +50,10 @@ type TaskOptions struct {
 	// MaxWaiters bounds the WaitTask calls waiting on this node at once
 	// (DefaultMaxWaiters when 0).
 	MaxWaiters int
+	// FinishTimeout bounds how long a run keeps trying to record its
+	// outcome while the store fails (DefaultTaskFinishTimeout when 0);
+	// past it the run lets go of the task, which readers then reap.
+	FinishTimeout time.Duration
 	// ListenMethod, when set, is the notification this node's listen
 	// streams are told of when a task changes (with the task id as uri).
 	ListenMethod string
@@ -59,6 +63,8 @@ type TaskOptions struct {
 const (
 	DefaultTaskAttempts    = 3
 	DefaultTaskResultBytes = 1 << 20
+	// DefaultTaskFinishTimeout is TaskOptions.FinishTimeout's default.
+	DefaultTaskFinishTimeout = 30 * time.Second
 )
 
 // ErrTaskWaiters answers WaitTask when too many wait on this node.
@@ -98,6 +104,9 @@ func (n *Node) ConfigureTasks(o TaskOptions) {
 	if o.MaxWaiters <= 0 {
 		o.MaxWaiters = DefaultMaxWaiters
 	}
+	if o.FinishTimeout <= 0 {
+		o.FinishTimeout = DefaultTaskFinishTimeout
+	}
 	n.tasks.mu.Lock()
 	n.tasks.opts = o
 	n.tasks.mu.Unlock()
@@ -124,19 +133,38 @@ func (n *Node) StartTask(ctx context.Context, t cluster.Task, max int, f TaskFun
 		return cluster.Task{}, jsonrpc.NewError(jsonrpc.CodeDraining, "the node is shutting down; retry", nil)
 	}
 	t.Status, t.Runner, t.Attempt = cluster.TaskWorking, n.instance, 1
+	// The run's hold is taken before the record names this process, so
+	// no reader ever sees the record without it.
+	release, err := n.holdTask(ctx, t.ID)
+	if err != nil {
+		return cluster.Task{}, err
+	}
 	if err := n.be.Tasks.Create(ctx, t, max); err != nil {
+		release()
 		return cluster.Task{}, err
 	}
 	rec, err := n.be.Tasks.Get(ctx, t.ID)
 	if err != nil {
+		release()
 		return cluster.Task{}, err
 	}
-	n.run(rec, f)
+	n.run(rec, f, release)
 	return rec, nil
 }
 
+// holdTask claims the run of a task for this process, renewed every
+// LeaseTTL/3 until the returned function is called (the stream
+// producer's hold, nodeloss.go). A run that ends without recording its
+// outcome (the store failed past FinishTimeout) lets the hold lapse, so
+// readers reap the task although this process lives.
+func (n *Node) holdTask(ctx context.Context, id string) (func(), error) {
+	return n.HoldStream(ctx, taskStream(id))
+}
+
+func taskStream(id string) string { return "task:" + id }
+
 // run starts f for rec on this node.
-func (n *Node) run(rec cluster.Task, f TaskFunc) {
+func (n *Node) run(rec cluster.Task, f TaskFunc, release func()) {
 	ctx, cancel := context.WithCancel(n.ctx)
 	r := &TaskRun{n: n, Task: rec, cancel: cancel, wake: make(chan struct{}, 1)}
 	n.tasks.mu.Lock()
@@ -148,6 +176,7 @@ func (n *Node) run(rec cluster.Task, f TaskFunc) {
 	n.Go(func(context.Context) {
 		defer func() {
 			cancel()
+			release()
 			n.tasks.mu.Lock()
 			if n.tasks.running[rec.ID] == r {
 				delete(n.tasks.running, rec.ID)
@@ -190,9 +219,10 @@ func (n *Node) finish(r *TaskRun, res json.RawMessage, rerr *jsonrpc.Error) {
 		// not the handler's. Readers reap the task once the lease is gone.
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(n.ctx), n.leaseTTL)
+	opts := n.tasks.options()
+	ctx, cancel := context.WithTimeout(n.ctx, opts.FinishTimeout)
 	defer cancel()
-	limit := n.tasks.options().MaxResultBytes
+	limit := opts.MaxResultBytes
 	u := cluster.TaskUpdate{IfRunner: n.instance, Status: cluster.TaskCompleted, Result: res}
 	if rerr == nil && len(res) > limit {
 		rerr = jsonrpc.NewError(jsonrpc.CodeInternalError, fmt.Sprintf("the task's result is %d bytes, over the bound of %d", len(res), limit), nil)
@@ -211,13 +241,22 @@ func (n *Node) finish(r *TaskRun, res json.RawMessage, rerr *jsonrpc.Error) {
 		}
 		u.Message = fmt.Sprintf("%s (attempt %d, taken over from a lost node)", u.Message, r.Task.Attempt)
 	}
-	_, err := n.be.Tasks.Update(ctx, r.Task.ID, u)
-	switch {
-	case err == nil:
-		n.taskChanged(ctx, r.Task.ID)
-	case errors.Is(err, cluster.ErrTaskFinal), errors.Is(err, cluster.ErrTaskRunner), errors.Is(err, cluster.ErrNotFound):
-	default:
-		n.log.Warn().Err(err).Str("task", r.Task.ID).Msg("task outcome not recorded")
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		_, err := n.be.Tasks.Update(ctx, r.Task.ID, u)
+		switch {
+		case err == nil:
+			n.taskChanged(ctx, r.Task.ID)
+			return
+		case errors.Is(err, cluster.ErrTaskFinal), errors.Is(err, cluster.ErrTaskRunner), errors.Is(err, cluster.ErrNotFound):
+			return
+		}
+		select {
+		case <-ctx.Done():
+			// The hold lapses after this: readers reap the task.
+			n.log.Warn().Err(err).Str("task", r.Task.ID).Msg("task outcome not recorded")
+			return
+		case <-time.After(wait):
+		}
 	}
 }
 
@@ -282,10 +321,21 @@ func (n *Node) Reap(ctx context.Context, t cluster.Task) (cluster.Task, error) {
 	if cluster.TaskTerminal(t.Status) || t.Runner == n.instance && n.runsHere(t.ID) {
 		return t, nil
 	}
-	if t.Runner != "" && t.Runner != n.instance {
-		alive, err := n.be.Members.Alive(ctx, t.Runner)
-		if err != nil || alive {
-			return t, nil
+	if t.Runner != "" {
+		alive := t.Runner == n.instance
+		if !alive {
+			var err error
+			if alive, err = n.be.Members.Alive(ctx, t.Runner); err != nil {
+				return t, nil
+			}
+		}
+		if alive {
+			// The process lives: the task is lost only if its run let
+			// go of its hold.
+			holder, err := n.be.Claims.Holder(ctx, produceKey(taskStream(t.ID)))
+			if err != nil || holder != "" {
+				return t, nil
+			}
 		}
 	}
 	opts := n.tasks.options()
@@ -295,12 +345,17 @@ func (n *Node) Reap(ctx context.Context, t cluster.Task) (cluster.Task, error) {
 	}
 	if f != nil {
 		me := n.instance
+		release, err := n.holdTask(ctx, t.ID)
+		if err != nil {
+			return t, err
+		}
 		rec, err := n.be.Tasks.Update(ctx, t.ID, cluster.TaskUpdate{IfRunner: t.Runner, SetRunner: &me, NextAttempt: true,
 			Status: cluster.TaskWorking, Message: fmt.Sprintf("attempt %d, taken over from a lost node", t.Attempt+1)})
 		if err != nil {
+			release()
 			return n.reread(ctx, t, err)
 		}
-		n.run(rec, f)
+		n.run(rec, f, release)
 		n.taskChanged(ctx, t.ID)
 		return rec, nil
 	}

@@ -5,12 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/cluster/memory"
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/session"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 func newTaskRecord(idempotent bool) cluster.Task {
@@ -202,4 +208,99 @@ func TestTaskDrainHandsOver(t *testing.T) {
 	if err != nil || r.Status != cluster.TaskCompleted || string(r.Result) != `"on b"` || r.Attempt != 2 {
 		t.Fatalf("after the drain: %q %s attempt %d, %v", r.Status, r.Result, r.Attempt, err)
 	}
+}
+
+// With every bus message lost, waiters learn the outcome from the record
+// (their poll) and a cancel still reaches the handler (the runner's
+// watch).
+func TestTaskLostBusMessages(t *testing.T) {
+	var drop atomic.Bool
+	a, b := faultNodes(t, func(op string) error {
+		if op == "Bus.deliver" && drop.Load() {
+			return errors.New("dropped")
+		}
+		return nil
+	})
+	drop.Store(true)
+	release, stopped := make(chan struct{}), make(chan struct{})
+	done, err := a.StartTask(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+		<-release
+		return json.RawMessage(`1`), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	r, err := b.WaitTask(t.Context(), done.ID, 20*time.Millisecond, terminal)
+	if err != nil || r.Status != cluster.TaskCompleted {
+		t.Fatalf("waiter without the bus: %q, %v", r.Status, err)
+	}
+	cancelled, err := a.StartTask(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+		<-ctx.Done()
+		close(stopped)
+		return nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CancelTask(t.Context(), cancelled.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancel did not reach the handler without the bus")
+	}
+}
+
+// A run that cannot record its outcome (the store fails past the finish
+// timeout) lets go of the task: a reader fails it although its node
+// lives, so it never hangs in working.
+func TestTaskUnrecordedOutcomeIsReaped(t *testing.T) {
+	var fail atomic.Bool
+	a, b := faultNodes(t, func(op string) error {
+		if op == "Tasks.Update" && fail.Load() {
+			return cluster.ErrUnavailable
+		}
+		return nil
+	})
+	a.ConfigureTasks(coordinator.TaskOptions{FinishTimeout: 100 * time.Millisecond})
+	finished := make(chan struct{})
+	rec, err := a.StartTask(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+		fail.Store(true)
+		defer close(finished)
+		return json.RawMessage(`1`), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-finished
+	time.Sleep(200 * time.Millisecond) // past the finish timeout
+	fail.Store(false)
+	r, err := b.WaitTask(t.Context(), rec.ID, 20*time.Millisecond, terminal)
+	if err != nil || r.Status != cluster.TaskFailed {
+		t.Fatalf("got %q, %v; want failed", r.Status, err)
+	}
+}
+
+// faultNodes starts two nodes, a and b, with a short lease on a memory
+// backend that consults fault before each operation.
+func faultNodes(t *testing.T, fault func(op string) error) (a, b *coordinator.Node) {
+	be := memory.New(memory.Options{Fault: fault})
+	t.Cleanup(func() { _ = be.Close() })
+	var nodes []*coordinator.Node
+	for _, id := range []string{"a", "b"} {
+		n := coordinator.NewNode(coordinator.Config{
+			Backend: be, Waiters: coordinator.New(id, "inc", be.Bus, 0),
+			Sessions: session.NewStore(be.Sessions, session.Options{TTL: time.Minute}),
+			LeaseTTL: 300 * time.Millisecond, HistoryTTL: time.Minute, MaxFanOuts: 2,
+			Log: zerolog.Nop(), Metrics: telemetry.NewMetrics(id),
+		})
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close(errors.New("closed")); n.Leave() })
+		nodes = append(nodes, n)
+	}
+	return nodes[0], nodes[1]
 }
