@@ -15,6 +15,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/clustertest"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/mcptest"
+	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/mcp"
 )
 
@@ -142,5 +143,48 @@ func TestTaskOfKilledNodeOnRedis(t *testing.T) {
 	}
 	if msg, _ := done["statusMessage"].(string); !strings.Contains(msg, "attempt 2") {
 		t.Fatalf("statusMessage %q, want the attempt shown", msg)
+	}
+}
+
+// SIGTERM on the node running an idempotent task that outlasts the drain
+// timeout: the node hands it over as it leaves, and another node runs it
+// to completion (attempt 2).
+func TestTaskDrainHandsOverOnRedis(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, clustertest.Options{Nodes: 3, Tools: "conformance",
+		Args: []string{"--lease-ttl", leaseTTL.String(), "--drain-timeout", "1s"}})
+	a, b := c.Nodes[0], c.Nodes[1]
+	cl := mcptest.New(t)
+	id := startTask(t, cl, a.URL, "slow_compute", map[string]any{"seconds": 3, "label": "drain"})
+	if err := a.Stop(); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	done := waitTask(t, cl, b.URL, id, soon, func(m map[string]any) bool { return m["status"] != "working" })
+	if msg, _ := done["statusMessage"].(string); done["status"] != "completed" || !strings.Contains(msg, "attempt 2") {
+		t.Fatalf("after the drain: %v", done)
+	}
+}
+
+// Redis restarts (keeping its data) while a task runs: the task still
+// ends, with its result, never lost or stuck.
+func TestTaskSurvivesRedisRestart(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, clustertest.Options{Nodes: 2, Tools: "conformance",
+		Args: []string{"--lease-ttl", leaseTTL.String()}, RedisOptions: redistest.Options{Persist: true}})
+	a, b := c.Nodes[0], c.Nodes[1]
+	cl := mcptest.New(t)
+	id := startTask(t, cl, a.URL, "slow_compute", map[string]any{"seconds": 2, "label": "restart"})
+	c.Redis.Restart()
+	var last map[string]any
+	clustertest.WaitFor(t, 3*soon, "the task to end after the restart", func() bool {
+		m := taskCall(t, cl, b.URL, "tasks/get", id, map[string]any{"taskId": id})
+		if m.Error != nil {
+			return false // the store is back in a moment
+		}
+		last = taskResult(t, m)
+		return last["status"] != "working"
+	})
+	if b, _ := json.Marshal(last["result"]); last["status"] != "completed" || !strings.Contains(string(b), "computed restart") {
+		t.Fatalf("after the restart: %v", last)
 	}
 }
