@@ -16,6 +16,7 @@
 //	flow 7  fan-out of notifications             fanout.go, getstream.go
 //	flow 8  a session ends everywhere            end.go
 //	flow 9  drain on SIGTERM                     drain.go
+//	flow 10 durable tasks: run, wake, reap       tasks.go
 //
 // Around them: the chores of an open stream (upkeep.go), catching up
 // after a bus loss (resync.go), and the enabled state of features as

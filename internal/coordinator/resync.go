@@ -34,7 +34,9 @@ import (
 //     ends its listen streams without their result, which tells clients
 //     to listen again (SPEC §7.3);
 //   - follow notifications of a stream: Tail re-reads the history on the
-//     reconnect hint and polls it.
+//     reconnect hint and polls it;
+//   - TaskChanged: task waiters poll the record every poll interval, and
+//     a task's runner every LeaseTTL/3 (tasks.go).
 
 // resync runs when the bus is back after a loss: it catches up, from the
 // shared store, on what the messages lost meanwhile would have told this
