@@ -254,6 +254,7 @@ func (h *HTTPHandler) legacyRequest(w http.ResponseWriter, r *http.Request, sess
 	removeInflight := h.node.Local.AddInflight(sid, msg.ID.Key(), cancel)
 	out := h.newPostOut(w, r, req, sid)
 	req.out = out
+	req.tasks, req.remote = h.tasks, r.RemoteAddr
 	stopWatch := context.AfterFunc(r.Context(), func() { out.abandoned(ctx, cancelCause) })
 	release := tk.handOver()
 	done := make(chan struct{})
