@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -33,6 +34,10 @@ func TestCrossPrincipalOneNode(t *testing.T) {
 	checkLeaks(t)
 	srv := mcp.NewServer(mcp.Implementation{Name: "test", Version: "1.0.0"}, &mcp.ServerOptions{RequestTimeout: 10 * time.Second})
 	demo.Register(srv)
+	mcp.AddTool(srv, mcp.Tool{Name: "hold", TaskSupport: mcp.TaskOptional}, func(ctx context.Context, _ *mcp.Request, _ struct{}) (string, error) {
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
 	h, err := srv.NewHTTPHandler(&mcp.HTTPOptions{RetryHint: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -42,9 +47,11 @@ func TestCrossPrincipalOneNode(t *testing.T) {
 	b := &mcptest.CrossPrincipal{T: t, URLs: []string{ts.URL}, Owner: subject("ada"), Intruder: subject("eve")}
 	b.Legacy(true)
 	b.Modern()
+	b.Tasks("hold")
 	// An anonymous owner and an authenticated intruder.
 	anon := &mcptest.CrossPrincipal{T: t, URLs: []string{ts.URL}, Owner: nil, Intruder: subject("eve")}
 	anon.Legacy(false)
+	anon.Tasks("hold")
 	b.Attempts += anon.Attempts
 	b.Refusals += anon.Refusals
 	b.Log("one node")

@@ -261,6 +261,9 @@ func (r *Request) visibleTask(ctx context.Context, id string) (cluster.Task, err
 	return t, err
 }
 
-func unknownTask(id string) error {
-	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown task %q", id), map[string]any{"field": "taskId"})
+// unknownTask answers an id that names no task this caller may see. It
+// does not echo the id: a task of another principal answers byte for
+// byte as one that does not exist.
+func unknownTask(string) error {
+	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown task", map[string]any{"field": "taskId"})
 }

@@ -423,3 +423,56 @@ func (b *CrossPrincipal) Modern() {
 	b.Intact("the owner's listen still delivers", mine.WaitFor(attemptTimeout, Has("notifications/resources/updated", 1)) &&
 		!slices.ContainsFunc(mine.Messages(), func(m *jsonrpc.Message) bool { return m.Kind() == jsonrpc.KindResponse }))
 }
+
+// Tasks runs the battery on a task of the 2026-07-28 tasks extension:
+// the owner starts tool (a task tool that runs until cancelled) on the
+// first node; on every node the intruder gets, updates and cancels it by
+// its id, each answered exactly as for an id that does not exist; the
+// owner's task then still runs, and the owner cancels it.
+func (b *CrossPrincipal) Tasks(tool string) {
+	t := b.T
+	t.Helper()
+	meta := ModernMeta()
+	meta["io.modelcontextprotocol/clientCapabilities"] = map[string]any{
+		"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}
+	send := func(c *Client, url, method, name string, params map[string]any) *Response {
+		t.Helper()
+		params["_meta"] = meta
+		return do(t, c, http.MethodPost, url, b.enc(jsonrpc.Request(jsonrpc.IntID(1), method, params)), ModernHeaders(method, name))
+	}
+	home := b.URLs[0]
+	own := b.client(b.Owner, home)
+	var created struct {
+		ResultType string `json:"resultType"`
+		TaskID     string `json:"taskId"`
+	}
+	send(own, home, "tools/call", tool, map[string]any{"name": tool, "arguments": map[string]any{}}).Result(t, &created)
+	if created.ResultType != "task" || created.TaskID == "" {
+		t.Fatalf("owner's task: %+v", created)
+	}
+	id := created.TaskID
+	b.keep(id)
+	none := "task-" + randomHex(11)
+	for range len(b.URLs) {
+		url := b.intruderURL()
+		in := b.client(b.Intruder, url)
+		for _, method := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+			params := func(id string) map[string]any {
+				p := map[string]any{"taskId": id}
+				if method == "tasks/update" {
+					p["inputResponses"] = map[string]any{"k": map[string]any{"action": "decline"}}
+				}
+				return p
+			}
+			got := send(in, url, method, id, params(id))
+			want := send(in, url, method, none, params(none))
+			b.Same(method+" of the owner's task", got, want, id)
+		}
+	}
+	var state struct {
+		Status string `json:"status"`
+	}
+	send(own, b.intruderURL(), "tasks/get", id, map[string]any{"taskId": id}).Result(t, &state)
+	b.Intact("the owner's task still runs", state.Status == "working")
+	send(own, home, "tasks/cancel", id, map[string]any{"taskId": id})
+}

@@ -2,6 +2,7 @@ package inproc_test
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"testing"
 
@@ -17,7 +18,13 @@ import (
 // a request lands (see mcptest.CrossPrincipal).
 func TestCrossPrincipalThreeNodes(t *testing.T) {
 	c := inproc.New(t, inproc.Options{
-		Setup:  func(_ int, s *mcp.Server) { demo.Register(s) },
+		Setup: func(_ int, s *mcp.Server) {
+			demo.Register(s)
+			mcp.AddTool(s, mcp.Tool{Name: "hold", TaskSupport: mcp.TaskOptional}, func(ctx context.Context, _ *mcp.Request, _ struct{}) (string, error) {
+				<-ctx.Done()
+				return "", ctx.Err()
+			})
+		},
 		Server: mcp.ServerOptions{StateKeys: [][]byte{bytes.Repeat([]byte{7}, 32)}},
 		Wrap:   inproc.HeaderAuthn,
 	})
@@ -25,6 +32,7 @@ func TestCrossPrincipalThreeNodes(t *testing.T) {
 	b := &mcptest.CrossPrincipal{T: t, URLs: c.URLs(), Owner: as("ada"), Intruder: as("eve")}
 	b.Legacy(true)
 	b.Modern()
+	b.Tasks("hold")
 	anon := &mcptest.CrossPrincipal{T: t, URLs: c.URLs(), Intruder: as("eve")}
 	anon.Legacy(false)
 	b.Attempts += anon.Attempts
