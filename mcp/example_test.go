@@ -131,3 +131,30 @@ func ExampleServer_AddReceivingMiddleware() {
 	// received tools/call
 	// {"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"delete_all is not allowed"}}
 }
+
+// ExampleTaskSupport registers a long-running tool that runs as a durable
+// task when the client negotiated the tasks extension: the call answers
+// at once with the task, and the client polls tasks/get (on any node of
+// the cluster) for its status and result. The handler is the ordinary
+// one; Elicit or Sample inside it put the task in input_required.
+func ExampleTaskSupport() {
+	s := mcp.NewServer(mcp.Implementation{Name: "reports", Version: "1.0.0"}, nil)
+	yes := true
+	mcp.AddTool(s, mcp.Tool{
+		Name: "build_report", Description: "Builds the quarterly report.",
+		TaskSupport: mcp.TaskOptional,
+		// Safe to run again: a task whose node dies is re-run elsewhere.
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: &yes},
+	}, func(ctx context.Context, req *mcp.Request, _ struct{}) (string, error) {
+		id, _ := req.Task()
+		return "report built by task " + fmt.Sprint(id != ""), nil
+	})
+	h, err := s.NewHTTPHandler(nil)
+	if err != nil {
+		panic(err)
+	}
+	defer h.Close()
+	fmt.Println(s.ToolNames())
+	// Output:
+	// [build_report]
+}
