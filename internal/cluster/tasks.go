@@ -96,6 +96,9 @@ type TaskUpdate struct {
 	// (a run starts).
 	SetRunner   *string
 	NextAttempt bool
+	// ClearInputs drops the pending input requests and unread responses
+	// (a new run asks again); their keys stay used.
+	ClearInputs bool
 	// AddInputs records pending input requests and moves a working task
 	// to input_required. A key that the task ever had is refused
 	// (ErrTaskKey): keys are unique over the task's lifetime.

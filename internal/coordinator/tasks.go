@@ -350,7 +350,7 @@ func (n *Node) Reap(ctx context.Context, t cluster.Task) (cluster.Task, error) {
 			return t, err
 		}
 		rec, err := n.be.Tasks.Update(ctx, t.ID, cluster.TaskUpdate{IfRunner: t.Runner, SetRunner: &me, NextAttempt: true,
-			Status: cluster.TaskWorking, Message: fmt.Sprintf("attempt %d, taken over from a lost node", t.Attempt+1)})
+			ClearInputs: true, Status: cluster.TaskWorking, Message: fmt.Sprintf("attempt %d, taken over from a lost node", t.Attempt+1)})
 		if err != nil {
 			release()
 			return n.reread(ctx, t, err)

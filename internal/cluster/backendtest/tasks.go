@@ -105,6 +105,17 @@ func (s *suite) testTasks(t *testing.T) {
 		}
 		_, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{IfRunner: in.Runner, SetRunner: &next, NextAttempt: true})
 		wantErr(t, "a second take-over from the old runner", err, cluster.ErrTaskRunner)
+		// A new run drops the pending requests of the old one, whose keys
+		// stay used.
+		_, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{AddInputs: map[string][]byte{"old": []byte(`{}`)}})
+		must(t, "AddInputs", err)
+		got, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{IfRunner: next, ClearInputs: true, Status: cluster.TaskWorking})
+		must(t, "ClearInputs", err)
+		if got.Status != cluster.TaskWorking || len(got.Inputs) != 0 {
+			t.Fatalf("after ClearInputs: status %q inputs %v", got.Status, got.Inputs)
+		}
+		_, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{AddInputs: map[string][]byte{"old": []byte(`{}`)}})
+		wantErr(t, "a cleared key asked again", err, cluster.ErrTaskKey)
 	})
 
 	t.Run("Inputs", func(t *testing.T) {

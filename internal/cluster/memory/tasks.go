@@ -157,10 +157,14 @@ func applyTaskUpdate(r *taskRec, u cluster.TaskUpdate, now time.Time) error {
 			}
 		}
 	}
-	if (u.SetRunner != nil || u.NextAttempt) && final {
+	if (u.SetRunner != nil || u.NextAttempt || u.ClearInputs) && final {
 		return cluster.ErrTaskFinal
 	}
 	changed := false
+	if u.ClearInputs && (len(t.Inputs) > 0 || len(t.Responses) > 0) {
+		t.Inputs, t.Responses = nil, nil
+		changed = true
+	}
 	if u.SetRunner != nil {
 		t.Runner = *u.SetRunner
 		changed = true

@@ -63,7 +63,8 @@ return 1
 `)
 
 // KEYS: task. ARGV: token, if runner, status, message, result, error,
-// set runner (0/1), runner, next attempt (0/1), then n adds, n pairs,
+// set runner (0/1), runner, next attempt (0/1), clear inputs (0/1), then
+// n adds, n pairs,
 // n responds, n pairs, n consumes, n keys. Returns the hash as a flat
 // list, or -1 (not found), -2 (terminal), -3 (runner), -4 (key used).
 var taskUpdateScript = script(`
@@ -76,7 +77,7 @@ local final = terminal(status)
 if ARGV[2] ~= '' and redis.call('HGET', k, 'runner') ~= ARGV[2] then return -3 end
 local to = ARGV[3]
 if to ~= '' and final then return -2 end
-local i = 10
+local i = 11
 local nadd = tonumber(ARGV[i]); i = i + 1
 local adds = {}
 for j = 1, nadd do adds[j] = {ARGV[i], ARGV[i + 1]}; i = i + 2 end
@@ -92,7 +93,13 @@ if nadd > 0 then
     if redis.call('HEXISTS', k, 'u:' .. a[1]) == 1 then return -4 end
   end
 end
-if (ARGV[7] == '1' or ARGV[9] == '1') and final then return -2 end
+if (ARGV[7] == '1' or ARGV[9] == '1' or ARGV[10] == '1') and final then return -2 end
+if ARGV[10] == '1' then
+  for _, f in ipairs(redis.call('HKEYS', k)) do
+    local p = string.sub(f, 1, 2)
+    if p == 'i:' or p == 'r:' then redis.call('HDEL', k, f) end
+  end
+end
 if ARGV[7] == '1' then redis.call('HSET', k, 'runner', ARGV[8]) end
 if ARGV[9] == '1' then redis.call('HINCRBY', k, 'attempt', 1) end
 for _, a in ipairs(adds) do
@@ -201,7 +208,7 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 		setRunner, runner = "1", *u.SetRunner
 	}
 	args := []any{b.token(), u.IfRunner, u.Status, u.Message, u.Result, u.Error,
-		setRunner, runner, boolField(u.NextAttempt), len(u.AddInputs)}
+		setRunner, runner, boolField(u.NextAttempt), boolField(u.ClearInputs), len(u.AddInputs)}
 	for key, v := range u.AddInputs {
 		args = append(args, key, v)
 	}
