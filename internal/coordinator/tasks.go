@@ -22,8 +22,9 @@ import (
 //     waiters of the task on any node (WaitTask) and the runner (a cancel,
 //     or input responses). A lost message is caught by polling the record
 //     (waiters every poll interval, the runner every LeaseTTL/3).
-//   - A reader that finds the runner's lease gone (Reap, called by GetTask
-//     and WaitTask) fails the task with CodeNodeLost, or, for an
+//   - A reader that finds the run's hold gone (Reap, called by GetTask and
+//     WaitTask; the hold is a claim the runner renews like its membership
+//     lease, see holdTask) fails the task with CodeNodeLost, or, for an
 //     idempotent task under its attempt bound, takes it over: it becomes
 //     the runner (conditioned on the dead runner, so only one reader wins)
 //     and runs the request again here.
@@ -314,28 +315,21 @@ func (n *Node) GetTask(ctx context.Context, id string) (cluster.Task, error) {
 	return n.Reap(ctx, t)
 }
 
-// Reap checks a live task's runner: when its lease is gone (or nobody
-// runs it), the task is taken over here (idempotent, attempts left, and
+// Reap checks a live task's runner: when its hold is gone (its process
+// died, or its run ended without recording an outcome) or nobody runs it,
+// the task is taken over here (idempotent, attempts left, and
 // this node can run it) or failed. It returns the record after that.
 func (n *Node) Reap(ctx context.Context, t cluster.Task) (cluster.Task, error) {
 	if cluster.TaskTerminal(t.Status) || t.Runner == n.instance && n.runsHere(t.ID) {
 		return t, nil
 	}
 	if t.Runner != "" {
-		alive := t.Runner == n.instance
-		if !alive {
-			var err error
-			if alive, err = n.be.Members.Alive(ctx, t.Runner); err != nil {
-				return t, nil
-			}
-		}
-		if alive {
-			// The process lives: the task is lost only if its run let
-			// go of its hold.
-			holder, err := n.be.Claims.Holder(ctx, produceKey(taskStream(t.ID)))
-			if err != nil || holder != "" {
-				return t, nil
-			}
+		// The run's hold is renewed by its process every LeaseTTL/3: it
+		// lapses within LeaseTTL of the process's death, as its
+		// membership lease does, and at once when the run let go of it.
+		holder, err := n.be.Claims.Holder(ctx, produceKey(taskStream(t.ID)))
+		if err != nil || holder != "" {
+			return t, nil
 		}
 	}
 	opts := n.tasks.options()
