@@ -43,6 +43,8 @@ type taskMeta struct {
 	ClientInfo *Implementation            `json:"ci,omitempty"`
 	Issuer     string                     `json:"iss,omitempty"`
 	Subject    string                     `json:"sub,omitempty"`
+	ClientID   string                     `json:"cid,omitempty"`
+	Scopes     []string                   `json:"scp,omitempty"`
 	Inputs     map[string]json.RawMessage `json:"in,omitempty"`
 	State      []byte                     `json:"st,omitempty"`
 }
@@ -126,7 +128,8 @@ func (s *Server) startTask(ctx context.Context, req *Request, idempotent bool) (
 	e := req.tasks
 	m := taskMeta{Version: req.version, Caps: req.caps, ClientInfo: req.clientInfo, Inputs: req.inputs, State: req.state}
 	if req.principal != nil {
-		m.Issuer, m.Subject = req.principal.Issuer, req.principal.Subject
+		p := req.principal
+		m.Issuer, m.Subject, m.ClientID, m.Scopes = p.Issuer, p.Subject, p.ClientID, p.Scopes
 	}
 	meta, err := json.Marshal(m)
 	if err != nil {
@@ -175,7 +178,9 @@ func (s *Server) resolveTask(e *taskEngine) func(t cluster.Task) coordinator.Tas
 			inputs: m.Inputs, state: m.State, retry: len(m.Inputs) > 0 || len(m.State) > 0,
 		}
 		if m.Issuer != "" || m.Subject != "" {
-			req.principal = &Principal{Issuer: m.Issuer, Subject: m.Subject}
+			// The caller as the task was admitted: the access check of
+			// the run again sees the same scopes.
+			req.principal = &Principal{Issuer: m.Issuer, Subject: m.Subject, ClientID: m.ClientID, Scopes: m.Scopes}
 		}
 		return s.taskFunc(req, e)
 	}
