@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -65,7 +67,8 @@ type Task struct {
 	// again (protocol revision, negotiated capabilities).
 	Meta []byte
 	// Result (completed) or Error (failed, a JSON-RPC error object) once
-	// terminal.
+	// terminal. A failed task may keep a Result too: the result of a run
+	// that counts as a failure (a 2025-11-25 tool result with isError).
 	Result, Error []byte
 	// Runner is the process running the task, as it holds its membership
 	// lease ("<node>.<incarnation>"); "" while nobody runs it.
@@ -90,7 +93,8 @@ type TaskUpdate struct {
 	// Status moves the task (legal transitions only: ErrTaskFinal once
 	// terminal). Message replaces the status message when Status is set.
 	Status, Message string
-	// Result or Error is stored with a terminal Status.
+	// Result or Error is stored with a terminal Status (Result also with
+	// failed, when given).
 	Result, Error []byte
 	// SetRunner replaces the runner and NextAttempt adds one to Attempt
 	// (a run starts).
@@ -130,6 +134,39 @@ type TaskStore interface {
 	Update(ctx context.Context, id string, u TaskUpdate) (Task, error)
 	// Delete removes the record at once (unknown ids are not an error).
 	Delete(ctx context.Context, id string) error
+	// List returns up to limit live records counted under ownerKey whose
+	// Owner is owner, in the order of their expiry, after cursor ("" for
+	// the first page), and the cursor of the next page ("" at the end).
+	// A cursor that names no position is ErrBadCursor.
+	List(ctx context.Context, ownerKey, owner, cursor string, limit int) ([]Task, string, error)
+}
+
+// ErrBadCursor: a List cursor that this store did not make.
+var ErrBadCursor = errors.New("cluster: invalid task list cursor")
+
+// TaskCursor is the position of a record in List order: its expiry in
+// ms since the epoch, and its id.
+func TaskCursor(expiryMs int64, id string) string {
+	return strconv.FormatInt(expiryMs, 10) + ":" + id
+}
+
+// ParseTaskCursor reads a TaskCursor.
+func ParseTaskCursor(c string) (expiryMs int64, id string, err error) {
+	ms, id, ok := strings.Cut(c, ":")
+	if !ok || id == "" {
+		return 0, "", ErrBadCursor
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return 0, "", ErrBadCursor
+	}
+	return n, id, nil
+}
+
+// TaskAfter reports whether the position (expiryMs, id) comes after the
+// cursor position (cms, cid) in List order.
+func TaskAfter(expiryMs int64, id string, cms int64, cid string) bool {
+	return expiryMs > cms || expiryMs == cms && id > cid
 }
 
 // DefaultMaxTasks bounds the live tasks of one owner when no option sets

@@ -45,6 +45,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) *cluster.Backend) {
 		{"Registry", s.testRegistry},
 		{"Limiter", s.testLimiter},
 		{"Tasks", s.testTasks},
+		{"TaskList", s.testTaskList},
 	} {
 		t.Run(group.name, func(t *testing.T) {
 			t.Parallel()

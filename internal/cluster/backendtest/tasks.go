@@ -191,3 +191,69 @@ func (s *suite) testTasks(t *testing.T) {
 		wantErr(t, "Update of an expired task", err, cluster.ErrNotFound)
 	})
 }
+
+// testTaskList checks List: only the records of one owner under an owner
+// key, in pages that neither drop nor repeat, and a failed task that
+// keeps its result.
+func (s *suite) testTaskList(t *testing.T) {
+	t.Run("List", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		key := uniq("addr")
+		want := map[string]bool{}
+		for i := range 7 {
+			in := newTask("mine", time.Minute)
+			in.OwnerKey = key
+			if i%3 == 0 {
+				in.Owner = "other"
+			} else {
+				want[in.ID] = true
+			}
+			must(t, "Create", b.Tasks.Create(ctx, in, 0))
+		}
+		got := map[string]bool{}
+		cursor, pages := "", 0
+		for {
+			page, next, err := b.Tasks.List(ctx, key, "mine", cursor, 2)
+			must(t, "List", err)
+			pages++
+			for _, tk := range page {
+				if tk.Owner != "mine" || got[tk.ID] {
+					t.Fatalf("List page %d: got %s of %q (seen before: %v)", pages, tk.ID, tk.Owner, got[tk.ID])
+				}
+				got[tk.ID] = true
+			}
+			if next == "" {
+				break
+			}
+			if pages > 10 {
+				t.Fatalf("List: more than 10 pages of 2 for 4 records")
+			}
+			cursor = next
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("List: got %v, want %v", got, want)
+		}
+		if page, _, err := b.Tasks.List(ctx, key, "nobody", "", 10); err != nil || len(page) != 0 {
+			t.Fatalf("List of another owner: got %v, %v; want none", page, err)
+		}
+		_, _, err := b.Tasks.List(ctx, key, "mine", "garbage", 10)
+		wantErr(t, "List with a bad cursor", err, cluster.ErrBadCursor)
+	})
+
+	t.Run("FailedKeepsResult", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		in := newTask(uniq("owner"), time.Minute)
+		must(t, "Create", b.Tasks.Create(ctx, in, 0))
+		got, err := b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Status: cluster.TaskFailed, Message: "tool error",
+			Result: []byte(`{"isError":true}`), Error: []byte(`{"code":-32603}`)})
+		must(t, "to failed", err)
+		if got, err = b.Tasks.Get(ctx, in.ID); err != nil || got.Status != cluster.TaskFailed ||
+			string(got.Result) != `{"isError":true}` || string(got.Error) != `{"code":-32603}` {
+			t.Fatalf("Get: got %+v, %v; want failed with its result and error", got, err)
+		}
+	})
+}

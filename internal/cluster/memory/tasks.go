@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
@@ -207,6 +208,9 @@ func applyTaskUpdate(r *taskRec, u cluster.TaskUpdate, now time.Time) error {
 		}
 		if u.Status == cluster.TaskFailed {
 			t.Error = slices.Clone(u.Error)
+			if len(u.Result) > 0 {
+				t.Result = slices.Clone(u.Result)
+			}
 		}
 		if cluster.TaskTerminal(u.Status) {
 			t.Inputs, t.Responses = nil, nil
@@ -235,4 +239,46 @@ func (m *tasks) Delete(ctx context.Context, id string) error {
 	defer s.mu.Unlock()
 	delete(s.tasks, id)
 	return nil
+}
+
+func (m *tasks) List(ctx context.Context, ownerKey, owner, cursor string, limit int) ([]cluster.Task, string, error) {
+	s := (*store)(m)
+	if err := s.check(ctx, "Tasks.List"); err != nil {
+		return nil, "", err
+	}
+	var cms int64
+	var cid string
+	if cursor != "" {
+		var err error
+		if cms, cid, err = cluster.ParseTaskCursor(cursor); err != nil {
+			return nil, "", err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var recs []*taskRec
+	for _, r := range s.tasks {
+		if r.t.OwnerKey == ownerKey && r.t.Owner == owner && !expired(r.expires, now) &&
+			(cursor == "" || cluster.TaskAfter(r.expires.UnixMilli(), r.t.ID, cms, cid)) {
+			recs = append(recs, r)
+		}
+	}
+	slices.SortFunc(recs, func(a, b *taskRec) int {
+		if c := a.expires.UnixMilli() - b.expires.UnixMilli(); c != 0 {
+			return int(max(min(c, 1), -1))
+		}
+		return strings.Compare(a.t.ID, b.t.ID)
+	})
+	next := ""
+	if limit > 0 && len(recs) > limit {
+		recs = recs[:limit]
+		last := recs[limit-1]
+		next = cluster.TaskCursor(last.expires.UnixMilli(), last.t.ID)
+	}
+	out := make([]cluster.Task, len(recs))
+	for i, r := range recs {
+		out[i] = copyTask(r.t)
+	}
+	return out, next, nil
 }

@@ -123,7 +123,10 @@ end
 if to ~= '' then
   redis.call('HSET', k, 'status', to, 'msg', ARGV[4])
   if to == 'completed' then redis.call('HSET', k, 'result', ARGV[5]) end
-  if to == 'failed' then redis.call('HSET', k, 'error', ARGV[6]) end
+  if to == 'failed' then
+    redis.call('HSET', k, 'error', ARGV[6])
+    if ARGV[5] ~= '' then redis.call('HSET', k, 'result', ARGV[5]) end
+  end
   if terminal(to) then
     for _, f in ipairs(redis.call('HKEYS', k)) do
       local p = string.sub(f, 1, 2)
@@ -291,4 +294,61 @@ func parseTask(id string, h map[string]string) cluster.Task {
 		}
 	}
 	return t
+}
+
+// List reads the owner index (task id → expiry) from cursor on, loads
+// the records of a chunk in one pipelined round trip, and keeps those of
+// owner: one round trip for the index and one per chunk of records.
+func (m *tasks) List(ctx context.Context, ownerKey, owner, cursor string, limit int) ([]cluster.Task, string, error) {
+	b := (*backend)(m)
+	lower, cms, cid := "-inf", int64(0), ""
+	if cursor != "" {
+		var err error
+		if cms, cid, err = cluster.ParseTaskCursor(cursor); err != nil {
+			return nil, "", err
+		}
+		lower = strconv.FormatInt(cms, 10)
+	}
+	if limit <= 0 {
+		limit = cluster.DefaultMaxTasks
+	}
+	entries, err := b.client.ZRangeByScoreWithScores(ctx, b.keys.taskOwner(ownerKey), &goredis.ZRangeBy{Min: lower, Max: "+inf"}).Result()
+	if err != nil {
+		return nil, "", b.fail(ctx, "list tasks", err)
+	}
+	var out []cluster.Task
+	for i := 0; i < len(entries); {
+		var chunk []goredis.Z
+		for ; i < len(entries) && len(chunk) < limit; i++ {
+			z := entries[i]
+			id, _ := z.Member.(string)
+			if cursor == "" || cluster.TaskAfter(int64(z.Score), id, cms, cid) {
+				chunk = append(chunk, z)
+			}
+		}
+		cmds := make([]*goredis.MapStringStringCmd, len(chunk))
+		pipe := b.client.Pipeline()
+		for j, z := range chunk {
+			cmds[j] = pipe.HGetAll(ctx, b.keys.task(z.Member.(string)))
+		}
+		if len(chunk) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+				return nil, "", b.fail(ctx, "list tasks", err)
+			}
+		}
+		for j, z := range chunk {
+			h := cmds[j].Val()
+			if len(h) == 0 || h["owner"] != owner {
+				continue
+			}
+			out = append(out, parseTask(z.Member.(string), h))
+			if len(out) == limit {
+				if i < len(entries) || j < len(chunk)-1 {
+					return out, cluster.TaskCursor(int64(z.Score), z.Member.(string)), nil
+				}
+				return out, "", nil
+			}
+		}
+	}
+	return out, "", nil
 }
