@@ -34,7 +34,9 @@ import (
 // TaskFunc runs a task's request: run.Input asks the client for input
 // (the task is input_required until the answer arrives through any
 // node); ctx ends when the task is cancelled or the node closes. It
-// returns the request's result, or the JSON-RPC error that fails the task.
+// returns the request's result, or the JSON-RPC error that fails the task
+// (both: the task fails and keeps the result, as a 2025-11-25 tool
+// result with isError does).
 type TaskFunc func(ctx context.Context, run *TaskRun) (json.RawMessage, *jsonrpc.Error)
 
 // TaskOptions configures the node's task runner.
@@ -55,6 +57,10 @@ type TaskOptions struct {
 	// outcome while the store fails (DefaultTaskFinishTimeout when 0);
 	// past it the run lets go of the task, which readers then reap.
 	FinishTimeout time.Duration
+	// Changed, when set, is told of each change of a task this node
+	// recorded (the record after it), in the background: it tells the
+	// task's requestor (2025-11-25 notifications/tasks/status).
+	Changed func(ctx context.Context, t cluster.Task)
 	// ListenMethod, when set, is the notification this node's listen
 	// streams are told of when a task changes (with the task id as uri).
 	ListenMethod string
@@ -234,6 +240,9 @@ func (n *Node) finish(r *TaskRun, res json.RawMessage, rerr *jsonrpc.Error) {
 			b, _ = json.Marshal(jsonrpc.NewError(rerr.Code, "the task failed (error too large to keep)", nil))
 		}
 		u = cluster.TaskUpdate{IfRunner: n.instance, Status: cluster.TaskFailed, Message: rerr.Message, Error: b}
+		if len(res) <= limit {
+			u.Result = res
+		}
 	}
 	if r.Task.Attempt > 1 {
 		// A run after a take-over says so in its status message.
@@ -243,10 +252,11 @@ func (n *Node) finish(r *TaskRun, res json.RawMessage, rerr *jsonrpc.Error) {
 		u.Message = fmt.Sprintf("%s (attempt %d, taken over from a lost node)", u.Message, r.Task.Attempt)
 	}
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		_, err := n.be.Tasks.Update(ctx, r.Task.ID, u)
+		rec, err := n.be.Tasks.Update(ctx, r.Task.ID, u)
 		switch {
 		case err == nil:
 			n.taskChanged(ctx, r.Task.ID)
+			n.told(rec)
 			return
 		case errors.Is(err, cluster.ErrTaskFinal), errors.Is(err, cluster.ErrTaskRunner), errors.Is(err, cluster.ErrNotFound):
 			return
@@ -266,6 +276,20 @@ func (n *Node) taskChanged(ctx context.Context, id string) {
 	if err := n.Publish(ctx, TaskChanged{ID: id}); err != nil {
 		n.log.Debug().Err(err).Str("task", id).Msg("task change not broadcast")
 	}
+}
+
+// told hands a change this node recorded to TaskOptions.Changed, in the
+// background.
+func (n *Node) told(t cluster.Task) {
+	f := n.tasks.options().Changed
+	if f == nil {
+		return
+	}
+	n.Go(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, n.leaseTTL)
+		defer cancel()
+		f(ctx, t)
+	})
 }
 
 // onTaskChanged wakes the local waiters and run of a task, and tells the
@@ -351,6 +375,7 @@ func (n *Node) Reap(ctx context.Context, t cluster.Task) (cluster.Task, error) {
 		}
 		n.run(rec, f, release)
 		n.taskChanged(ctx, t.ID)
+		n.told(rec)
 		return rec, nil
 	}
 	msg := "the node running this task stopped"
@@ -363,6 +388,7 @@ func (n *Node) Reap(ctx context.Context, t cluster.Task) (cluster.Task, error) {
 		return n.reread(ctx, t, err)
 	}
 	n.taskChanged(ctx, t.ID)
+	n.told(rec)
 	return rec, nil
 }
 
@@ -391,6 +417,7 @@ func (n *Node) CancelTask(ctx context.Context, id string) (cluster.Task, error) 
 		return t, err
 	}
 	n.taskChanged(ctx, id)
+	n.told(t)
 	return t, nil
 }
 
@@ -401,6 +428,7 @@ func (n *Node) RespondTask(ctx context.Context, id string, responses map[string]
 		return t, err
 	}
 	n.taskChanged(ctx, id)
+	n.told(t)
 	return t, nil
 }
 
@@ -475,10 +503,12 @@ func (r *TaskRun) Input(ctx context.Context, request []byte) ([]byte, error) {
 		return nil, err
 	}
 	defer release()
-	if _, err := n.be.Tasks.Update(ctx, r.Task.ID, cluster.TaskUpdate{IfRunner: n.instance, AddInputs: map[string][]byte{key: request}}); err != nil {
+	rec, err := n.be.Tasks.Update(ctx, r.Task.ID, cluster.TaskUpdate{IfRunner: n.instance, AddInputs: map[string][]byte{key: request}})
+	if err != nil {
 		return nil, err
 	}
 	n.taskChanged(ctx, r.Task.ID)
+	n.told(rec)
 	poll := r.Task.PollInterval
 	if poll <= 0 || poll > n.leaseTTL/3 {
 		poll = n.leaseTTL / 3
