@@ -321,6 +321,13 @@ func (s *Server) method(ctx context.Context, req *Request, sess sessionOps) (any
 		if req.modern {
 			return s.tasksMethod(ctx, req)
 		}
+		if req.Method != "tasks/update" {
+			return s.legacyTasksMethod(ctx, req)
+		}
+	case "tasks/result", "tasks/list":
+		if !req.modern {
+			return s.legacyTasksMethod(ctx, req)
+		}
 	case "resources/list":
 		return s.listResources(ctx, req)
 	case "resources/templates/list":

@@ -21,6 +21,7 @@ func toolFor(t Tool, v string) Tool {
 	if !atLeast(v, Version20251125) {
 		t.Icons = nil
 	}
+	t.Execution = executionFor(t, v)
 	return t
 }
 
@@ -111,6 +112,9 @@ func (s *Server) callTool(ctx context.Context, req *Request) (any, error) {
 		return nil, invalidParam("arguments", "must be an object")
 	}
 	if t, ok, err := s.toolTask(ctx, req, e.tool); ok || err != nil {
+		return t, err
+	}
+	if t, ok, err := s.legacyToolTask(ctx, req, e.tool); ok || err != nil {
 		return t, err
 	}
 	res, err := e.handler(ctx, req, p.Arguments)

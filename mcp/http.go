@@ -270,7 +270,9 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	})
 	h.tasks = &taskEngine{node: h.node, opts: &h.opts}
 	h.node.ConfigureTasks(coordinator.TaskOptions{Resolve: s.resolveTask(h.tasks), MaxAttempts: h.opts.TaskAttempts,
-		MaxResultBytes: h.opts.MaxTaskResultBytes, MaxWaiters: h.opts.MaxWaiters, ListenMethod: taskNotification})
+		MaxResultBytes: h.opts.MaxTaskResultBytes, MaxWaiters: h.opts.MaxWaiters, ListenMethod: taskNotification,
+		Changed: h.taskStatus})
+	s.taskEngine.Store(true)
 	h.admit = newLimits(&h.opts)
 	h.callers = newCallers(h.be.Limiter, &h.opts, h.log.With().Str("component", "callers").Logger(), h.metrics)
 	h.handler = h.edge()

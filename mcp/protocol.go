@@ -116,6 +116,9 @@ type ServerCapabilities struct {
 	Resources    *ResourcesCapability `json:"resources,omitempty"`
 	Tools        *ListChangedCap      `json:"tools,omitempty"`
 	Extensions   map[string]any       `json:"extensions,omitempty"`
+	// Tasks is the 2025-11-25 tasks capability (list, cancel,
+	// requests.tools.call), offered where tasks run (HTTP).
+	Tasks map[string]any `json:"tasks,omitempty"`
 }
 
 // ListChangedCap is a capability with a listChanged flag.
@@ -221,6 +224,9 @@ type Tool struct {
 	// is lost is then run on another node instead of failing (as does
 	// Annotations.IdempotentHint).
 	TaskIdempotent bool `json:"-"`
+	// Execution is filled by the server from TaskSupport on 2025-11-25
+	// (execution.taskSupport); leave it nil.
+	Execution *ToolExecution `json:"execution,omitempty"`
 }
 
 // CallToolResult is the result of tools/call.

@@ -51,6 +51,7 @@ import (
 	"regexp"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -182,6 +183,8 @@ type Server struct {
 	localOnce onceTable // consumed requestStates without a shared store
 
 	mw middlewares // receiving and sending method middleware
+
+	taskEngine atomic.Bool // a transport that runs tasks (HTTP) serves this server
 }
 
 // hub is a transport's way to deliver unsolicited notifications: a
@@ -397,6 +400,9 @@ func (s *Server) capabilities(version string) ServerCapabilities {
 	}
 	if IsModernVersion(version) {
 		c.Extensions = map[string]any{ExtensionTasks: map[string]any{}}
+	}
+	if version == Version20251125 && s.taskEngine.Load() {
+		c.Tasks = tasksCapability()
 	}
 	return c
 }

@@ -47,6 +47,11 @@ type taskMeta struct {
 	Scopes     []string                   `json:"scp,omitempty"`
 	Inputs     map[string]json.RawMessage `json:"in,omitempty"`
 	State      []byte                     `json:"st,omitempty"`
+	// The session of a 2025-11-25 task, and the progress token and log
+	// level of its tools/call: its notifications go to that session.
+	Session  string          `json:"sid,omitempty"`
+	Progress json.RawMessage `json:"pt,omitempty"`
+	LogLevel LogLevel        `json:"ll,omitempty"`
 }
 
 // errTaskCreated carries the task created for a request: a handler that
@@ -126,7 +131,8 @@ func (r *Request) ownerKey() string {
 // startTask records a task for req and starts it on the node.
 func (s *Server) startTask(ctx context.Context, req *Request, idempotent bool) (cluster.Task, error) {
 	e := req.tasks
-	m := taskMeta{Version: req.version, Caps: req.caps, ClientInfo: req.clientInfo, Inputs: req.inputs, State: req.state}
+	m := taskMeta{Version: req.version, Caps: req.caps, ClientInfo: req.clientInfo, Inputs: req.inputs, State: req.state,
+		Session: req.sessionID, Progress: req.progressToken, LogLevel: req.logLevel}
 	if req.principal != nil {
 		p := req.principal
 		m.Issuer, m.Subject, m.ClientID, m.Scopes = p.Issuer, p.Subject, p.ClientID, p.Scopes
@@ -150,7 +156,7 @@ func (s *Server) startTask(ctx context.Context, req *Request, idempotent bool) (
 		return cluster.Task{}, err
 	}
 	rec := cluster.Task{
-		ID: coordinator.NewTaskID(), Owner: req.principal.ID(), OwnerKey: req.ownerKey(),
+		ID: coordinator.NewTaskID(), Owner: req.taskOwner(), OwnerKey: req.ownerKey(),
 		TTL: ttl, PollInterval: e.opts.TaskPollInterval,
 		Method: req.Method, Params: req.Params, Meta: meta, Idempotent: idempotent,
 	}
@@ -176,6 +182,7 @@ func (s *Server) resolveTask(e *taskEngine) func(t cluster.Task) coordinator.Tas
 			Method: t.Method, Params: t.Params, srv: s, id: jsonrpc.StringID(t.ID),
 			version: m.Version, modern: IsModernVersion(m.Version), caps: m.Caps, clientInfo: m.ClientInfo,
 			inputs: m.Inputs, state: m.State, retry: len(m.Inputs) > 0 || len(m.State) > 0,
+			sessionID: m.Session, progressToken: m.Progress, logLevel: m.LogLevel,
 		}
 		if m.Issuer != "" || m.Subject != "" {
 			// The caller as the task was admitted: the access check of
@@ -201,7 +208,9 @@ func (s *Server) taskFunc(orig *Request, e *taskEngine) coordinator.TaskFunc {
 			version: orig.version, modern: orig.modern, caps: orig.caps, clientInfo: orig.clientInfo,
 			principal: orig.principal, inputs: orig.inputs, state: orig.state, retry: orig.retry,
 			once: orig.once, tasks: e, run: run,
+			sessionID: orig.sessionID, progressToken: orig.progressToken, logLevel: orig.logLevel,
 		}
+		e.legacyTaskRun(req)
 		out, err := s.callTool(ctx, req)
 		if err != nil {
 			return nil, taskError(err)
@@ -210,7 +219,7 @@ func (s *Server) taskFunc(orig *Request, e *taskEngine) coordinator.TaskFunc {
 		if err != nil {
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the task's result is not JSON", nil)
 		}
-		return b, nil
+		return b, legacyToolError(req, out)
 	}
 }
 
@@ -237,6 +246,9 @@ func (r *Request) taskInput(ctx context.Context, method string, params any) (jso
 	if err != nil {
 		return nil, err
 	}
+	if !r.modern {
+		return legacyAnswer(method, resp)
+	}
 	return resp, nil
 }
 
@@ -260,7 +272,7 @@ func (r *Request) visibleTask(ctx context.Context, id string) (cluster.Task, err
 		return cluster.Task{}, unknownTask(id)
 	}
 	t, err := r.tasks.node.GetTask(ctx, id)
-	if errors.Is(err, cluster.ErrNotFound) || err == nil && t.Owner != r.principal.ID() {
+	if errors.Is(err, cluster.ErrNotFound) || err == nil && t.Owner != r.taskOwner() {
 		return cluster.Task{}, unknownTask(id)
 	}
 	return t, err
