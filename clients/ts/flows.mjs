@@ -7,7 +7,14 @@
 // and by the transport's own reconnection), and terminateSession()
 // (DELETE), after which the session id must get 404.
 //
-//   MCP_TS_SDK=<dir of @modelcontextprotocol/sdk> node flows.mjs URL [--cluster] [--node URL]...
+// With --tasks it runs the experimental tasks of 2025-11-25 instead,
+// through client.experimental.tasks, against the conformance tool pack
+// (slow_compute, confirm_delete, failing_job): callToolStream to the
+// result, an elicitation inside a task answered through tasks/result,
+// listTasks, getTask, cancelTask, a failing task, and
+// notifications/tasks/status.
+//
+//   MCP_TS_SDK=<dir of @modelcontextprotocol/sdk> node flows.mjs URL [--cluster] [--tasks] [--node URL]...
 //
 // --cluster relaxes the checks that depend on one node's demo state (the
 // counter and the run-time tool "extra" live in each node); every --node
@@ -25,6 +32,7 @@ if (!sdkDir || !url || url.startsWith("--")) {
   process.exit(2);
 }
 const cluster = args.includes("--cluster");
+const tasksOnly = args.includes("--tasks");
 const nodes = [];
 for (let i = 1; i < args.length; i++) if (args[i] === "--node") nodes.push(args[++i]);
 
@@ -40,6 +48,9 @@ const {
   LoggingMessageNotificationSchema,
   ToolListChangedNotificationSchema,
   ResourceUpdatedNotificationSchema,
+  TaskStatusNotificationSchema,
+  CallToolResultSchema,
+  RELATED_TASK_META_KEY,
 } = await sdk("types.js");
 
 // The demo pack's tools, with ping_client, which the reference node adds
@@ -276,6 +287,116 @@ async function rawStatus(method, target, sessionId) {
   const res = await fetch(target, init);
   await res.body?.cancel();
   return res.status;
+}
+
+// ---------------------------------------------------------------- tasks ---
+// drain runs a callToolStream to its end and returns its messages.
+async function drain(stream) {
+  const msgs = [];
+  for await (const m of stream) msgs.push(m);
+  return msgs;
+}
+
+if (tasksOnly) {
+  const rec = newRecorder();
+  const statuses = [];
+  const wire = new Wire();
+  const transport = new StreamableHTTPClientTransport(new URL(url), { fetch: wire.fetch });
+  const client = new Client({ name: "mcpcluster-ts-tasks", version: "1.0.0" }, { capabilities: { elicitation: { form: {} } } });
+  client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    rec.elicits.push(req.params);
+    return { action: "accept", content: { confirm: true } };
+  });
+  client.setNotificationHandler(TaskStatusNotificationSchema, (n) => { statuses.push(n.params); });
+  client.onerror = (e) => rec.errors.push(String(e?.message ?? e));
+  current = { wire };
+  await client.connect(transport);
+  const tasks = client.experimental.tasks;
+  const ids = [];
+
+  await step("tasks capability", async () => {
+    const caps = client.getServerCapabilities();
+    check(caps?.tasks?.requests?.tools?.call && caps.tasks.list && caps.tasks.cancel, `capabilities.tasks: ${JSON.stringify(caps?.tasks)}`);
+    const { tools } = await client.listTools();
+    const support = Object.fromEntries(tools.filter((t) => t.execution).map((t) => [t.name, t.execution.taskSupport]));
+    eq([support.slow_compute, support.failing_job, support.greet], ["optional", "required", undefined], "execution.taskSupport of slow_compute, failing_job, greet");
+  });
+
+  await step("callToolStream to the result", async () => {
+    const msgs = await drain(tasks.callToolStream({ name: "slow_compute", arguments: { seconds: 0.3, label: "ts" } }, undefined, { timeout: WAIT_MS }));
+    const created = msgs.find((m) => m.type === "taskCreated");
+    check(created, `no taskCreated in ${JSON.stringify(msgs)}`);
+    ids.push(created.task.taskId);
+    const last = msgs[msgs.length - 1];
+    check(last.type === "result", `last message ${JSON.stringify(last)}, want the result`);
+    eq(text(last.result), "computed ts after 0.3s", "task result");
+    eq(last.result._meta?.[RELATED_TASK_META_KEY]?.taskId, created.task.taskId, "related-task of the result");
+    eq((await tasks.getTask(created.task.taskId)).status, "completed", "getTask status");
+    return `task ${created.task.taskId}, ${msgs.length} messages`;
+  });
+
+  await step("elicitation inside a task", async () => {
+    const msgs = await drain(tasks.callToolStream({ name: "confirm_delete", arguments: { filename: "x.txt" } }, undefined, { timeout: WAIT_MS }));
+    const created = msgs.find((m) => m.type === "taskCreated");
+    check(created, `no taskCreated in ${JSON.stringify(msgs)}`);
+    ids.push(created.task.taskId);
+    const last = msgs[msgs.length - 1];
+    check(last.type === "result", `last message ${JSON.stringify(last)}, want the result`);
+    eq(text(last.result), "deleted x.txt", "task result after the elicitation");
+    eq(rec.elicits.length, 1, "elicitations answered");
+    eq(rec.elicits[0]._meta?.[RELATED_TASK_META_KEY]?.taskId, created.task.taskId, "related-task of the elicitation");
+    await checkAnswered({ wire }, "elicitation in a task");
+    return `statuses seen: ${msgs.filter((m) => m.type === "taskStatus").map((m) => m.task.status).join(",")}`;
+  });
+
+  await step("cancelTask", async () => {
+    const stream = tasks.callToolStream({ name: "slow_compute", arguments: { seconds: 60 } }, undefined, { timeout: WAIT_MS });
+    const first = await stream.next();
+    check(first.value?.type === "taskCreated", `first message ${JSON.stringify(first.value)}, want taskCreated`);
+    const id = first.value.task.taskId;
+    ids.push(id);
+    const cancelled = await tasks.cancelTask(id);
+    eq(cancelled.status, "cancelled", "cancelTask status");
+    const rest = [];
+    for await (const m of stream) rest.push(m);
+    const last = rest[rest.length - 1];
+    check(last?.type === "error" && /cancelled/.test(last.error.message), `after the cancel: ${JSON.stringify(last)}, want the cancelled error`);
+    eq((await tasks.getTask(id)).status, "cancelled", "getTask after cancelTask");
+  });
+
+  await step("failing task", async () => {
+    const msgs = await drain(tasks.callToolStream({ name: "failing_job", arguments: {} }, undefined, { timeout: WAIT_MS }));
+    const created = msgs.find((m) => m.type === "taskCreated");
+    check(created, `no taskCreated in ${JSON.stringify(msgs)}`);
+    ids.push(created.task.taskId);
+    const last = msgs[msgs.length - 1];
+    check(last.type === "error" && /failed/.test(last.error.message), `last message ${JSON.stringify(last)}, want the failed error`);
+    const res = await tasks.getTaskResult(created.task.taskId, CallToolResultSchema, { timeout: WAIT_MS });
+    check(res.isError === true, `getTaskResult of the failed task: ${JSON.stringify(res)}, want the isError tool result`);
+  });
+
+  await step("listTasks", async () => {
+    const seen = new Set();
+    let cursor;
+    do {
+      const page = await tasks.listTasks(cursor);
+      for (const t of page.tasks) seen.add(t.taskId);
+      cursor = page.nextCursor;
+    } while (cursor);
+    for (const id of ids) check(seen.has(id), `listTasks: ${id} missing from ${[...seen]}`);
+    eq(seen.size, ids.length, "tasks listed");
+  });
+
+  await step("notifications/tasks/status", async () => {
+    await waitFor("a completed status notification", () => statuses.some((n) => n.taskId === ids[0] && n.status === "completed"));
+    await waitFor("a cancelled status notification", () => statuses.some((n) => n.taskId === ids[2] && n.status === "cancelled"));
+    return `${statuses.length} status notifications`;
+  });
+
+  await client.close();
+  clearTimeout(overall);
+  console.log(failed ? `FAIL ${failed} check(s) failed` : "PASS all checks");
+  process.exit(failed ? 1 : 0);
 }
 
 // ---------------------------------------------------------------- flows ---

@@ -128,6 +128,25 @@ func TestTypeScriptSDK(t *testing.T) {
 	}
 }
 
+// TestTypeScriptSDKTasks runs flows.mjs --tasks, the TypeScript SDK's
+// experimental tasks client (client.experimental.tasks, 2025-11-25),
+// through a three-node cluster behind a random router, with the
+// conformance tool pack and its task tools.
+func TestTypeScriptSDKTasks(t *testing.T) {
+	sdk := filepath.Join(npmTools(t), "node_modules", "@modelcontextprotocol", "sdk")
+	if _, err := os.Stat(filepath.Join(sdk, "package.json")); err != nil {
+		t.Fatalf("TypeScript SDK not installed: %v", err)
+	}
+	s := setup{name: "cluster3", opts: clustertest.Options{Nodes: 3, Random: true, Tools: "conformance"}, cluster: true}
+	c := clustertest.Start(t, s.opts)
+	args := []string{"flows.mjs", endpoint(c, s), "--cluster", "--tasks"}
+	out, err := run(t, 150*time.Second, []string{"MCP_TS_SDK=" + sdk}, nodeBin(t), args...)
+	t.Logf("node %s:\n%s", strings.Join(args, " "), out)
+	if err != nil {
+		t.Errorf("flows.mjs --tasks failed: %v", err)
+	}
+}
+
 // TestInspectorCLI runs the MCP Inspector's CLI mode against a single node
 // and a three-node cluster, on both protocol eras it can negotiate:
 // tools/list and tools/call must exit 0 and print what the server
