@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
@@ -94,20 +93,15 @@ func (s *Server) legacyToolTask(ctx context.Context, req *Request, t Tool) (res 
 	return map[string]any{"task": legacyTask(task)}, true, nil
 }
 
-// legacyTask is a Task on the wire of 2025-11-25.
+// legacyTask is a Task on the wire of 2025-11-25: the extension's fields
+// (taskFields) under their 2025-11-25 names.
 func legacyTask(t cluster.Task) map[string]any {
-	m := map[string]any{
-		"taskId":        t.ID,
-		"status":        t.Status,
-		"createdAt":     t.Created.UTC().Format(time.RFC3339Nano),
-		"lastUpdatedAt": t.Updated.UTC().Format(time.RFC3339Nano),
-		"ttl":           t.TTL.Milliseconds(),
-	}
-	if t.Message != "" {
-		m["statusMessage"] = t.Message
-	}
-	if t.PollInterval > 0 {
-		m["pollInterval"] = t.PollInterval.Milliseconds()
+	m := taskFields(t)
+	for ext, legacy := range map[string]string{"ttlMs": "ttl", "pollIntervalMs": "pollInterval"} {
+		if v, ok := m[ext]; ok {
+			m[legacy] = v
+			delete(m, ext)
+		}
 	}
 	return m
 }
