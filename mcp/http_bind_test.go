@@ -48,10 +48,12 @@ func TestCrossPrincipalOneNode(t *testing.T) {
 	b.Legacy(true)
 	b.Modern()
 	b.Tasks("hold")
+	b.LegacyTasks("hold")
 	// An anonymous owner and an authenticated intruder.
 	anon := &mcptest.CrossPrincipal{T: t, URLs: []string{ts.URL}, Owner: nil, Intruder: subject("eve")}
 	anon.Legacy(false)
 	anon.Tasks("hold")
+	anon.LegacyTasks("hold")
 	b.Attempts += anon.Attempts
 	b.Refusals += anon.Refusals
 	b.Log("one node")

@@ -33,8 +33,10 @@ func TestCrossPrincipalThreeNodes(t *testing.T) {
 	b.Legacy(true)
 	b.Modern()
 	b.Tasks("hold")
+	b.LegacyTasks("hold")
 	anon := &mcptest.CrossPrincipal{T: t, URLs: c.URLs(), Intruder: as("eve")}
 	anon.Legacy(false)
+	anon.LegacyTasks("hold")
 	b.Attempts += anon.Attempts
 	b.Refusals += anon.Refusals
 	b.Log("three nodes (in process)")
