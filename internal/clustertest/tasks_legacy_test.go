@@ -3,7 +3,7 @@ package clustertest_test
 // Flow 10 on 2025-11-25 sessions (the experimental tasks) on real
 // processes and a real Redis: created on A, polled on B, cancelled on C;
 // tasks/result waiting on B while A completes; an elicitation inside a
-// task carried by tasks/result on C and answered through any node;
+// task carried by tasks/result on C and answered through B;
 // tasks/list of the session on any node.
 
 import (
@@ -72,10 +72,10 @@ func TestLegacyTaskAcrossNodesOnRedis(t *testing.T) {
 		t.Fatalf("tasks/result on B: %s, want the result with the related task", b)
 	}
 
-	// Input asked on A, carried by tasks/result on C, answered through
-	// any node (the client's replies go round robin).
+	// Input asked on A, carried by tasks/result on C, answered through B.
 	ask := legacyStart(t, cl, a, "confirm_delete", map[string]any{"filename": "x.txt"})
 	legacyWait(t, cl, b, ask, "input_required")
+	cl.URLs = []string{b}
 	res = taskResult(t, legacyCall(t, cl, cc, "tasks/result", map[string]any{"taskId": ask}, func(m *jsonrpc.Message) *jsonrpc.Message {
 		if m.Kind() != jsonrpc.KindRequest || m.Method != "elicitation/create" {
 			return nil

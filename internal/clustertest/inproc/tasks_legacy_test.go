@@ -209,8 +209,9 @@ func TestLegacyTaskInputThroughAnotherNode(t *testing.T) {
 	mcptest.Eventually(t, soon, "input_required on B", func() bool {
 		return legacyOK(t, c, b, "tasks/get", map[string]any{"taskId": id})["status"] == "input_required"
 	})
-	// tasks/result on C carries the elicitation; the client's reply goes
-	// round robin (to any node) and reaches C's waiter, then the task on A.
+	// tasks/result on C carries the elicitation; the client's reply lands
+	// on B, reaches C's waiter, then the task on A.
+	c.URLs = []string{b}
 	var asked *jsonrpc.Message
 	res, e := legacyOn(t, c, cc, "tasks/result", map[string]any{"taskId": id}, func(m *jsonrpc.Message) *jsonrpc.Message {
 		if m.Kind() != jsonrpc.KindRequest {
