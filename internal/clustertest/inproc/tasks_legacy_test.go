@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,14 @@ func newLegacyTaskRig(t *testing.T, opts inproc.Options) *legacyTaskRig {
 				r.cancelled <- node
 				return "", ctx.Err()
 			}
+		})
+		mcp.AddTool(s, mcp.Tool{Name: "redo", TaskSupport: mcp.TaskOptional, TaskIdempotent: true}, func(ctx context.Context, req *mcp.Request, _ struct{}) (string, error) {
+			if node != "n0" {
+				return "redone on " + node, nil
+			}
+			r.started <- node
+			<-ctx.Done()
+			return "", ctx.Err()
 		})
 		mcp.AddTool(s, mcp.Tool{Name: "ask", TaskSupport: mcp.TaskRequired}, func(ctx context.Context, req *mcp.Request, _ struct{}) (string, error) {
 			res, err := req.Elicit(ctx, &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object",
@@ -273,5 +282,34 @@ func TestLegacyTaskListAcrossNodes(t *testing.T) {
 			t.Fatalf("tasks/get of another session's task: %v, want -32602", e)
 		}
 		break
+	}
+}
+
+// A 2025-11-25 task of an idempotent tool whose node is killed runs again
+// on another node: tasks/result waiting on B returns that run's result,
+// and the session hears of it on its GET stream.
+func TestLegacyTaskTakenOverFromKilledNode(t *testing.T) {
+	r := newLegacyTaskRig(t, inproc.Options{})
+	c := legacySession(t, r)
+	b := r.Nodes[1].URL
+	get := mcptest.OpenGet(t, c, r.Nodes[2].URL, "")
+	id := r.startOn(t, c, r.Nodes[0].URL, "redo")
+	if node := <-r.started; node != "n0" {
+		t.Fatalf("the task runs on %s, want n0", node)
+	}
+	r.Nodes[0].Kill()
+	res, e := legacyOn(t, c, b, "tasks/result", map[string]any{"taskId": id}, nil)
+	if e != nil {
+		t.Fatalf("tasks/result on B: error %d %q", e.Code, e.Message)
+	}
+	if text := fmt.Sprint(res["content"]); text != "[map[text:redone on n1 type:text]]" && text != "[map[text:redone on n2 type:text]]" {
+		t.Fatalf("tasks/result on B after the kill: %v, want the result of a run on n1 or n2", res)
+	}
+	got := legacyOK(t, c, b, "tasks/get", map[string]any{"taskId": id})
+	if msg, _ := got["statusMessage"].(string); got["status"] != "completed" || !strings.Contains(msg, "attempt 2") {
+		t.Fatalf("tasks/get after the take-over: %v, want completed at attempt 2", got)
+	}
+	if !get.WaitFor(soon, statusSeen(id, "completed")) {
+		t.Fatalf("GET stream on C: %d messages, want notifications/tasks/status completed from the node that took over", len(get.Messages()))
 	}
 }
