@@ -40,10 +40,15 @@
 #   go sdk clients  clients/gosdk (own module): the official Go SDK client
 #                   v1.8.0 on 2026-07-28 (discovered) and pinned to 2025-03-26,
 #                   2025-06-18 and 2025-11-25, against one node and a 3-node
-#                   random-routing cluster (internal/clustertest)
+#                   random-routing cluster (internal/clustertest); and its
+#                   OAuth flow (authorization code + PKCE, step-up) through
+#                   scripts/cluster.sh --auth (3 nodes, Redis, nginx, the test
+#                   OpenID provider)
 #   ts sdk clients  clients/ts (own module): the TypeScript SDK client
-#                   (clients/ts/flows.mjs on node) against the same setups;
-#                   the npm tools come from scripts/npm-tools.sh
+#                   (clients/ts/flows.mjs on node) against the same setups,
+#                   and its OAuth flows (clients/ts/oauth.mjs) through
+#                   scripts/cluster.sh --auth; the npm tools come from
+#                   scripts/npm-tools.sh
 #   inspector       clients/ts: the MCP Inspector CLI (Node 22 from the npm
 #                   tools), tools/list and tools/call on both protocol eras
 #
@@ -281,7 +286,7 @@ if [[ "${MCP_SKIP_CLIENTS:-}" == 1 ]]; then
   skip "inspector" "MCP_SKIP_CLIENTS=1"
 else
   stage "go sdk clients" go_sdk_clients
-  stage "ts sdk clients" node_clients TestTypeScriptSDK
+  stage "ts sdk clients" node_clients '(TestTypeScriptSDK|TestTypeScriptSDKOAuth)'
   stage "inspector" node_clients TestInspectorCLI
 fi
 
