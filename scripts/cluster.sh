@@ -19,8 +19,8 @@
 #                accept only its tokens, with nginx's URL as audience and
 #                scope mcp:tools. Registered clients: svc (secret
 #                svc-secret; client credentials) and app (public, PKCE;
-#                redirect URI http://127.0.0.1:1/callback, which the provider's
-#                login step reaches at once), both allowed mcp:tools and
+#                redirect URI http://127.0.0.1:1/callback; the provider's login
+#                step approves at once), both allowed mcp:tools and
 #                mcp:read. --check then also expects 401 without a token and
 #                makes its calls with a client-credentials token.
 #   --run CMD    once the cluster is up (and --check passed), run CMD with

@@ -504,10 +504,20 @@ func TestChartNotes(t *testing.T) {
 		"http://mcp.example.com/mcp",
 		"http://mcp-mcpcluster.mcp.svc:80/mcp",
 		"bundled single-pod StatefulSet",
+		"authorization is off",
 	} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("NOTES lack %q:\n%s", want, notes)
 		}
+	}
+	out, err = runHelm(t, "install", "mcp", chartDir(t), "--namespace", "mcp", "--dry-run=client",
+		"--values", filepath.Join("testdata", "values", "auth-jwt.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, notes, _ = strings.Cut(out, "\nNOTES:\n"); !strings.Contains(notes, "Authorization is on: tokens from https://login.example.com/realms/mcp with audience https://mcp.example.com/mcp and scopes mcp:tools mcp:read") ||
+		strings.Contains(notes, "authorization is off") {
+		t.Errorf("NOTES with auth on:\n%s", notes)
 	}
 }
 
