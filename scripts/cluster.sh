@@ -26,7 +26,9 @@
 #   --run CMD    once the cluster is up (and --check passed), run CMD with
 #                bash and stop everything; the exit status is CMD's. CMD sees
 #                MCP_CLUSTER_URL (nginx's MCP endpoint), MCP_CLUSTER_NODES
-#                (the nodes' host:port, space-separated) and, with --auth,
+#                (the nodes' host:port, space-separated),
+#                MCP_CLUSTER_ACCESS_LOG (nginx's access log: one line per
+#                request with its status and upstream=NODE) and, with --auth,
 #                MCP_CLUSTER_ISSUER.
 #   --nodes N    number of nodes (default 3)
 #   --port PORT  nginx's port (default: 8080 when free, else a free port;
@@ -419,7 +421,8 @@ fi
 if [[ -n "$RUN" ]]; then
   say "running: $RUN"
   rc=0
-  MCP_CLUSTER_URL="$URL" MCP_CLUSTER_NODES="${NODE_ADDRS[*]}" MCP_CLUSTER_ISSUER="${ISSUER:-}" bash -c "$RUN" || rc=$?
+  MCP_CLUSTER_URL="$URL" MCP_CLUSTER_NODES="${NODE_ADDRS[*]}" MCP_CLUSTER_ISSUER="${ISSUER:-}" \
+    MCP_CLUSTER_ACCESS_LOG="$NGX/logs/access.log" bash -c "$RUN" || rc=$?
   if (( rc != 0 )); then dump_logs; say "run: FAIL (exit $rc)"; exit "$rc"; fi
   say "run: PASS"
   exit 0

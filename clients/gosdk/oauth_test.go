@@ -52,6 +52,7 @@ func TestOAuthThroughNginx(t *testing.T) {
 	if issuer == "" {
 		t.Fatal("MCP_CLUSTER_URL without MCP_CLUSTER_ISSUER: run scripts/cluster.sh with --auth")
 	}
+	spread := watchAccessLog(t)
 	eras := []struct{ name, pin, want string }{
 		{"2025-06-18", "2025-06-18", "2025-06-18"},
 		{"2025-11-25", "2025-11-25", "2025-11-25"},
@@ -111,6 +112,56 @@ func TestOAuthThroughNginx(t *testing.T) {
 			t.Errorf("the step-up asked for scope %v, want mcp:tools from the 403 challenge", got)
 		}
 	})
+
+	// nginx spread the authorized calls over every node, and refused
+	// nothing but the requests without a token or with the narrow one.
+	byStatus, upstreams := spread()
+	nodes := strings.Fields(os.Getenv("MCP_CLUSTER_NODES"))
+	t.Logf("through nginx: statuses %v, authorized requests per node %v", byStatus, upstreams)
+	for _, n := range nodes {
+		if upstreams[n] == 0 {
+			t.Errorf("no authorized request reached node %s (%v)", n, upstreams)
+		}
+	}
+	if byStatus["401"] == 0 || byStatus["403"] == 0 {
+		t.Errorf("statuses %v: want 401s (no token yet) and a 403 (the narrow token)", byStatus)
+	}
+}
+
+// watchAccessLog notes where nginx's access log ends now; the function it
+// returns counts the requests to the MCP endpoint logged since, by status
+// and, for the ones a node answered with 2xx, by node.
+func watchAccessLog(t *testing.T) func() (byStatus, upstreams map[string]int) {
+	t.Helper()
+	file := os.Getenv("MCP_CLUSTER_ACCESS_LOG")
+	if file == "" {
+		t.Fatal("MCP_CLUSTER_ACCESS_LOG is not set: run scripts/cluster.sh --run")
+	}
+	before, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() (map[string]int, map[string]int) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byStatus, upstreams := map[string]int{}, map[string]int{}
+		// $remote_addr "$request" $status upstream=$upstream_addr rt=...
+		for _, line := range strings.Split(string(b[len(before):]), "\n") {
+			_, rest, ok := strings.Cut(line, `"`)
+			req, rest, ok2 := strings.Cut(rest, `" `)
+			f := strings.Fields(rest)
+			if !ok || !ok2 || len(f) < 2 || !strings.Contains(req, " /mcp ") {
+				continue
+			}
+			byStatus[f[0]]++
+			if strings.HasPrefix(f[0], "2") {
+				upstreams[strings.TrimPrefix(f[1], "upstream=")]++
+			}
+		}
+		return byStatus, upstreams
+	}
 }
 
 // runInAuthCluster starts scripts/cluster.sh --auth and runs this test
