@@ -126,6 +126,11 @@ func TestOAuthThroughNginx(t *testing.T) {
 	if byStatus["401"] == 0 || byStatus["403"] == 0 {
 		t.Errorf("statuses %v: want 401s (no token yet) and a 403 (the narrow token)", byStatus)
 	}
+	for status, n := range byStatus {
+		if status >= "400" && status != "401" && status != "403" {
+			t.Errorf("%d requests answered %s through nginx", n, status)
+		}
+	}
 }
 
 // watchAccessLog notes where nginx's access log ends now; the function it
