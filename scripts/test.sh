@@ -37,6 +37,7 @@
 #                   stable suite with authorization on (the test OpenID
 #                   provider's front adds a token; a request without one must
 #                   get 401 first)
+#   conformance alpha-cluster3-auth  the 2026-07-28 suite the same way
 #   go sdk clients  clients/gosdk (own module): the official Go SDK client
 #                   v1.8.0 on 2026-07-28 (discovered) and pinned to 2025-03-26,
 #                   2025-06-18 and 2025-11-25, against one node and a 3-node
@@ -57,7 +58,7 @@
 #
 # Environment:
 #   FUZZTIME=5s              time per fuzz target (0 skips fuzzing)
-#   MCP_SKIP_CONFORMANCE=1   skip the five conformance stages (quick local runs;
+#   MCP_SKIP_CONFORMANCE=1   skip the six conformance stages (quick local runs;
 #                            CI never sets it)
 #   MCP_SKIP_CLIENTS=1       skip the three client stages (quick local runs;
 #                            CI never sets it)
@@ -273,12 +274,14 @@ if [[ "${MCP_SKIP_CONFORMANCE:-}" == 1 ]]; then
   skip "conformance alpha-single" "MCP_SKIP_CONFORMANCE=1"
   skip "conformance alpha-cluster3" "MCP_SKIP_CONFORMANCE=1"
   skip "conformance cluster3-auth" "MCP_SKIP_CONFORMANCE=1"
+  skip "conformance alpha-cluster3-auth" "MCP_SKIP_CONFORMANCE=1"
 else
   stage "conformance single" conformance single
   stage "conformance cluster3" conformance cluster3 --cluster 3
   stage "conformance alpha-single" conformance alpha-single --requirements 2026-07-28
   stage "conformance alpha-cluster3" conformance alpha-cluster3 --requirements 2026-07-28 --cluster 3
   stage "conformance cluster3-auth" conformance cluster3-auth --cluster 3 --auth
+  stage "conformance alpha-cluster3-auth" conformance alpha-cluster3-auth --requirements 2026-07-28 --cluster 3 --auth
 fi
 if [[ "${MCP_SKIP_CLIENTS:-}" == 1 ]]; then
   skip "go sdk clients" "MCP_SKIP_CLIENTS=1"
@@ -299,7 +302,7 @@ for i in "${!STAGES[@]}"; do
     FAIL) failed=$(( failed + 1 )) ;;
   esac
 done
-for label in single cluster3 alpha-single alpha-cluster3 cluster3-auth; do
+for label in single cluster3 alpha-single alpha-cluster3 cluster3-auth alpha-cluster3-auth; do
   if [[ "${MCP_SKIP_CONFORMANCE:-}" == 1 ]]; then
     echo "conformance[$label]: skipped"
   elif line="$(grep -E "^conformance\[$label\]: Total: " "$WORK/conformance-$label.log" 2>/dev/null | tail -n 1)"; then
