@@ -276,6 +276,10 @@ var valueSets = []valueSet{
 			if len(r.ingresses[0].Spec.Rules) != 2 {
 				return fmt.Errorf("want 2 ingress rules")
 			}
+			cm := r.configMaps[0].Data
+			if cm["MCP_TRUSTED_PROXIES"] != "10.0.0.0/8,192.168.1.7,fd00::/8" || cm["MCP_CALLER_RATE"] != "50" || cm["MCP_CALLER_BURST"] != "100" || cm["MCP_CALLER_MAX_SESSIONS"] != "1000" {
+				return fmt.Errorf("trusted proxies and per-caller limits not applied: %v", cm)
+			}
 			return nil
 		},
 	},
@@ -373,6 +377,9 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"introspection without a client secret", "auth: {issuer: \"https://a.example\", resource: \"https://a.example/mcp\", introspection: {clientID: nodes}}\n", "/auth/introspection/existingSecret", true},
 		{"client secret without a client id", "auth: {issuer: \"https://a.example\", resource: \"https://a.example/mcp\", introspection: {existingSecret: s}}\n", "/auth/introspection/existingSecret", true},
 		{"JWKS and introspection both", "auth: {issuer: \"https://a.example\", resource: \"https://a.example/mcp\", jwksURL: \"https://a.example/jwks\", introspection: {clientID: nodes, clientSecret: s3cret}}\n", "/auth/jwksURL", true},
+		{"trusted proxy that is no address", "trustedProxies: [proxy.example.com]\n", "/trustedProxies/0", true},
+		{"per-caller rate of zero", "limits: {callerRate: 0}\n", "/limits/callerRate", true},
+		{"trusted proxies in config", "config: {MCP_TRUSTED_PROXIES: 10.0.0.0/8}\n", "MCP_TRUSTED_PROXIES", true},
 		{"auth setting in config", "config: {MCP_AUTH_CLIENT_SECRET: s3cret}\n", "MCP_AUTH_CLIENT_SECRET", true},
 	}
 	for _, tc := range cases {
