@@ -17,11 +17,13 @@
 #   --auth       authorization on: the test OpenID provider
 #                (internal/tools/oidcprovider) runs on loopback and the nodes
 #                accept only its tokens, with nginx's URL as audience and
-#                scope mcp:tools. Registered clients: svc (secret
-#                svc-secret; client credentials) and app (public, PKCE;
-#                redirect URI http://127.0.0.1:1/callback; the provider's login
-#                step approves at once), both allowed mcp:tools and
-#                mcp:read. --check then also expects 401 without a token and
+#                scope mcp:tools; the tool add also needs mcp:math (hidden
+#                without it, 403 insufficient_scope when called: step-up).
+#                Registered clients: svc (secret svc-secret; client
+#                credentials) and app (public, PKCE; redirect URI
+#                http://127.0.0.1:1/callback; the provider's login step
+#                approves at once), both allowed mcp:tools, mcp:read and
+#                mcp:math. --check then also expects 401 without a token and
 #                makes its calls with a client-credentials token.
 #   --run CMD    once the cluster is up (and --check passed), run CMD with
 #                bash and stop everything; the exit status is CMD's. CMD sees
@@ -236,11 +238,11 @@ if (( AUTH )); then
   oidc_up() { curl -fsS --max-time 2 "http://127.0.0.1:$1/.well-known/openid-configuration"; }
   start_on_free_port oidcprovider "$TMP/logs/oidcprovider.log" oidc_up "$TMP/bin/oidcprovider" \
     --listen '127.0.0.1:{PORT}' --resource "$RESOURCE" \
-    --client svc:svc-secret:mcp:tools,mcp:read --client app::mcp:tools,mcp:read \
+    --client svc:svc-secret:mcp:tools,mcp:read,mcp:math --client app::mcp:tools,mcp:read,mcp:math \
     --redirect http://127.0.0.1:1/callback
   ISSUER="http://127.0.0.1:$PORT_OF"
   say "oidcprovider pid ${PIDS[-1]}: issuer $ISSUER, audience $RESOURCE"
-  NODE_AUTH=(--auth-issuer "$ISSUER" --auth-resource "$RESOURCE" --auth-scopes mcp:tools)
+  NODE_AUTH=(--auth-issuer "$ISSUER" --auth-resource "$RESOURCE" --auth-scopes mcp:tools --auth-tool-scopes add=mcp:math)
 fi
 
 # -------------------------------------------------------------------- nodes ---

@@ -38,7 +38,9 @@ const (
 // client (the provider's login step approves at once), and calls tools
 // with the token, on 2025-06-18, 2025-11-25 and 2026-07-28. A client
 // holding a token without the required scope gets 403 insufficient_scope
-// and authorizes again with the scope the challenge names (step-up).
+// and authorizes again with the scope the challenge names (step-up); so
+// does one whose token lacks the scope one tool needs (add: mcp:math,
+// --auth-tool-scopes), on calling that tool.
 //
 // Run by go test, it starts the cluster with scripts/cluster.sh and runs
 // itself inside it (--run); the cluster gives it MCP_CLUSTER_URL and
@@ -112,6 +114,44 @@ func TestOAuthThroughNginx(t *testing.T) {
 			t.Errorf("the step-up asked for scope %v, want mcp:tools from the 403 challenge", got)
 		}
 	})
+
+	// Step-up for one tool: add needs mcp:math besides mcp:tools. The
+	// client's token has mcp:tools only (what the 401 asked for): add is
+	// not listed, and calling it gets 403 insufficient_scope; the SDK
+	// authorizes again for the scopes it holds plus the challenge's and
+	// the call goes through.
+	for _, pin := range []string{"2025-11-25", ""} {
+		name := "per-tool step-up " + pin
+		if pin == "" {
+			name = "per-tool step-up 2026-07-28"
+		}
+		t.Run(name, func(t *testing.T) {
+			ua := &userAgent{redirect: oauthRedirect}
+			cs := connectOAuth(t, endpoint, newOAuthHandler(t, ua, nil), pin)
+			ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+			defer cancel()
+			if hasTool(t, ctx, cs, "add") {
+				t.Fatal("tools/list shows add to a token without mcp:math")
+			}
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 2, "b": 3}})
+			if err != nil {
+				t.Fatalf("tools/call add after step-up: %v", err)
+			}
+			if sc, _ := res.StructuredContent.(map[string]any); res.IsError || sc["sum"] != 5.0 {
+				t.Fatalf("tools/call add: got %+v", res)
+			}
+			auths := ua.seen()
+			if len(auths) != 2 {
+				t.Fatalf("the client authorized %d times, want twice (the 401, then the tool's 403): %v", len(auths), auths)
+			}
+			if got := strings.Fields(auths[1].Query().Get("scope")); !slices.Contains(got, "mcp:math") || !slices.Contains(got, "mcp:tools") {
+				t.Errorf("the step-up asked for scope %v, want mcp:math (the challenge) and mcp:tools (held)", got)
+			}
+			if !hasTool(t, ctx, cs, "add") {
+				t.Error("tools/list does not show add after the step-up")
+			}
+		})
+	}
 
 	// nginx spread the authorized calls over every node, and refused
 	// nothing but the requests without a token or with the narrow one.
@@ -190,7 +230,8 @@ func runInAuthCluster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the OAuth flows through nginx failed: %v", err)
 	}
-	for _, want := range []string{"cluster: check: PASS", "--- PASS: TestOAuthThroughNginx/2025-06-18", "--- PASS: TestOAuthThroughNginx/2026-07-28", "--- PASS: TestOAuthThroughNginx/step-up"} {
+	for _, want := range []string{"cluster: check: PASS", "--- PASS: TestOAuthThroughNginx/2025-06-18", "--- PASS: TestOAuthThroughNginx/2026-07-28",
+		"--- PASS: TestOAuthThroughNginx/step-up", "--- PASS: TestOAuthThroughNginx/per-tool_step-up_2025-11-25", "--- PASS: TestOAuthThroughNginx/per-tool_step-up_2026-07-28"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the run's output lacks %q", want)
 		}
@@ -301,6 +342,16 @@ func callEcho(t *testing.T, cs *mcp.ClientSession, n int) {
 			t.Fatalf("tools/call echo #%d: got %+v", i, res.Content)
 		}
 	}
+}
+
+// hasTool reports whether tools/list shows name.
+func hasTool(t *testing.T, ctx context.Context, cs *mcp.ClientSession, name string) bool {
+	t.Helper()
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	return slices.ContainsFunc(list.Tools, func(tl *mcp.Tool) bool { return tl.Name == name })
 }
 
 // probe POSTs a ping with token and returns the status and the
