@@ -216,7 +216,7 @@ func TestTypeScriptSDKOAuth(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the OAuth flows through nginx failed: %v", err)
 	}
-	for _, want := range []string{"cluster: check: PASS", "ok authorization code with PKCE", "ok client credentials", "ok step-up after 403 insufficient_scope", "cluster: run: PASS"} {
+	for _, want := range []string{"cluster: check: PASS", "ok authorization code with PKCE", "ok client credentials", "ok step-up after 403 insufficient_scope", "ok per-tool step-up", "cluster: run: PASS"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the run's output lacks %q", want)
 		}

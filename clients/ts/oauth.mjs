@@ -16,7 +16,11 @@
 //   - step-up: holding a token of scope mcp:read only, the client gets 403
 //     insufficient_scope, sends the user agent to authorize the scope the
 //     challenge names, and after finishAuth the calls succeed with the new
-//     token.
+//     token;
+//   - per-tool step-up: the tool add needs mcp:math besides mcp:tools; with
+//     a token of mcp:tools it is not listed, calling it gets 403
+//     insufficient_scope, the user agent authorizes the larger scope, and
+//     after finishAuth the same session calls it.
 //
 //   MCP_TS_SDK=<dir of @modelcontextprotocol/sdk> node oauth.mjs URL ISSUER
 //
@@ -202,6 +206,39 @@ await flow("step-up after 403 insufficient_scope", async () => {
   const client = newClient();
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { authProvider: provider, fetch: recordingFetch }));
   await callTools(client, 3);
+  await client.close();
+});
+
+await flow("per-tool step-up", async () => {
+  const provider = new AppProvider();
+  const first = new StreamableHTTPClientTransport(new URL(url), { authProvider: provider, fetch: recordingFetch });
+  try {
+    await newClient().connect(first);
+  } catch (e) {
+    check(e instanceof UnauthorizedError, `the first connection: ${e}`);
+  }
+  await first.finishAuth(provider.code);
+  const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: provider, fetch: recordingFetch });
+  const client = newClient();
+  await client.connect(transport);
+  const listed = async () => (await client.listTools()).tools.some((t) => t.name === "add");
+  check(!(await listed()), "tools/list shows add to a token without mcp:math");
+  const mark = wire.length;
+  let refused;
+  try {
+    await client.callTool({ name: "add", arguments: { a: 2, b: 3 } });
+  } catch (e) {
+    refused = e;
+  }
+  check(refused instanceof UnauthorizedError, `tools/call add with mcp:tools only: got ${refused}, want UnauthorizedError (403, then the redirect)`);
+  check(wire.slice(mark).some((w) => w.url.startsWith(url) && w.status === 403), "no 403 for the call");
+  check(provider.authorizations.length === 2, `${provider.authorizations.length} authorizations, want 2`);
+  const scope = (provider.authorizations[1].searchParams.get("scope") ?? "").split(" ");
+  check(scope.includes("mcp:math"), `the step-up asked for scope ${scope.join(" ")}, want mcp:math from the challenge`);
+  await transport.finishAuth(provider.code);
+  const res = await client.callTool({ name: "add", arguments: { a: 2, b: 3 } });
+  check(!res.isError && res.structuredContent?.sum === 5, `tools/call add after the step-up: ${JSON.stringify(res)}`);
+  check(await listed(), "tools/list does not show add after the step-up");
   await client.close();
 });
 
