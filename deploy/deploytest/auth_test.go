@@ -20,8 +20,9 @@ import (
 // a client secret given as a value, runs the node binary with exactly the
 // environment the pod would get (the ConfigMap, the Secret through its
 // secretKeyRef; only the listen addresses and Redis are local), and checks
-// that the node starts with authorization on in introspection mode and
-// serves the Protected Resource Metadata the values describe.
+// that the node starts (its tool scopes accepted) with authorization on
+// in introspection mode and serves the Protected Resource Metadata the
+// values describe.
 func TestChartAuthConfiguresTheNode(t *testing.T) {
 	docs, err := renderChart(t, valueSet{file: "auth-introspection-value.yaml"}.read(t))
 	if err != nil {

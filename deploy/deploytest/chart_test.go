@@ -189,6 +189,7 @@ var valueSets = []valueSet{
 				"MCP_AUTH_ISSUER":            "https://login.example.com/realms/mcp",
 				"MCP_AUTH_RESOURCE":          "https://mcp.example.com/mcp",
 				"MCP_AUTH_SCOPES":            "mcp:tools mcp:read",
+				"MCP_AUTH_TOOL_SCOPES":       "add=mcp:math;echo=mcp:tools mcp:echo",
 				"MCP_AUTH_JWKS_URL":          "https://login.example.com/realms/mcp/protocol/openid-connect/certs",
 				"MCP_AUTH_INTROSPECTION_URL": "",
 				"MCP_AUTH_CLIENT_ID":         "",
@@ -380,6 +381,9 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"trusted proxy that is no address", "trustedProxies: [proxy.example.com]\n", "/trustedProxies/0", true},
 		{"per-caller rate of zero", "limits: {callerRate: 0}\n", "/limits/callerRate", true},
 		{"trusted proxies in config", "config: {MCP_TRUSTED_PROXIES: 10.0.0.0/8}\n", "MCP_TRUSTED_PROXIES", true},
+		{"tool scopes without issuer", "auth: {toolScopes: {add: [mcp:math]}}\n", "/auth/toolScopes", true},
+		{"tool name with =", "auth: {issuer: \"https://a.example\", resource: \"https://a.example/mcp\", toolScopes: {\"a=b\": [x]}}\n", "a=b", true},
+		{"tool with no scopes", "auth: {issuer: \"https://a.example\", resource: \"https://a.example/mcp\", toolScopes: {add: []}}\n", "/auth/toolScopes/add", true},
 		{"auth setting in config", "config: {MCP_AUTH_CLIENT_SECRET: s3cret}\n", "MCP_AUTH_CLIENT_SECRET", true},
 	}
 	for _, tc := range cases {
