@@ -166,6 +166,21 @@ free_port() {
   return 1
 }
 
+# free_port_held: a free port below the kernel's ephemeral range, for a
+# port chosen long before it is bound (nginx's with --auth): outgoing
+# connections (the nodes' to Redis) never take such a port meanwhile.
+free_port_held() {
+  local low p i
+  low="$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
+  (( low > 20000 )) || low=32768
+  for (( i=0; i<200; i++ )); do
+    p=$(( 20000 + (RANDOM * 32768 + RANDOM) % (low - 20000) ))
+    [[ "$USED_PORTS" == *" $p "* ]] && continue
+    if ! port_open "$p"; then USED_PORTS+="$p "; echo "$p"; return 0; fi
+  done
+  return 1
+}
+
 # wait_up PID CMD...: retries CMD until it succeeds (0); 1 if PID exits
 # first, 2 after CLUSTER_START_TIMEOUT.
 wait_up() {
@@ -233,7 +248,7 @@ say "redis-server pid ${PIDS[-1]} on $REDIS_URL"
 NODE_AUTH=()
 AUTH_HEADER=()
 if (( AUTH )); then
-  if [[ -z "$PORT" ]] || (( CHECK )); then PORT="$(free_port)" || fail "no free port for nginx"; fi
+  if [[ -z "$PORT" ]] || (( CHECK )); then PORT="$(free_port_held)" || fail "no free port for nginx"; fi
   RESOURCE="http://127.0.0.1:$PORT/mcp"
   oidc_up() { curl -fsS --max-time 2 "http://127.0.0.1:$1/.well-known/openid-configuration"; }
   start_on_free_port oidcprovider "$TMP/logs/oidcprovider.log" oidc_up "$TMP/bin/oidcprovider" \

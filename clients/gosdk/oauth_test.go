@@ -220,17 +220,17 @@ func runInAuthCluster(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", script, "--auth", "--check",
+	cmd := exec.CommandContext(ctx, "bash", script, "--auth",
 		"--run", fmt.Sprintf("%q -test.run '^TestOAuthThroughNginx$' -test.v -test.count=1", self))
 	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 30 * time.Second
 	out, err := cmd.CombinedOutput()
-	t.Logf("scripts/cluster.sh --auth --check --run ...:\n%s", out)
+	t.Logf("scripts/cluster.sh --auth --run ...:\n%s", out)
 	if err != nil {
 		t.Fatalf("the OAuth flows through nginx failed: %v", err)
 	}
-	for _, want := range []string{"cluster: check: PASS", "--- PASS: TestOAuthThroughNginx/2025-06-18", "--- PASS: TestOAuthThroughNginx/2026-07-28",
+	for _, want := range []string{"--- PASS: TestOAuthThroughNginx/2025-06-18", "--- PASS: TestOAuthThroughNginx/2026-07-28",
 		"--- PASS: TestOAuthThroughNginx/step-up", "--- PASS: TestOAuthThroughNginx/per-tool_step-up_2025-11-25", "--- PASS: TestOAuthThroughNginx/per-tool_step-up_2026-07-28"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the run's output lacks %q", want)

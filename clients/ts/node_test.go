@@ -211,12 +211,12 @@ func TestTypeScriptSDKOAuth(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Dir(file)
 	script := fmt.Sprintf(`MCP_TS_SDK=%q %q %q "$MCP_CLUSTER_URL" "$MCP_CLUSTER_ISSUER"`, sdk, nodeBin(t), filepath.Join(dir, "oauth.mjs"))
-	out, err := run(t, 4*time.Minute, nil, "bash", filepath.Join(dir, "..", "..", "scripts", "cluster.sh"), "--auth", "--check", "--run", script)
-	t.Logf("scripts/cluster.sh --auth --check --run oauth.mjs:\n%s", out)
+	out, err := run(t, 4*time.Minute, nil, "bash", filepath.Join(dir, "..", "..", "scripts", "cluster.sh"), "--auth", "--run", script)
+	t.Logf("scripts/cluster.sh --auth --run oauth.mjs:\n%s", out)
 	if err != nil {
 		t.Fatalf("the OAuth flows through nginx failed: %v", err)
 	}
-	for _, want := range []string{"cluster: check: PASS", "ok authorization code with PKCE", "ok client credentials", "ok step-up after 403 insufficient_scope", "ok per-tool step-up", "cluster: run: PASS"} {
+	for _, want := range []string{"ok authorization code with PKCE", "ok client credentials", "ok step-up after 403 insufficient_scope", "ok per-tool step-up", "cluster: run: PASS"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the run's output lacks %q", want)
 		}
