@@ -285,6 +285,15 @@ if (( AUTH )); then
   FRONT_PORT="${aports[1]}"
   RESOURCE="http://127.0.0.1:$FRONT_PORT/mcp"
   AUTH_ARGS=" --auth-issuer $ISSUER --auth-resource $RESOURCE --auth-scopes mcp:tools"
+  # The provider, and its front before the node (or the proxy): the suite
+  # reaches the endpoint through the front, which adds a token. Both bind
+  # now, before the nodes open connections that could take their ports.
+  if (( CLUSTER > 0 )); then UPSTREAM="http://127.0.0.1:$PROXY_PORT"; else UPSTREAM="http://127.0.0.1:${NODE_PORTS[0]}"; fi
+  start oidcprovider "$TMP/logs/oidcprovider.log" "$TMP/bin/oidcprovider" --listen "${ISSUER#http://}" \
+    --resource "$RESOURCE" --client conformance:conformance-secret:mcp:tools \
+    --front-listen "127.0.0.1:$FRONT_PORT" --front-upstream "$UPSTREAM" --front-client conformance
+  wait_port oidcprovider "${PIDS[-1]}" "$FRONT_PORT"
+  say "oidcprovider pid ${PIDS[-1]}: issuer $ISSUER, token-adding front on 127.0.0.1:$FRONT_PORT -> $UPSTREAM"
 fi
 
 backends=()
@@ -316,13 +325,6 @@ else
 fi
 
 if (( AUTH )); then
-  # The provider, and its front before the node (or the proxy): the suite
-  # reaches the endpoint through the front, which adds a token.
-  start oidcprovider "$TMP/logs/oidcprovider.log" "$TMP/bin/oidcprovider" --listen "${ISSUER#http://}" \
-    --resource "$RESOURCE" --client conformance:conformance-secret:mcp:tools \
-    --front-listen "127.0.0.1:$FRONT_PORT" --front-upstream "${URL%/mcp}" --front-client conformance
-  wait_port oidcprovider "${PIDS[-1]}" "$FRONT_PORT"
-  say "oidcprovider pid ${PIDS[-1]}: issuer $ISSUER, token-adding front on 127.0.0.1:$FRONT_PORT -> ${URL%/mcp}"
   # Authorization must be on: without a token the endpoint answers 401 with
   # a challenge naming the metadata, and the metadata names the provider.
   hdrs="$(curl -sS --max-time 10 -o /dev/null -D - -X POST "$URL" -H 'Content-Type: application/json' \
