@@ -4,7 +4,8 @@
 # deploy/nginx/compose.conf (round robin, SSE-ready). Everything listens on 127.0.0.1
 # and runs from a scratch directory; Ctrl-C stops it all.
 #
-# Usage: scripts/cluster.sh [--check] [--nodes N] [--port PORT] [--keep]
+# Usage: scripts/cluster.sh [--check] [--auth] [--run CMD] [--nodes N]
+#                           [--port PORT] [--keep]
 #
 #   --check      start the cluster, run a smoke test through nginx with curl
 #                (initialize, then tools/call echo several times so that the
@@ -13,6 +14,24 @@
 #                print the result and stop everything. Exit status
 #                0 when the smoke test passed. MCP_CLUSTER_CHECK=1 does the
 #                same.
+#   --auth       authorization on: the test OpenID provider
+#                (internal/tools/oidcprovider) runs on loopback and the nodes
+#                accept only its tokens, with nginx's URL as audience and
+#                scope mcp:tools; the tool add also needs mcp:math (hidden
+#                without it, 403 insufficient_scope when called: step-up).
+#                Registered clients: svc (secret svc-secret; client
+#                credentials) and app (public, PKCE; redirect URI
+#                http://127.0.0.1:1/callback; the provider's login step
+#                approves at once), both allowed mcp:tools, mcp:read and
+#                mcp:math. --check then also expects 401 without a token and
+#                makes its calls with a client-credentials token.
+#   --run CMD    once the cluster is up (and --check passed), run CMD with
+#                bash and stop everything; the exit status is CMD's. CMD sees
+#                MCP_CLUSTER_URL (nginx's MCP endpoint), MCP_CLUSTER_NODES
+#                (the nodes' host:port, space-separated),
+#                MCP_CLUSTER_ACCESS_LOG (nginx's access log: one line per
+#                request with its status and upstream=NODE) and, with --auth,
+#                MCP_CLUSTER_ISSUER.
 #   --nodes N    number of nodes (default 3)
 #   --port PORT  nginx's port (default: 8080 when free, else a free port;
 #                --check always takes a free port)
@@ -35,6 +54,8 @@ CHECK="${MCP_CLUSTER_CHECK:-0}"
 NODES=3
 PORT=""
 KEEP=0
+AUTH=0
+RUN=""
 NODE_DRAIN_TIMEOUT="${NODE_DRAIN_TIMEOUT:-5s}"
 CLUSTER_START_TIMEOUT="${CLUSTER_START_TIMEOUT:-60}"
 
@@ -48,6 +69,9 @@ while [[ $# -gt 0 ]]; do
     --port) PORT="${2:?--port needs a number}"; shift 2 ;;
     --port=*) PORT="${1#*=}"; shift ;;
     --keep) KEEP=1; shift ;;
+    --auth) AUTH=1; shift ;;
+    --run) RUN="${2:?--run needs a command}"; shift 2 ;;
+    --run=*) RUN="${1#*=}"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "cluster: unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -142,6 +166,21 @@ free_port() {
   return 1
 }
 
+# free_port_held: a free port below the kernel's ephemeral range, for a
+# port chosen long before it is bound (nginx's with --auth): outgoing
+# connections (the nodes' to Redis) never take such a port meanwhile.
+free_port_held() {
+  local low p i
+  low="$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
+  (( low > 20000 )) || low=32768
+  for (( i=0; i<200; i++ )); do
+    p=$(( 20000 + (RANDOM * 32768 + RANDOM) % (low - 20000) ))
+    [[ "$USED_PORTS" == *" $p "* ]] && continue
+    if ! port_open "$p"; then USED_PORTS+="$p "; echo "$p"; return 0; fi
+  done
+  return 1
+}
+
 # wait_up PID CMD...: retries CMD until it succeeds (0); 1 if PID exits
 # first, 2 after CLUSTER_START_TIMEOUT.
 wait_up() {
@@ -189,6 +228,9 @@ mkdir -p "$TMP/bin" "$TMP/logs" "$TMP/redis" "$TMP/nginx/logs" "$TMP/nginx/tmp"
 chmod 755 "$TMP/nginx" "$TMP/nginx/tmp"
 say "building ./cmd/server"
 go build -o "$TMP/bin/server" ./cmd/server || fail "./cmd/server does not build"
+if (( AUTH )); then
+  go build -o "$TMP/bin/oidcprovider" ./internal/tools/oidcprovider || fail "./internal/tools/oidcprovider does not build"
+fi
 
 # -------------------------------------------------------------------- redis ---
 redis_ping() {
@@ -201,6 +243,23 @@ start_on_free_port redis "$TMP/logs/redis.log" redis_ping "$REDIS_BIN" --port '{
 REDIS_URL="redis://127.0.0.1:$PORT_OF/0"
 say "redis-server pid ${PIDS[-1]} on $REDIS_URL"
 
+# --------------------------------------------------------------------- auth ---
+# The tokens' audience is nginx's URL, so nginx's port is chosen now.
+NODE_AUTH=()
+AUTH_HEADER=()
+if (( AUTH )); then
+  if [[ -z "$PORT" ]] || (( CHECK )); then PORT="$(free_port_held)" || fail "no free port for nginx"; fi
+  RESOURCE="http://127.0.0.1:$PORT/mcp"
+  oidc_up() { curl -fsS --max-time 2 "http://127.0.0.1:$1/.well-known/openid-configuration"; }
+  start_on_free_port oidcprovider "$TMP/logs/oidcprovider.log" oidc_up "$TMP/bin/oidcprovider" \
+    --listen '127.0.0.1:{PORT}' --resource "$RESOURCE" \
+    --client svc:svc-secret:mcp:tools,mcp:read,mcp:math --client app::mcp:tools,mcp:read,mcp:math \
+    --redirect http://127.0.0.1:1/callback
+  ISSUER="http://127.0.0.1:$PORT_OF"
+  say "oidcprovider pid ${PIDS[-1]}: issuer $ISSUER, audience $RESOURCE"
+  NODE_AUTH=(--auth-issuer "$ISSUER" --auth-resource "$RESOURCE" --auth-scopes mcp:tools --auth-tool-scopes add=mcp:math)
+fi
+
 # -------------------------------------------------------------------- nodes ---
 # One random state key for every node: a request sealed by one opens on all.
 # Each node takes a port from the kernel (127.0.0.1:0) and prints its URL.
@@ -208,7 +267,7 @@ STATE_KEY="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export MCP_STATE_KEY="$STATE_KEY"
 for (( i=1; i<=NODES; i++ )); do
   start "node$i" "$TMP/logs/node$i.log" "$TMP/bin/server" --addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 \
-    --redis-url "$REDIS_URL" --node-id "node$i" --drain-timeout "$NODE_DRAIN_TIMEOUT"
+    --redis-url "$REDIS_URL" --node-id "node$i" --drain-timeout "$NODE_DRAIN_TIMEOUT" "${NODE_AUTH[@]}"
 done
 unset MCP_STATE_KEY
 node_addr() { sed -n 's|^mcpcluster node .* listening on http://\([0-9.:]*\)/.*|\1|p' "$1" | head -n 1; }
@@ -273,7 +332,7 @@ run_nginx() {
   exec "$NGINX_BIN" -p "$NGX" -c "$NGX/nginx.conf" -e "$NGX/logs/error.log"
 }
 if [[ -z "$PORT" ]] && (( ! CHECK )) && ! port_open 8080; then PORT=8080; fi
-if [[ -n "$PORT" ]] && (( ! CHECK )); then
+if [[ -n "$PORT" ]] && (( ! CHECK || AUTH )); then
   port_open "$PORT" && fail "port $PORT is in use"
   start nginx "$TMP/logs/nginx.log" run_nginx "$PORT"
   rc=0; wait_up "${PIDS[-1]}" nginx_health "$PORT" || rc=$?
@@ -293,11 +352,34 @@ post() {
   [[ -n "$sid" ]] && args+=(-H "Mcp-Session-Id: $sid" -H "Mcp-Protocol-Version: 2025-06-18")
   curl -sS --max-time 10 -D "$TMP/h" -X POST "$URL" \
     -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
-    "${args[@]}" --data-binary "$body" | sed -n 's/^data: //p;/^{/p'
+    "${AUTH_HEADER[@]}" "${args[@]}" --data-binary "$body" | sed -n 's/^data: //p;/^{/p'
+}
+
+# auth_check: without a token the cluster answers 401 with a challenge
+# naming its Protected Resource Metadata, which names the provider; then
+# AUTH_HEADER gets a client-credentials token for the calls that follow.
+auth_check() {
+  local status challenge prm meta token
+  post '{"jsonrpc":"2.0","id":1,"method":"ping"}' >/dev/null
+  status="$(head -n 1 "$TMP/h" | tr -d '\r')"
+  [[ "$status" == *" 401"* ]] || { say "without a token: $status, want 401"; return 1; }
+  challenge="$(tr -d '\r' <"$TMP/h" | grep -i '^www-authenticate:' || true)"
+  prm="$(sed -n 's/.*resource_metadata="\([^"]*\)".*/\1/p' <<<"$challenge")"
+  [[ -n "$prm" ]] || { say "401 without a resource_metadata challenge: $challenge"; return 1; }
+  meta="$(curl -fsS --max-time 5 "$prm")" || { say "metadata $prm unreachable"; return 1; }
+  [[ "$meta" == *"\"$ISSUER\""* && "$meta" == *"\"$RESOURCE\""* ]] || { say "metadata does not name $ISSUER and $RESOURCE: $meta"; return 1; }
+  say "check: 401 without a token ($challenge)"
+  token="$(curl -fsS --max-time 5 -u svc:svc-secret "$ISSUER/oauth/token" \
+    -d grant_type=client_credentials -d scope=mcp:tools --data-urlencode "resource=$RESOURCE" \
+    | sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')"
+  [[ -n "$token" ]] || { say "no client-credentials token from $ISSUER"; return 1; }
+  AUTH_HEADER=(-H "Authorization: Bearer $token")
+  say "check: client-credentials token from $ISSUER"
 }
 
 smoke() {
   local out sid i n=$(( NODES * 2 )) status
+  if (( AUTH )); then auth_check || return 1; fi
   out="$(post '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"cluster-check","version":"0"}}}')"
   [[ "$out" == *'"protocolVersion":"2025-06-18"'* ]] || { say "initialize: unexpected answer: $out"; return 1; }
   sid="$(tr -d '\r' <"$TMP/h" | sed -n 's/^[Mm][Cc][Pp]-[Ss]ession-[Ii][Dd]: //p')"
@@ -325,7 +407,7 @@ smoke() {
   # An SSE stream opens through nginx: headers arrive at once, the stream
   # stays open (curl's timeout ends it).
   local hdrs
-  hdrs="$(curl -sS --max-time 2 -D - -o /dev/null -H 'Accept: text/event-stream' \
+  hdrs="$(curl -sS --max-time 2 -D - -o /dev/null -H 'Accept: text/event-stream' "${AUTH_HEADER[@]}" \
     -H "Mcp-Session-Id: $sid" -H 'Mcp-Protocol-Version: 2025-06-18' "$URL" 2>/dev/null || true)"
   if ! grep -qi '^content-type: text/event-stream' <<<"$hdrs"; then
     say "GET stream: no text/event-stream answer: $(head -n 1 <<<"$hdrs")"; return 1
@@ -340,17 +422,27 @@ smoke() {
   done
   (( found > 0 )) || { say "no node reports mcp_streams_open on /metrics"; return 1; }
   say "check: /metrics reports mcp_streams_open ($found of $NODES node(s) had a stream)"
-  curl -sS --max-time 5 -X DELETE "$URL" -H "Mcp-Session-Id: $sid" -H 'Mcp-Protocol-Version: 2025-06-18' -o /dev/null || true
+  curl -sS --max-time 5 -X DELETE "$URL" "${AUTH_HEADER[@]}" -H "Mcp-Session-Id: $sid" -H 'Mcp-Protocol-Version: 2025-06-18' -o /dev/null || true
 }
 
 if (( CHECK )); then
   if smoke; then
     say "check: PASS"
-    exit 0
+    [[ -n "$RUN" ]] || exit 0
+  else
+    dump_logs
+    say "check: FAIL"
+    exit 1
   fi
-  dump_logs
-  say "check: FAIL"
-  exit 1
+fi
+if [[ -n "$RUN" ]]; then
+  say "running: $RUN"
+  rc=0
+  MCP_CLUSTER_URL="$URL" MCP_CLUSTER_NODES="${NODE_ADDRS[*]}" MCP_CLUSTER_ISSUER="${ISSUER:-}" \
+    MCP_CLUSTER_ACCESS_LOG="$NGX/logs/access.log" bash -c "$RUN" || rc=$?
+  if (( rc != 0 )); then dump_logs; say "run: FAIL (exit $rc)"; exit "$rc"; fi
+  say "run: PASS"
+  exit 0
 fi
 
 cat <<EOF

@@ -6,7 +6,7 @@
 # Usage: scripts/conformance.sh [--cluster N] [--suite all|active]
 #                               [--requirements REV [--baseline FILE]]
 #                               [--server-cmd 'CMD'] [--label NAME]
-#                               [--out DIR] [--keep] [--race]
+#                               [--out DIR] [--keep] [--race] [--auth]
 #
 #   --cluster N       start redis-server, N server nodes using it and
 #                     internal/tools/randproxy in front (every HTTP request
@@ -34,6 +34,15 @@
 #   --keep            keep the scratch directory (logs, binaries) and print it
 #   --race            build ./cmd/server with -race and fail if any node
 #                     reports a data race during the run
+#   --auth            authorization on: the nodes accept only tokens of the
+#                     test OpenID provider (internal/tools/oidcprovider, run on
+#                     loopback) with scope mcp:tools. The suite cannot send a
+#                     token, so the provider's front (a reverse proxy) adds a
+#                     client-credentials token to every request; the suite
+#                     talks to the front. Before the suite runs, a request that
+#                     bypasses the front must get 401 with a WWW-Authenticate
+#                     resource_metadata challenge, and the metadata must name
+#                     the provider, or the run fails.
 #
 # Environment: MCP_TOOLS_CACHE (npm tools cache root, see scripts/npm-tools.sh),
 # CONFORMANCE_TIMEOUT (seconds for the suite run, default 300),
@@ -64,6 +73,7 @@ LABEL=""
 OUT=""
 KEEP=0
 RACE=0
+AUTH=0
 CONFORMANCE_TIMEOUT="${CONFORMANCE_TIMEOUT:-300}"
 SERVER_START_TIMEOUT="${SERVER_START_TIMEOUT:-60}"
 
@@ -87,6 +97,7 @@ while [[ $# -gt 0 ]]; do
     --out=*) OUT="${1#*=}"; shift ;;
     --keep) KEEP=1; shift ;;
     --race) RACE=1; shift ;;
+    --auth) AUTH=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "conformance: unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -99,6 +110,7 @@ if [[ -n "$REQUIREMENTS" && -z "$BASELINE" ]]; then BASELINE="$ROOT/scripts/conf
 if [[ -z "$LABEL" ]]; then
   if (( CLUSTER > 0 )); then LABEL="cluster$CLUSTER"; else LABEL=single; fi
   if [[ -n "$REQUIREMENTS" ]]; then LABEL="alpha-$LABEL"; fi
+  if (( AUTH )); then LABEL="$LABEL-auth"; fi
 fi
 P="conformance[$LABEL]:"
 
@@ -222,6 +234,12 @@ if [[ -z "$SERVER_CMD" ]]; then
     SERVER_CMD="$TMP/bin/server --addr 127.0.0.1:{PORT} --metrics-addr 127.0.0.1:0 --tools=conformance"
   fi
 fi
+if (( AUTH )); then
+  if ! go build -o "$TMP/bin/oidcprovider" ./internal/tools/oidcprovider 2>"$TMP/logs/build-oidc.log"; then
+    sed "s/^/$P   /" "$TMP/logs/build-oidc.log"
+    fail "./internal/tools/oidcprovider does not build (errors above)"
+  fi
+fi
 if (( CLUSTER > 0 )); then
   if ! go build -o "$TMP/bin/randproxy" ./internal/tools/randproxy 2>"$TMP/logs/build-proxy.log"; then
     sed "s/^/$P   /" "$TMP/logs/build-proxy.log"
@@ -259,13 +277,32 @@ else
   NODE_PORTS=("${ports[0]}")
 fi
 
+AUTH_ARGS=""
+if (( AUTH )); then
+  read -r -a aports <<<"$(free_ports 2)"
+  (( ${#aports[@]} == 2 )) || fail "could not pick free ports"
+  ISSUER="http://127.0.0.1:${aports[0]}"
+  FRONT_PORT="${aports[1]}"
+  RESOURCE="http://127.0.0.1:$FRONT_PORT/mcp"
+  AUTH_ARGS=" --auth-issuer $ISSUER --auth-resource $RESOURCE --auth-scopes mcp:tools"
+  # The provider, and its front before the node (or the proxy): the suite
+  # reaches the endpoint through the front, which adds a token. Both bind
+  # now, before the nodes open connections that could take their ports.
+  if (( CLUSTER > 0 )); then UPSTREAM="http://127.0.0.1:$PROXY_PORT"; else UPSTREAM="http://127.0.0.1:${NODE_PORTS[0]}"; fi
+  start oidcprovider "$TMP/logs/oidcprovider.log" "$TMP/bin/oidcprovider" --listen "${ISSUER#http://}" \
+    --resource "$RESOURCE" --client conformance:conformance-secret:mcp:tools \
+    --front-listen "127.0.0.1:$FRONT_PORT" --front-upstream "$UPSTREAM" --front-client conformance
+  wait_port oidcprovider "${PIDS[-1]}" "$FRONT_PORT"
+  say "oidcprovider pid ${PIDS[-1]}: issuer $ISSUER, token-adding front on 127.0.0.1:$FRONT_PORT -> $UPSTREAM"
+fi
+
 backends=()
 for i in "${!NODE_PORTS[@]}"; do
   port="${NODE_PORTS[$i]}"
   node=$(( i + 1 ))
   cmd="${SERVER_CMD//\{PORT\}/$port}"
   cmd="${cmd//\{REDIS_URL\}/$REDIS_URL}"
-  cmd="${cmd//\{NODE\}/$node}"
+  cmd="${cmd//\{NODE\}/$node}$AUTH_ARGS"
   start "node$node" "$TMP/logs/node$node.log" bash -c "exec $cmd"
   say "node$node pid ${PIDS[-1]}: $cmd"
   backends+=("127.0.0.1:$port")
@@ -285,6 +322,23 @@ if (( CLUSTER > 0 )); then
   URL="http://127.0.0.1:$PROXY_PORT/mcp"
 else
   URL="http://127.0.0.1:${NODE_PORTS[0]}/mcp"
+fi
+
+if (( AUTH )); then
+  # Authorization must be on: without a token the endpoint answers 401 with
+  # a challenge naming the metadata, and the metadata names the provider.
+  hdrs="$(curl -sS --max-time 10 -o /dev/null -D - -X POST "$URL" -H 'Content-Type: application/json' \
+    -H 'Accept: application/json, text/event-stream' \
+    --data-binary '{"jsonrpc":"2.0","id":1,"method":"ping"}' | tr -d '\r')" || fail "request without a token failed"
+  status="$(head -n 1 <<<"$hdrs")"
+  [[ "$status" == *" 401"* ]] || { dump_logs; fail "without a token the endpoint answered '$status', want 401: is authorization on?"; }
+  challenge="$(grep -i '^www-authenticate:' <<<"$hdrs" || true)"
+  prm="$(sed -n 's/.*resource_metadata="\([^"]*\)".*/\1/p' <<<"$challenge")"
+  [[ -n "$prm" ]] || fail "401 without a resource_metadata challenge: '$challenge'"
+  meta="$(curl -fsS --max-time 10 "$prm")" || fail "protected resource metadata $prm unreachable"
+  [[ "$meta" == *"\"$ISSUER\""* && "$meta" == *"\"$RESOURCE\""* ]] || fail "metadata $prm does not name $ISSUER and $RESOURCE: $meta"
+  say "auth on: 401 without a token ($challenge); metadata at $prm names the issuer"
+  URL="$RESOURCE"
 fi
 
 # -------------------------------------------------------------------- run ---

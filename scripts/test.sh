@@ -33,13 +33,23 @@
 #                   required and pending check counts, tasks-* scenarios are
 #                   printed against scripts/conformance-tasks-baseline.yml
 #   conformance alpha-cluster3  the same through 3 nodes + randproxy
+#   conformance cluster3-auth   scripts/conformance.sh --cluster 3 --auth: the
+#                   stable suite with authorization on (the test OpenID
+#                   provider's front adds a token; a request without one must
+#                   get 401 first)
+#   conformance alpha-cluster3-auth  the 2026-07-28 suite the same way
 #   go sdk clients  clients/gosdk (own module): the official Go SDK client
 #                   v1.8.0 on 2026-07-28 (discovered) and pinned to 2025-03-26,
 #                   2025-06-18 and 2025-11-25, against one node and a 3-node
-#                   random-routing cluster (internal/clustertest)
+#                   random-routing cluster (internal/clustertest); and its
+#                   OAuth flow (authorization code + PKCE, step-up) through
+#                   scripts/cluster.sh --auth (3 nodes, Redis, nginx, the test
+#                   OpenID provider)
 #   ts sdk clients  clients/ts (own module): the TypeScript SDK client
-#                   (clients/ts/flows.mjs on node) against the same setups;
-#                   the npm tools come from scripts/npm-tools.sh
+#                   (clients/ts/flows.mjs on node) against the same setups,
+#                   and its OAuth flows (clients/ts/oauth.mjs) through
+#                   scripts/cluster.sh --auth; the npm tools come from
+#                   scripts/npm-tools.sh
 #   inspector       clients/ts: the MCP Inspector CLI (Node 22 from the npm
 #                   tools), tools/list and tools/call on both protocol eras
 #
@@ -48,7 +58,7 @@
 #
 # Environment:
 #   FUZZTIME=5s              time per fuzz target (0 skips fuzzing)
-#   MCP_SKIP_CONFORMANCE=1   skip the four conformance stages (quick local runs;
+#   MCP_SKIP_CONFORMANCE=1   skip the six conformance stages (quick local runs;
 #                            CI never sets it)
 #   MCP_SKIP_CLIENTS=1       skip the three client stages (quick local runs;
 #                            CI never sets it)
@@ -263,11 +273,15 @@ if [[ "${MCP_SKIP_CONFORMANCE:-}" == 1 ]]; then
   skip "conformance cluster3" "MCP_SKIP_CONFORMANCE=1"
   skip "conformance alpha-single" "MCP_SKIP_CONFORMANCE=1"
   skip "conformance alpha-cluster3" "MCP_SKIP_CONFORMANCE=1"
+  skip "conformance cluster3-auth" "MCP_SKIP_CONFORMANCE=1"
+  skip "conformance alpha-cluster3-auth" "MCP_SKIP_CONFORMANCE=1"
 else
   stage "conformance single" conformance single
   stage "conformance cluster3" conformance cluster3 --cluster 3
   stage "conformance alpha-single" conformance alpha-single --requirements 2026-07-28
   stage "conformance alpha-cluster3" conformance alpha-cluster3 --requirements 2026-07-28 --cluster 3
+  stage "conformance cluster3-auth" conformance cluster3-auth --cluster 3 --auth
+  stage "conformance alpha-cluster3-auth" conformance alpha-cluster3-auth --requirements 2026-07-28 --cluster 3 --auth
 fi
 if [[ "${MCP_SKIP_CLIENTS:-}" == 1 ]]; then
   skip "go sdk clients" "MCP_SKIP_CLIENTS=1"
@@ -275,7 +289,7 @@ if [[ "${MCP_SKIP_CLIENTS:-}" == 1 ]]; then
   skip "inspector" "MCP_SKIP_CLIENTS=1"
 else
   stage "go sdk clients" go_sdk_clients
-  stage "ts sdk clients" node_clients TestTypeScriptSDK
+  stage "ts sdk clients" node_clients '(TestTypeScriptSDK|TestTypeScriptSDKOAuth)'
   stage "inspector" node_clients TestInspectorCLI
 fi
 
@@ -288,7 +302,7 @@ for i in "${!STAGES[@]}"; do
     FAIL) failed=$(( failed + 1 )) ;;
   esac
 done
-for label in single cluster3 alpha-single alpha-cluster3; do
+for label in single cluster3 alpha-single alpha-cluster3 cluster3-auth alpha-cluster3-auth; do
   if [[ "${MCP_SKIP_CONFORMANCE:-}" == 1 ]]; then
     echo "conformance[$label]: skipped"
   elif line="$(grep -E "^conformance\[$label\]: Total: " "$WORK/conformance-$label.log" 2>/dev/null | tail -n 1)"; then

@@ -3,7 +3,9 @@
 // TestTypeScriptSDK) and the MCP Inspector's CLI mode (TestInspectorCLI),
 // both pinned in tools/npm. The tests start a single node and a three-node
 // cluster behind a random router (internal/clustertest) and run the
-// clients against them.
+// clients against them. TestTypeScriptSDKOAuth runs the SDK's OAuth
+// support (oauth.mjs) against three nodes behind nginx with authorization
+// on (scripts/cluster.sh --auth).
 //
 // It is a module of its own so that the product module's ./... never
 // includes tests that need npm tools. Run it with

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -213,5 +214,30 @@ func TestInspectorCLI(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestTypeScriptSDKOAuth runs oauth.mjs, the TypeScript SDK client's OAuth
+// support (authorization code with PKCE, client credentials, step-up after
+// 403 insufficient_scope), against three nodes on Redis behind nginx with
+// authorization on: scripts/cluster.sh --auth starts them and the test
+// OpenID provider and runs the script (--run).
+func TestTypeScriptSDKOAuth(t *testing.T) {
+	sdk := filepath.Join(npmTools(t), "node_modules", "@modelcontextprotocol", "sdk")
+	if _, err := os.Stat(filepath.Join(sdk, "package.json")); err != nil {
+		t.Fatalf("TypeScript SDK not installed: %v", err)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Dir(file)
+	script := fmt.Sprintf(`MCP_TS_SDK=%q %q %q "$MCP_CLUSTER_URL" "$MCP_CLUSTER_ISSUER"`, sdk, nodeBin(t), filepath.Join(dir, "oauth.mjs"))
+	out, err := run(t, 4*time.Minute, nil, "bash", filepath.Join(dir, "..", "..", "scripts", "cluster.sh"), "--auth", "--run", script)
+	t.Logf("scripts/cluster.sh --auth --run oauth.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("the OAuth flows through nginx failed: %v", err)
+	}
+	for _, want := range []string{"ok authorization code with PKCE", "ok client credentials", "ok step-up after 403 insufficient_scope", "ok per-tool step-up", "cluster: run: PASS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the run's output lacks %q", want)
+		}
 	}
 }

@@ -166,7 +166,13 @@ func TestReadmeAuthenticationExample(t *testing.T) {
 		script = strings.ReplaceAll(script, r[0], r[1])
 	}
 	out := runScript(t, script)
-	for _, want := range []string{`www-authenticate: bearer scope="mcp:tools", resource_metadata=`, `"authorization_servers":["http://127.0.0.1:`, "http/1.1 200", "mcp-session-id:"} {
+	for _, want := range []string{
+		`www-authenticate: bearer scope="mcp:tools", resource_metadata=`,
+		`"authorization_servers":["http://127.0.0.1:`,
+		`"text":"hello"`, // the tool call with the token
+		"http/1.1 403",
+		`www-authenticate: bearer error="insufficient_scope", scope="mcp:tools"`,
+	} {
 		if !strings.Contains(strings.ToLower(string(out)), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

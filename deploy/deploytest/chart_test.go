@@ -1,6 +1,7 @@
 package deploytest
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
 )
 
 // valueSet is one set of chart values and what its rendering must hold
@@ -49,6 +51,11 @@ var valueSets = []valueSet{
 			}
 			if len(r.statefulSets[0].Spec.VolumeClaimTemplates) != 0 {
 				return fmt.Errorf("bundled Redis has a PVC by default")
+			}
+			for k := range r.configMaps[0].Data {
+				if strings.HasPrefix(k, "MCP_AUTH_") {
+					return fmt.Errorf("authorization is configured by default (%s)", k)
+				}
 			}
 			return nil
 		},
@@ -174,6 +181,88 @@ var valueSets = []valueSet{
 		},
 	},
 	{
+		name:  "auth: JWT access tokens",
+		file:  "auth-jwt.yaml",
+		kinds: []string{"ConfigMap", "Deployment", "Ingress", "Pod", "PodDisruptionBudget", "Secret", "Service", "Service", "ServiceAccount", "StatefulSet"},
+		check: func(r *release) error {
+			if err := authEnv(r, map[string]string{
+				"MCP_AUTH_ISSUER":            "https://login.example.com/realms/mcp",
+				"MCP_AUTH_RESOURCE":          "https://mcp.example.com/mcp",
+				"MCP_AUTH_SCOPES":            "mcp:tools mcp:read",
+				"MCP_AUTH_TOOL_SCOPES":       "add=mcp:math;echo=mcp:tools mcp:echo",
+				"MCP_AUTH_JWKS_URL":          "https://login.example.com/realms/mcp/protocol/openid-connect/certs",
+				"MCP_AUTH_INTROSPECTION_URL": "",
+				"MCP_AUTH_CLIENT_ID":         "",
+			}); err != nil {
+				return err
+			}
+			c := &r.deployments[0].Spec.Template.Spec.Containers[0]
+			if _, _, found := r.envValue(c, "MCP_AUTH_CLIENT_SECRET"); found {
+				return fmt.Errorf("MCP_AUTH_CLIENT_SECRET is set without introspection")
+			}
+			if _, ok := r.secrets[0].Data["MCP_AUTH_CLIENT_SECRET"]; ok {
+				return fmt.Errorf("the chart's Secret holds a client secret without introspection")
+			}
+			return nil
+		},
+	},
+	{
+		name:  "auth: introspection, client secret from an existing Secret",
+		file:  "auth-introspection.yaml",
+		kinds: []string{"ConfigMap", "Deployment", "Pod", "PodDisruptionBudget", "Secret", "Service", "Service", "ServiceAccount", "StatefulSet"},
+		check: func(r *release) error {
+			if err := authEnv(r, map[string]string{
+				"MCP_AUTH_ISSUER": "https://login.example.com", "MCP_AUTH_RESOURCE": "https://mcp.example.com/mcp",
+				"MCP_AUTH_SCOPES": "", "MCP_AUTH_CLIENT_ID": "mcp-nodes", "MCP_AUTH_INTROSPECTION_URL": "",
+			}); err != nil {
+				return err
+			}
+			c := &r.deployments[0].Spec.Template.Spec.Containers[0]
+			if _, ext, found := r.envValue(c, "MCP_AUTH_CLIENT_SECRET"); !found || ext == nil || ext.Name != "mcp-oauth" || ext.Key != "client-secret" {
+				return fmt.Errorf("MCP_AUTH_CLIENT_SECRET does not come from Secret mcp-oauth/client-secret: %+v", ext)
+			}
+			if _, ok := r.secrets[0].Data["MCP_AUTH_CLIENT_SECRET"]; ok {
+				return fmt.Errorf("the chart's Secret holds a client secret though an existing Secret has it")
+			}
+			return nil
+		},
+	},
+	{
+		name:  "auth: introspection, client secret given as a value",
+		file:  "auth-introspection-value.yaml",
+		kinds: []string{"ConfigMap", "Deployment", "Pod", "PodDisruptionBudget", "Secret", "Service", "Service", "ServiceAccount", "StatefulSet"},
+		check: func(r *release) error {
+			const secret = "do-not-render-me-7f3a"
+			if err := authEnv(r, map[string]string{
+				"MCP_AUTH_CLIENT_ID": "mcp-nodes", "MCP_AUTH_INTROSPECTION_URL": "https://login.example.com/oauth2/introspect",
+			}); err != nil {
+				return err
+			}
+			c := &r.deployments[0].Spec.Template.Spec.Containers[0]
+			v, ext, found := r.envValue(c, "MCP_AUTH_CLIENT_SECRET")
+			if !found || ext != nil || v != secret {
+				return fmt.Errorf("MCP_AUTH_CLIENT_SECRET resolves to %q (external %+v), want the value from the chart's Secret", v, ext)
+			}
+			for _, e := range c.Env {
+				if e.Name == "MCP_AUTH_CLIENT_SECRET" && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil) {
+					return fmt.Errorf("MCP_AUTH_CLIENT_SECRET is not a secretKeyRef: %+v", e)
+				}
+			}
+			// The value is in the Secret only: not in the ConfigMap, not
+			// in the Deployment, in plain text or base64.
+			for _, o := range []any{r.configMaps[0], r.deployments[0]} {
+				b, err := yaml.Marshal(o)
+				if err != nil {
+					return err
+				}
+				if strings.Contains(string(b), secret) || strings.Contains(string(b), base64.StdEncoding.EncodeToString([]byte(secret))) {
+					return fmt.Errorf("the client secret is rendered into %T:\n%s", o, b)
+				}
+			}
+			return nil
+		},
+	},
+	{
 		name:  "everything on",
 		file:  "everything.yaml",
 		kinds: []string{"ConfigMap", "Deployment", "HTTPRoute", "HorizontalPodAutoscaler", "Ingress", "Pod", "PodDisruptionBudget", "Secret", "Service", "ServiceAccount", "ServiceMonitor"},
@@ -187,6 +276,10 @@ var valueSets = []valueSet{
 			}
 			if len(r.ingresses[0].Spec.Rules) != 2 {
 				return fmt.Errorf("want 2 ingress rules")
+			}
+			cm := r.configMaps[0].Data
+			if cm["MCP_TRUSTED_PROXIES"] != "10.0.0.0/8,192.168.1.7,fd00::/8" || cm["MCP_CALLER_RATE"] != "50" || cm["MCP_CALLER_BURST"] != "100" || cm["MCP_CALLER_MAX_SESSIONS"] != "1000" {
+				return fmt.Errorf("trusted proxies and per-caller limits not applied: %v", cm)
 			}
 			return nil
 		},
@@ -220,6 +313,17 @@ func TestChartRender(t *testing.T) {
 			}
 		})
 	}
+}
+
+// authEnv checks the MCP_AUTH_* values the node container gets.
+func authEnv(r *release, want map[string]string) error {
+	c := &r.deployments[0].Spec.Template.Spec.Containers[0]
+	for name, v := range want {
+		if got, _, found := r.envValue(c, name); !found || got != v {
+			return fmt.Errorf("%s is %q (set %v), want %q", name, got, found, v)
+		}
+	}
+	return nil
 }
 
 // TestChartLint runs helm lint --strict with each value set.
@@ -266,6 +370,21 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"setting that is not MCP_*", "config: {LOG_LEVEL: debug}\n", "LOG_LEVEL", true},
 		{"autoscaling bounds reversed", "autoscaling: {enabled: true, minReplicas: 5, maxReplicas: 3}\n", "minReplicas (5) is greater than", false},
 		{"zero surge", "rollingUpdate: {maxSurge: 0}\n", "maxSurge", true},
+		{"auth issuer without resource", "auth: {issuer: \"https://login.example.com\"}\n", "/auth/resource", true},
+		{"auth resource without issuer", "auth: {resource: \"https://mcp.example.com/mcp\"}\n", "/auth/resource", true},
+		{"auth issuer not a URL", "auth: {issuer: login.example.com, resource: \"https://mcp.example.com/mcp\"}\n", "/auth/issuer", true},
+		{"auth resource with a fragment", "auth: {issuer: \"https://login.example.com\", resource: \"https://mcp.example.com/mcp#x\"}\n", "/auth/resource", true},
+		{"auth scope with a space", "auth: {issuer: \"https://a.example\", resource: \"https://a.example/mcp\", scopes: [\"mcp tools\"]}\n", "/auth/scopes/0", true},
+		{"introspection without a client secret", "auth: {issuer: \"https://a.example\", resource: \"https://a.example/mcp\", introspection: {clientID: nodes}}\n", "/auth/introspection/existingSecret", true},
+		{"client secret without a client id", "auth: {issuer: \"https://a.example\", resource: \"https://a.example/mcp\", introspection: {existingSecret: s}}\n", "/auth/introspection/existingSecret", true},
+		{"JWKS and introspection both", "auth: {issuer: \"https://a.example\", resource: \"https://a.example/mcp\", jwksURL: \"https://a.example/jwks\", introspection: {clientID: nodes, clientSecret: s3cret}}\n", "/auth/jwksURL", true},
+		{"trusted proxy that is no address", "trustedProxies: [proxy.example.com]\n", "/trustedProxies/0", true},
+		{"per-caller rate of zero", "limits: {callerRate: 0}\n", "/limits/callerRate", true},
+		{"trusted proxies in config", "config: {MCP_TRUSTED_PROXIES: 10.0.0.0/8}\n", "MCP_TRUSTED_PROXIES", true},
+		{"tool scopes without issuer", "auth: {toolScopes: {add: [mcp:math]}}\n", "/auth/toolScopes", true},
+		{"tool name with =", "auth: {issuer: \"https://a.example\", resource: \"https://a.example/mcp\", toolScopes: {\"a=b\": [x]}}\n", "a=b", true},
+		{"tool with no scopes", "auth: {issuer: \"https://a.example\", resource: \"https://a.example/mcp\", toolScopes: {add: []}}\n", "/auth/toolScopes/add", true},
+		{"auth setting in config", "config: {MCP_AUTH_CLIENT_SECRET: s3cret}\n", "MCP_AUTH_CLIENT_SECRET", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -396,10 +515,20 @@ func TestChartNotes(t *testing.T) {
 		"http://mcp.example.com/mcp",
 		"http://mcp-mcpcluster.mcp.svc:80/mcp",
 		"bundled single-pod StatefulSet",
+		"authorization is off",
 	} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("NOTES lack %q:\n%s", want, notes)
 		}
+	}
+	out, err = runHelm(t, "install", "mcp", chartDir(t), "--namespace", "mcp", "--dry-run=client",
+		"--values", filepath.Join("testdata", "values", "auth-jwt.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, notes, _ = strings.Cut(out, "\nNOTES:\n"); !strings.Contains(notes, "Authorization is on: tokens from https://login.example.com/realms/mcp with audience https://mcp.example.com/mcp and scopes mcp:tools mcp:read") ||
+		strings.Contains(notes, "authorization is off") {
+		t.Errorf("NOTES with auth on:\n%s", notes)
 	}
 }
 
@@ -469,6 +598,9 @@ func TestCheckReleaseRejects(t *testing.T) {
 			c := &r.deployments[0].Spec.Template.Spec.Containers[0]
 			c.Ports = c.Ports[:1]
 		}, "MCP_METRICS_ADDR port 9090 is not the container port named metrics"},
+		{"client secret in the ConfigMap", "auth-introspection-value.yaml", func(r *release) {
+			r.configMaps[0].Data["MCP_AUTH_CLIENT_SECRET"] = "s3cret"
+		}, "holds MCP_AUTH_CLIENT_SECRET: secrets belong in a Secret"},
 		{"ServiceMonitor on another port", "servicemonitor.yaml", func(r *release) {
 			r.serviceMonitors[0].Spec.Endpoints[0].Port = "nosuch"
 		}, "endpoint port \"nosuch\" is not a port"},

@@ -359,6 +359,9 @@ func checkRelease(r *release) error {
 			if !strings.HasPrefix(k, "MCP_") {
 				bad("ConfigMap %s has key %s: the node reads only MCP_* settings", cm.Name, k)
 			}
+			if k == "MCP_STATE_KEY" || k == "MCP_REDIS_URL" || k == "MCP_AUTH_CLIENT_SECRET" {
+				bad("ConfigMap %s holds %s: secrets belong in a Secret", cm.Name, k)
+			}
 		}
 	}
 	if addr, _, _ := r.envValue(c, "MCP_ADDR"); !strings.HasPrefix(addr, "0.0.0.0:") {

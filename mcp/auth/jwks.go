@@ -10,6 +10,9 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 )
 
+// fetchTimeout bounds one discovery and JWKS fetch.
+const fetchTimeout = 10 * time.Second
+
 // keySet is a bounded cache of an issuer's signing keys. It fetches the
 // JWKS lazily, again once it is older than maxAge, and once more when a
 // token names a key id it does not hold, but never more often than
@@ -83,6 +86,11 @@ func (k *keySet) refresh(ctx context.Context) error {
 		}
 		return nil
 	}
+	// The fetch serves every request that waits for the keys, not only
+	// this one: a caller that goes away must not make it fail, and count
+	// as the attempt that rate-limits the next ones.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+	defer cancel()
 	u, err := k.url(ctx)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -379,5 +380,24 @@ func TestJWTVerifierConcurrent(t *testing.T) {
 	}
 	if n := is.fetches.Load(); n != 1 {
 		t.Errorf("got %d JWKS fetches, want 1", n)
+	}
+}
+
+// A request that goes away while its token triggers the first key fetch
+// does not cancel the fetch: the keys are loaded for the requests that
+// follow at once, instead of every token failing as unavailable until
+// MinRefresh has passed.
+func TestJWTVerifierFetchOutlivesCancelledRequest(t *testing.T) {
+	is := newIssuer(t)
+	v, err := NewJWTVerifier(JWTOptions{Issuer: is.url, Audience: testResource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := sign(t, is.key("k1"), "k1", is.claims(testResource, time.Now()))
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, _ = v.Verify(gone, tok)
+	if _, err := v.Verify(t.Context(), tok); err != nil {
+		t.Fatalf("the token after a cancelled first request: %v", err)
 	}
 }

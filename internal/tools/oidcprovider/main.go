@@ -15,8 +15,17 @@
 // A --client is id:secret:scopes: the scopes (everything after the second
 // colon) are comma-separated, and an empty secret makes a public client,
 // which must use PKCE. --opaque names a client that gets opaque access
-// tokens (to be introspected) instead of JWTs. It prints "issuer <url>" once it serves, and runs until
-// SIGINT or SIGTERM.
+// tokens (to be introspected) instead of JWTs.
+//
+// With --front-listen it also runs a reverse proxy there that adds
+// "Authorization: Bearer <token>" to every request it passes to
+// --front-upstream, the token coming from the confidential client
+// --front-client by client credentials with --resource as audience: for
+// clients that cannot send a token themselves, such as the conformance
+// suite (scripts/conformance.sh --auth).
+//
+// It prints "issuer <url>" (and "front <url>") once it serves, and runs
+// until SIGINT or SIGTERM.
 package main
 
 import (
@@ -66,6 +75,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return err
 	})
+	frontListen := fs.String("front-listen", "", "address of a token-injecting reverse proxy (off when empty)")
+	frontUpstream := fs.String("front-upstream", "", "base URL the front passes requests to (http://host:port)")
+	frontClient := fs.String("front-client", "", "confidential --client whose client-credentials token the front adds")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,6 +94,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer p.Close()
 	fmt.Fprintf(stdout, "issuer %s\n", p.Issuer)
+	if *frontListen != "" {
+		u, err := startFront(ctx, p, clients, *frontClient, *frontListen, *frontUpstream, *resource)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "front %s\n", u)
+	}
 	<-ctx.Done()
 	return nil
 }

@@ -85,6 +85,11 @@ an existing Secret does, and the Redis URL unless an existing Secret does. */}}
 {{- if not (and (eq .Values.redis.mode "external") .Values.redis.existingSecret) }}true{{ end }}
 {{- end }}
 
+{{/* Whether the chart's Secret holds the introspection client secret. */}}
+{{- define "mcpcluster.ownsAuthSecret" -}}
+{{- with .Values.auth }}{{ if and .issuer .introspection.clientID (not .introspection.existingSecret) }}true{{ end }}{{ end }}
+{{- end }}
+
 {{/* The Redis URL the nodes use when the chart's Secret holds it. */}}
 {{- define "mcpcluster.redisURL" -}}
 {{- if eq .Values.redis.mode "bundled" }}
