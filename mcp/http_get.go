@@ -85,7 +85,7 @@ func streamError(w http.ResponseWriter, err error) {
 // take-over, drain) can cancel.
 func (h *HTTPHandler) liveStream(r *http.Request, session, getFor string) (context.Context, *coordinator.Conn, func()) {
 	ctx, cancel := context.WithCancelCause(r.Context())
-	c := &coordinator.Conn{ID: h.opts.NodeID + "/" + randomToken(9), Cancel: cancel, GetFor: getFor}
+	c := &coordinator.Conn{ID: h.node.NewConnID(), Cancel: cancel, GetFor: getFor}
 	remove := h.node.Local.AddConn(session, c)
 	stop := context.AfterFunc(h.ctx, func() { cancel(coordinator.ErrDrain) })
 	return ctx, c, func() { stop(); remove(); cancel(nil) }

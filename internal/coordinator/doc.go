@@ -18,7 +18,8 @@
 //	flow 9  drain on SIGTERM                     drain.go
 //	flow 10 durable tasks: run, wake, reap       tasks.go
 //
-// Around them: the chores of an open stream (upkeep.go), catching up
+// Around them: the chores of an open stream (upkeep.go), claims that
+// live as long as their holder's membership lease (liveness.go), catching up
 // after a bus loss (resync.go), and the enabled state of features as
 // cluster state (features.go). Flow 1 (initialize) is the session
 // store's (package session).

@@ -64,7 +64,7 @@ func (n *Node) RequestOnGet(ctx context.Context, session, principal, method stri
 	if err != nil {
 		return nil, err
 	}
-	holder, err := n.be.Claims.Holder(ctx, GetKey(session))
+	holder, err := n.liveHolder(ctx, GetKey(session))
 	if err != nil {
 		waiter.Cancel()
 		return nil, err
@@ -87,15 +87,17 @@ func (n *Node) RequestOnGet(ctx context.Context, session, principal, method stri
 	defer cancel()
 	// The node holding the stream announces its end (GetDropped), but
 	// that message is lost if the node dies or the bus drops it: the
-	// claim, which the holder renews every LeaseTTL/3, tells it too.
+	// claim, which lives as long as the holder's membership lease, tells
+	// it too.
 	go n.WatchClaim(ctx, GetKey(session), n.leaseTTL/2, waiter, ErrGetDropped)
 	return waiter.Wait(ctx)
 }
 
 // WatchClaim fails waiter with err once no connection holds the claim
-// key, looking every interval until ctx ends. The connection holding a
-// stream renews its claim, so the claim lapses when that connection's
-// node dies, and no message has to announce it.
+// key, looking every interval until ctx ends. A claim is held only while
+// its holder's process holds its membership lease (see liveHolder), so
+// it lapses when that connection's node dies, and no message has to
+// announce it.
 func (n *Node) WatchClaim(ctx context.Context, key string, interval time.Duration, waiter interface{ Fail(error) }, err error) {
 	t := time.NewTimer(interval)
 	defer t.Stop()
@@ -105,7 +107,7 @@ func (n *Node) WatchClaim(ctx context.Context, key string, interval time.Duratio
 			return
 		case <-t.C:
 		}
-		holder, herr := n.be.Claims.Holder(ctx, key)
+		holder, herr := n.liveHolder(ctx, key)
 		if herr == nil && holder == "" {
 			waiter.Fail(err)
 			return

@@ -12,7 +12,9 @@ import (
 
 // Start joins the node to the cluster: it subscribes to its reply topic
 // and to the broadcast topic, takes its membership lease and renews it
-// every LeaseTTL/3 on one goroutine, which also runs Config.Refresh.
+// every LeaseTTL/3 on one goroutine, which also reloads the view of live
+// instances, watches the owners of followed streams and retries failed
+// writes (everyHeartbeat), and runs Config.Refresh.
 func (n *Node) Start() error {
 	ctx := n.ctx
 	stop, err := n.Waiters.Start(ctx)
@@ -32,6 +34,7 @@ func (n *Node) Start() error {
 	if err := n.be.Members.Heartbeat(ctx, n.instance, n.leaseTTL); err != nil {
 		n.log.Warn().Err(err).Msg("membership heartbeat failed")
 	}
+	_ = n.refreshMembers(ctx)
 	n.refresh(ctx)
 	n.Go(n.runUpkeep)
 	n.Go(func(ctx context.Context) {
@@ -47,6 +50,9 @@ func (n *Node) Start() error {
 				if err := n.be.Members.Heartbeat(ctx, n.instance, n.leaseTTL); err != nil && ctx.Err() == nil {
 					n.log.Warn().Err(err).Msg("membership heartbeat failed")
 				}
+				hctx, cancel := context.WithTimeout(ctx, n.leaseTTL/3)
+				n.everyHeartbeat(hctx)
+				cancel()
 				n.refresh(ctx)
 			}
 		}

@@ -20,8 +20,8 @@ type Config struct {
 	Backend  *cluster.Backend
 	Waiters  *Coordinator
 	Sessions *session.Store
-	// LeaseTTL is the membership lease (renewed every LeaseTTL/3) and the
-	// lease of stream claims.
+	// LeaseTTL is the membership lease (renewed every LeaseTTL/3), which
+	// also keeps the claims of this process's streams (see ClaimTTL).
 	LeaseTTL time.Duration
 	// SessionTTL is the idle timeout of sessions: an open GET stream
 	// slides it every SessionTTL/4.
@@ -67,6 +67,8 @@ type Node struct {
 	draining      atomic.Bool
 	upkeep        upkeep
 	tasks         tasks
+	members       members
+	producing     producing
 
 	ctx    context.Context
 	cancel context.CancelFunc

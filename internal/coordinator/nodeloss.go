@@ -2,9 +2,7 @@ package coordinator
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"time"
+	"sync"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
@@ -15,54 +13,82 @@ import (
 // with a JSON-RPC error for the request instead of hanging; its waiters
 // die with it.
 //
-// A POST stream is held by its producer: a claim renewed while the
-// request runs and until its final response is recorded. A node that
-// follows the stream for a resumed connection ends it with an error for
-// the request when its producer lets the claim lapse (it gave up
-// recording, its process died or was restarted under the same node id),
-// so no resumed stream waits for an end that nobody will append.
+// A POST stream names its producer, the process that opened it (node id
+// and incarnation), in its meta. A node that follows the stream for a
+// resumed connection ends it with an error for the request when that
+// process loses its membership lease (it died, or was restarted under
+// the same node id): one membership view per heartbeat serves every
+// followed stream of the node. A producer that lives but stops
+// producing without recording the final (it gave up while the store was
+// down) ends the stream itself with AbandonedError, retrying until the
+// store takes it, so no resumed stream waits for an end that nobody
+// will append, and no stream needs a claim of its own.
 
-// produceKey names the claim of the producer of a POST stream. Stream
-// ids are unique in the deployment, and the claim outside the session's
-// namespace needs no release: it lapses within LeaseTTL of its last
-// renewal, and after the final is recorded nobody asks for it.
-func produceKey(stream string) string { return "produce:" + stream }
+// produced is a stream this process produces.
+type produced struct {
+	session, request string
+	ended            bool // its final event was recorded
+}
 
-// HoldStream claims the production of stream and renews the claim every
-// LeaseTTL/3 (retrying sooner while the store fails, taking the claim
-// back if it lapsed meanwhile) until the returned function is called.
-func (n *Node) HoldStream(ctx context.Context, stream string) (func(), error) {
-	var b [9]byte
-	rand.Read(b[:]) // never fails; see crypto/rand.Read
-	key, holder := produceKey(stream), n.instance+"/"+base64.RawURLEncoding.EncodeToString(b[:])
-	if _, err := n.be.Claims.Claim(ctx, key, holder, n.leaseTTL); err != nil {
-		return nil, err
+// producing lists the streams this process produces, by stream id.
+type producing struct {
+	mu      sync.Mutex
+	streams map[string]*produced
+}
+
+func (p *producing) add(stream string, s *produced) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.streams == nil {
+		p.streams = map[string]*produced{}
 	}
-	hctx, cancel := context.WithCancel(n.ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		every := n.leaseTTL / 3
-		t := time.NewTimer(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-hctx.Done():
-				return
-			case <-t.C:
-			}
-			ok, err := n.be.Claims.Renew(hctx, key, holder, n.leaseTTL)
-			if err == nil && !ok {
-				_, err = n.be.Claims.Claim(hctx, key, holder, n.leaseTTL)
-			}
-			if err != nil {
-				t.Reset(min(every, 100*time.Millisecond))
-				continue
-			}
-			t.Reset(every)
+	p.streams[stream] = s
+}
+
+// ended marks stream's final as recorded.
+func (p *producing) ended(stream string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.streams[stream]; s != nil {
+		s.ended = true
+	}
+}
+
+// remove forgets stream and reports whether its final was recorded.
+func (p *producing) remove(stream string) (*produced, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.streams[stream]
+	delete(p.streams, stream)
+	return s, s == nil || s.ended
+}
+
+// HoldStream lists stream, a stream of request (its id key) of session,
+// as produced by this process until the returned function is called. If
+// its final was not recorded (see Record) by then, the stream is ended
+// with AbandonedError, retried while the store is down, for up to the
+// stream's history TTL.
+func (n *Node) HoldStream(session, stream, request string) func() {
+	n.producing.add(stream, &produced{session: session, request: request})
+	return func() {
+		s, ended := n.producing.remove(stream)
+		if ended {
+			return
 		}
-	}()
-	return func() { cancel(); <-done }, nil
+		id, err := jsonrpc.ParseKey(s.request)
+		if err != nil {
+			return
+		}
+		data, _ := jsonrpc.Encode(AbandonedError(id, NodeOf(n.instance)))
+		n.Go(func(ctx context.Context) {
+			cctx, cancel := context.WithTimeout(ctx, n.leaseTTL)
+			defer cancel()
+			n.retryLater(cctx, "abandon "+stream, n.lim.WithDefaults().TTL, func(ctx context.Context) error {
+				_, err := n.be.Events.Append(ctx, s.session, stream, data, true, n.lim)
+				return err
+			})
+		})
+	}
 }
 
 // AbandonedError ends a resumed stream whose producer stopped holding it.
@@ -72,46 +98,33 @@ func AbandonedError(id jsonrpc.ID, owner string) *jsonrpc.Message {
 		map[string]any{"node": owner}))
 }
 
-// OwnerWatch is the state of watching the producer of a followed stream
-// (see OwnerLost).
+// OwnerWatch is a followed stream whose producer is watched (see
+// OwnerLost).
 type OwnerWatch struct {
 	Session, Stream string
 	Info            cluster.StreamInfo
-	unheld          int // consecutive checks that found no producer
 }
 
 // OwnerLost appends an error for the stream's request, ending it, when
-// its producing node is gone, or when its producer has not held the
-// stream on two checks in a row (one lapse may be a store outage the
-// producer has not yet seen the end of); it reports whether it did.
-// The owner is a process (node id and incarnation), so a node restarted
-// with the same id does not keep the streams of its previous process open.
+// its producing process holds no membership lease, and reports whether
+// it did. The owner is a process (node id and incarnation), so a node
+// restarted with the same id does not keep the streams of its previous
+// process open. A store that does not answer is no proof of loss. It
+// asks the store, not the node's view of live instances: the node-wide
+// watch calls it only for the owners its view misses.
 func (n *Node) OwnerLost(ctx context.Context, w *OwnerWatch) bool {
-	alive, err := n.be.Members.Alive(ctx, w.Info.Owner)
-	if err != nil {
+	if w.Info.Owner == n.instance {
 		return false
 	}
-	if alive {
-		holder, err := n.be.Claims.Holder(ctx, produceKey(w.Stream))
-		if err != nil {
-			return false
-		}
-		if holder != "" {
-			w.unheld = 0
-			return false
-		}
-		if w.unheld++; w.unheld < 2 {
-			return false
-		}
+	alive, err := n.be.Members.Alive(ctx, w.Info.Owner)
+	if err != nil || alive {
+		return false
 	}
 	id, err := jsonrpc.ParseKey(w.Info.Request)
 	if err != nil {
 		return true
 	}
 	msg := jsonrpc.ErrorResponse(id, jsonrpc.NewError(jsonrpc.CodeNodeLost, "the node running this request stopped; retry it", map[string]any{"node": NodeOf(w.Info.Owner)}))
-	if alive {
-		msg = AbandonedError(id, NodeOf(w.Info.Owner))
-	}
 	data, _ := jsonrpc.Encode(msg)
 	if _, err := n.be.Events.Append(ctx, w.Session, w.Stream, data, true, n.lim); err != nil {
 		n.log.Debug().Err(err).Str("stream", w.Stream).Msg("lost-node error not appended")

@@ -47,27 +47,38 @@ func TestNodeOwnerLostEndsTheStream(t *testing.T) {
 	}
 }
 
-// A stream's chores end it when it loses its claim (taken over) or its
-// session (ended).
+// A stream's chores end it when it loses its claim (taken over by a
+// connection on another node) or its session (ended).
 func TestNodeUpkeepEndsStreams(t *testing.T) {
-	be, nodes := startNodes(t, 1)
+	be, nodes := startNodes(t, 2)
 	n := nodes[0]
 	ctx := context.Background()
 
-	connCtx, cancel := context.WithCancelCause(ctx)
-	conn := &coordinator.Conn{ID: "c1", Cancel: cancel}
-	if _, err := be.Claims.Claim(ctx, "claim1", "someone else", time.Minute); err != nil {
-		t.Fatal(err)
+	sid := newSession(t, n.sessions)
+	take := func(n *coordinator.Node) (context.Context, *coordinator.Conn) {
+		connCtx, cancel := context.WithCancelCause(ctx)
+		t.Cleanup(func() { cancel(nil) })
+		conn := &coordinator.Conn{ID: n.NewConnID(), Cancel: cancel, GetFor: sid}
+		t.Cleanup(n.Local.AddConn(sid, conn))
+		if _, err := n.TakeGet(connCtx, sid, conn); err != nil {
+			t.Fatal(err)
+		}
+		go n.RunUpkeep(connCtx, coordinator.Upkeep{Conn: conn, Claim: coordinator.GetKey(sid)})
+		return connCtx, conn
 	}
-	go n.RunUpkeep(connCtx, coordinator.Upkeep{Conn: conn, Claim: "claim1"})
+	connCtx, _ := take(n.Node)
+	_, newer := take(nodes[1].Node)
 	waitFor(t, "the stream to lose its claim", func() bool { return connCtx.Err() != nil })
 	if !errors.Is(context.Cause(connCtx), coordinator.ErrTakenOver) {
 		t.Fatalf("ended with %v", context.Cause(connCtx))
 	}
+	if h, err := be.Claims.Holder(ctx, coordinator.GetKey(sid)); err != nil || h != newer.ID {
+		t.Fatalf("holder %q, %v; want the newer connection %q", h, err, newer.ID)
+	}
 
-	sid := newSession(t, n.sessions)
-	connCtx, cancel = context.WithCancelCause(ctx)
-	conn = &coordinator.Conn{ID: "c2", Cancel: cancel}
+	sid = newSession(t, n.sessions)
+	connCtx, cancel := context.WithCancelCause(ctx)
+	conn := &coordinator.Conn{ID: "c2", Cancel: cancel}
 	go n.RunUpkeep(connCtx, coordinator.Upkeep{Conn: conn, Session: sid})
 	if _, err := n.sessions.End(ctx, sid); err != nil {
 		t.Fatal(err)

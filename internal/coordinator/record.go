@@ -24,13 +24,17 @@ func (n *Node) OpenStream(ctx context.Context, session, stream, request string) 
 	if err := n.be.Events.Open(ctx, stream, meta, n.lim); err != nil {
 		return nil, err
 	}
-	return n.HoldStream(ctx, stream)
+	return n.HoldStream(session, stream, request), nil
 }
 
 // Record appends an event (data nil for a priming event) to the history
 // of stream and returns its sequence number; final ends the stream.
 func (n *Node) Record(ctx context.Context, session, stream string, data []byte, final bool) (uint64, error) {
-	return n.be.Events.Append(ctx, session, stream, data, final, n.lim)
+	seq, err := n.be.Events.Append(ctx, session, stream, data, final, n.lim)
+	if err == nil && final {
+		n.producing.ended(stream)
+	}
+	return seq, err
 }
 
 // LastRecorded returns the sequence number of the last event of stream.
@@ -41,7 +45,8 @@ func (n *Node) LastRecorded(ctx context.Context, session, stream string) (uint64
 
 // RecordLater appends a final message the store refused, retrying with
 // backoff for up to timeout (and while the node runs); unhold is called
-// at the end, so the stream's claim lapses if the final never made it. A
+// at the end, so the stream ends with AbandonedError if the final never
+// made it. A
 // store that answers with anything but ErrUnavailable (the stream ended,
 // expired or its session is gone) ends the attempts. A drain waits for
 // it like for a running request; the session's end stops it.

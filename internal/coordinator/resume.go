@@ -52,7 +52,7 @@ func (n *Node) OpenGet(ctx context.Context, session string, after uint64, resume
 // over): it releases the claim and fails the requests sent on it.
 func (n *Node) TakeGet(ctx context.Context, session string, conn *Conn) (func(), error) {
 	key := GetKey(session)
-	if _, err := n.be.Claims.Claim(ctx, key, conn.ID, n.leaseTTL); err != nil {
+	if _, err := n.be.Claims.Claim(ctx, key, conn.ID, n.ClaimTTL()); err != nil {
 		return nil, err
 	}
 	if err := n.Publish(ctx, GetTakeover{Session: session, Conn: conn.ID}); err != nil {
@@ -64,7 +64,7 @@ func (n *Node) TakeGet(ctx context.Context, session string, conn *Conn) (func(),
 		}
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = n.be.Claims.Release(bg, key, conn.ID)
+		n.release(bg, key, conn.ID)
 		_ = n.Publish(bg, GetDropped{Session: session})
 	}, nil
 }
@@ -89,13 +89,13 @@ func (n *Node) OpenResume(ctx context.Context, session, stream string, seq uint6
 // returned function releases the claim.
 func (n *Node) Follow(ctx context.Context, session, stream string, conn *Conn) (func(), error) {
 	key := FollowKey(session, stream)
-	if _, err := n.be.Claims.Claim(ctx, key, conn.ID, n.leaseTTL); err != nil {
+	if _, err := n.be.Claims.Claim(ctx, key, conn.ID, n.ClaimTTL()); err != nil {
 		return nil, err
 	}
 	return func() {
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = n.be.Claims.Release(bg, key, conn.ID)
+		n.release(bg, key, conn.ID)
 	}, nil
 }
 

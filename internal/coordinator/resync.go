@@ -23,9 +23,11 @@ import (
 //     and a node whose bus comes back checks its running requests
 //     (resync);
 //   - GetDropped (the GET stream a request was sent on closed): the
-//     waiter also watches the stream's claim, which the holder renews;
-//   - GetTakeover: the connection that lost the GET stream fails to
-//     renew its claim within LeaseTTL/3 and ends;
+//     waiter also watches the stream's claim, which lives as long as
+//     the holder's membership lease;
+//   - GetTakeover: a node whose bus comes back renews every claim its
+//     streams hold at once, which ends those another connection took
+//     (and the node-wide renewal every ClaimTTL/4 would find them too);
 //   - InvalidateSession: cached sessions are dropped when the bus comes
 //     back, and the cache is bypassed while it is down;
 //   - RegistryChanged: Config.Refresh runs when the bus comes back and
@@ -44,6 +46,7 @@ import (
 func (n *Node) resync() {
 	n.sessions.Flush()
 	n.Local.endAll(nil, true)
+	n.Go(n.renewClaims)
 	sessions, requests := n.Local.held()
 	if len(sessions) == 0 {
 		return

@@ -23,8 +23,8 @@ import (
 //     or input responses). A lost message is caught by polling the record
 //     (waiters every poll interval, the runner every LeaseTTL/3).
 //   - A reader that finds the run's hold gone (Reap, called by GetTask and
-//     WaitTask; the hold is a claim the runner renews like its membership
-//     lease, see holdTask) fails the task with CodeNodeLost, or, for an
+//     WaitTask; the hold is a claim that lives as long as the runner's
+//     membership lease, see holdTask) fails the task with CodeNodeLost, or, for an
 //     idempotent task under its attempt bound, takes it over: it becomes
 //     the runner (conditioned on the dead runner, so only one reader wins)
 //     and runs the request again here.
@@ -159,14 +159,17 @@ func (n *Node) StartTask(ctx context.Context, t cluster.Task, max int, f TaskFun
 	return rec, nil
 }
 
-// holdTask claims the run of a task for this process, renewed every
-// LeaseTTL/3 until the returned function is called (the stream
-// producer's hold, nodeloss.go). A run that ends without recording its
-// outcome (the store failed past FinishTimeout) lets the hold lapse, so
-// readers reap the task although this process lives.
+// holdTask claims the run of a task for this process until the returned
+// function is called: the claim lives as long as the process's
+// membership lease (holdClaim). A run that ends without recording its
+// outcome (the store failed past FinishTimeout) releases it, so readers
+// reap the task although this process lives.
 func (n *Node) holdTask(ctx context.Context, id string) (func(), error) {
-	return n.HoldStream(ctx, taskStream(id))
+	return n.holdClaim(ctx, taskKey(id))
 }
+
+// taskKey names the claim on the run of a task.
+func taskKey(id string) string { return "produce:" + taskStream(id) }
 
 func taskStream(id string) string { return "task:" + id }
 
@@ -263,7 +266,7 @@ func (n *Node) finish(r *TaskRun, res json.RawMessage, rerr *jsonrpc.Error) {
 		}
 		select {
 		case <-ctx.Done():
-			// The hold lapses after this: readers reap the task.
+			// The hold is released after this: readers reap the task.
 			n.log.Warn().Err(err).Str("task", r.Task.ID).Msg("task outcome not recorded")
 			return
 		case <-time.After(wait):
@@ -348,10 +351,9 @@ func (n *Node) Reap(ctx context.Context, t cluster.Task) (cluster.Task, error) {
 		return t, nil
 	}
 	if t.Runner != "" {
-		// The run's hold is renewed by its process every LeaseTTL/3: it
-		// lapses within LeaseTTL of the process's death, as its
-		// membership lease does, and at once when the run let go of it.
-		holder, err := n.be.Claims.Holder(ctx, produceKey(taskStream(t.ID)))
+		// The run's hold lives as long as its process's membership
+		// lease, and ends at once when the run let go of it.
+		holder, err := n.liveHolder(ctx, taskKey(t.ID))
 		if err != nil || holder != "" {
 			return t, nil
 		}

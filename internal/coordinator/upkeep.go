@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -11,8 +12,8 @@ import (
 // Upkeep is the periodic chores of one open stream.
 type Upkeep struct {
 	Conn *Conn
-	// Claim is the claim to renew; losing it ends the stream with
-	// ErrTakenOver.
+	// Claim is the claim the stream holds (its holder is Conn.ID);
+	// losing it ends the stream with ErrTakenOver.
 	Claim string
 	// Session is the session to keep alive while its GET stream is open
 	// (a listening client is not idle); the stream ends with
@@ -22,35 +23,37 @@ type Upkeep struct {
 	Owner *OwnerWatch
 }
 
-// RunUpkeep keeps a stream's claim and session alive until ctx ends:
-// they join the node-wide upkeep (renewed every LeaseTTL/3 and slid every
-// SessionTTL/4 for all streams at once, see runUpkeep), which costs the
-// stream no goroutine of its own. With an Owner it then watches, until
-// ctx ends, the node that produces the resumed stream (every LeaseTTL/2);
-// else it returns at once. SSE keep-alives are the stream writer's own
-// (see sse.Writer).
+// RunUpkeep keeps a stream's claim and session alive, and watches its
+// owner, until ctx ends. All of it is node-wide work that costs the
+// stream no goroutine and no store call of its own, and returns at once:
+//
+//   - the claim names this process (NewConnID), so it lives as long as
+//     the node's membership lease; its key's safety TTL (ClaimTTL) is
+//     slid every ClaimTTL/4 for all streams in one RenewMany, which also
+//     finds the claims another connection took over (else told by a
+//     GetTakeover message, or re-checked when the bus comes back);
+//   - the session is slid every SessionTTL/4 for all streams in one
+//     TouchMany;
+//   - the owner's membership is checked against the node's view of live
+//     instances, loaded once per heartbeat (see OwnerLost).
+//
+// SSE keep-alives are the stream writer's own (see sse.Writer).
 func (n *Node) RunUpkeep(ctx context.Context, j Upkeep) {
 	if j.Claim != "" || j.Session != "" {
 		h := &held{conn: j.Conn, claim: j.Claim, session: j.Session}
 		n.upkeep.add(h)
 		context.AfterFunc(ctx, func() { n.upkeep.remove(h) })
 	}
-	if j.Owner == nil {
-		return
-	}
-	t := time.NewTicker(n.leaseTTL / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if n.OwnerLost(ctx, j.Owner) {
-				return
-			}
-		}
+	if j.Owner != nil {
+		n.upkeep.watch(j.Owner)
+		context.AfterFunc(ctx, func() { n.upkeep.unwatch(j.Owner) })
 	}
 }
+
+// ClaimTTL is the safety TTL of the claims of this node's streams: how
+// long a claim outlives a holder that could not release it (the holder's
+// membership lease, not this TTL, decides whether it still holds it).
+func (n *Node) ClaimTTL() time.Duration { return max(n.sessionTTL, 10*n.leaseTTL) }
 
 // held is what an open stream keeps alive: its claim, its session, or
 // both.
@@ -59,11 +62,26 @@ type held struct {
 	claim, session string
 }
 
-// upkeep is the set of streams whose claims and sessions the node keeps
-// alive.
+// maxRetries bounds the store writes waiting to be retried (releases of
+// claims, errors for abandoned streams); past it new ones are dropped
+// and the claims' TTLs clean up.
+const maxRetries = 4096
+
+// retry is a store write that failed and is tried again every heartbeat
+// until it succeeds, fails for good, or its deadline passes.
+type retry struct {
+	what  string
+	until time.Time
+	run   func(ctx context.Context) error
+}
+
+// upkeep is the set of streams whose claims, sessions and owners the
+// node keeps, and the writes it retries.
 type upkeep struct {
-	mu   sync.Mutex
-	held map[*held]struct{}
+	mu      sync.Mutex
+	held    map[*held]struct{}
+	watches map[*OwnerWatch]struct{}
+	retries []retry
 }
 
 func (u *upkeep) add(h *held) {
@@ -79,6 +97,53 @@ func (u *upkeep) remove(h *held) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	delete(u.held, h)
+}
+
+func (u *upkeep) watch(w *OwnerWatch) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.watches == nil {
+		u.watches = make(map[*OwnerWatch]struct{})
+	}
+	u.watches[w] = struct{}{}
+}
+
+func (u *upkeep) unwatch(w *OwnerWatch) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.watches, w)
+}
+
+// watched returns the owner watches whose owner pick says is gone.
+func (u *upkeep) watched(gone func(owner string) bool) []*OwnerWatch {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []*OwnerWatch
+	for w := range u.watches {
+		if gone(w.Info.Owner) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// later queues r; it reports false when the queue is full.
+func (u *upkeep) later(r retry) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.retries) >= maxRetries {
+		return false
+	}
+	u.retries = append(u.retries, r)
+	return true
+}
+
+func (u *upkeep) takeRetries() []retry {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	rs := u.retries
+	u.retries = nil
+	return rs
 }
 
 // list returns the held entries that keep what want picks.
@@ -110,14 +175,14 @@ func (u *upkeep) end(hs []*held, kept []bool, cause error) {
 func claimOf(h *held) string   { return h.claim }
 func sessionOf(h *held) string { return h.session }
 
-// runUpkeep renews the claims of every open stream of this node every
-// LeaseTTL/3 in one RenewMany, and slides their sessions every
-// SessionTTL/4 in one TouchMany, so an idle stream costs the store a
-// share of one batched call instead of calls of its own. A stream whose
-// claim was taken over, or whose session is gone, is ended as its own
-// timers did before. A failed batch changes nothing: the next one retries.
+// runUpkeep slides the claims of every open stream of this node every
+// ClaimTTL/4 in one RenewMany, and their sessions every SessionTTL/4 in
+// one TouchMany, so an idle stream costs the store a share of a batched
+// call every few minutes instead of calls of its own. A stream whose
+// claim was taken over, or whose session is gone, is ended. A failed
+// batch changes nothing: the next one retries.
 func (n *Node) runUpkeep(ctx context.Context) {
-	renew := time.NewTicker(n.leaseTTL / 3)
+	renew := time.NewTicker(max(n.ClaimTTL()/4, 50*time.Millisecond))
 	defer renew.Stop()
 	touch := time.NewTicker(max(n.sessionTTL/4, 50*time.Millisecond))
 	defer touch.Stop()
@@ -126,20 +191,7 @@ func (n *Node) runUpkeep(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-renew.C:
-			hs := n.upkeep.list(claimOf)
-			if len(hs) == 0 {
-				continue
-			}
-			claims := make([]cluster.Held, len(hs))
-			for i, h := range hs {
-				claims[i] = cluster.Held{Key: h.claim, Owner: h.conn.ID}
-			}
-			cctx, cancel := context.WithTimeout(ctx, n.leaseTTL/3)
-			ok, err := n.be.Claims.RenewMany(cctx, claims, n.leaseTTL)
-			cancel()
-			if err == nil {
-				n.upkeep.end(hs, ok, ErrTakenOver)
-			}
+			n.renewClaims(ctx)
 		case <-touch.C:
 			hs := n.upkeep.list(sessionOf)
 			if len(hs) == 0 {
@@ -157,4 +209,73 @@ func (n *Node) runUpkeep(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// renewClaims renews every claim held by an open stream of this node in
+// one RenewMany and ends the streams whose claim another connection took.
+func (n *Node) renewClaims(ctx context.Context) {
+	hs := n.upkeep.list(claimOf)
+	if len(hs) == 0 {
+		return
+	}
+	claims := make([]cluster.Held, len(hs))
+	for i, h := range hs {
+		claims[i] = cluster.Held{Key: h.claim, Owner: h.conn.ID}
+	}
+	cctx, cancel := context.WithTimeout(ctx, max(n.leaseTTL, time.Second))
+	ok, err := n.be.Claims.RenewMany(cctx, claims, n.ClaimTTL())
+	cancel()
+	if err == nil {
+		n.upkeep.end(hs, ok, ErrTakenOver)
+	}
+}
+
+// everyHeartbeat is the node-wide work that follows each heartbeat: the
+// view of live instances is reloaded, the resumed streams whose owner
+// is gone are ended, and failed writes are retried.
+func (n *Node) everyHeartbeat(ctx context.Context) {
+	if err := n.refreshMembers(ctx); err == nil {
+		for _, w := range n.upkeep.watched(func(owner string) bool { return !n.members.has(owner) }) {
+			if n.OwnerLost(ctx, w) {
+				n.upkeep.unwatch(w)
+			}
+		}
+	}
+	now := time.Now()
+	for _, r := range n.upkeep.takeRetries() {
+		err := r.run(ctx)
+		if !retryable(err) {
+			continue
+		}
+		if now.After(r.until) || !n.upkeep.later(r) {
+			n.log.Warn().Err(err).Str("what", r.what).Msg("gave up retrying a store write")
+		}
+	}
+}
+
+// retryLater runs f now and, while it fails because the store is
+// unavailable, again after every heartbeat for up to within.
+func (n *Node) retryLater(ctx context.Context, what string, within time.Duration, f func(ctx context.Context) error) {
+	err := f(ctx)
+	if !retryable(err) {
+		return
+	}
+	if !n.upkeep.later(retry{what: what, until: time.Now().Add(within), run: f}) {
+		n.log.Warn().Err(err).Str("what", what).Msg("store write not retried: too many waiting")
+	}
+}
+
+// release drops the claim key held by holder, retrying after a failure
+// (until ClaimTTL) so that readers do not take a closed connection for
+// a live one.
+func (n *Node) release(ctx context.Context, key, holder string) {
+	n.retryLater(ctx, "release "+key, n.ClaimTTL(), func(ctx context.Context) error {
+		return n.be.Claims.Release(ctx, key, holder)
+	})
+}
+
+// retryable reports whether a store write that failed with err may
+// succeed later: the store was unreachable or slow.
+func retryable(err error) bool {
+	return errors.Is(err, cluster.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }

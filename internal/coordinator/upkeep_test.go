@@ -49,8 +49,10 @@ func (c *countingSessions) TouchMany(ctx context.Context, ids []string, ttl time
 }
 
 // The claims and sessions of all open streams are kept alive by one
-// node-wide loop in one batched call per interval, not by calls per
-// stream; a lost claim or an ended session ends exactly its stream.
+// node-wide loop in one batched call per interval (ClaimTTL/4 for claims,
+// which live as long as the node's lease, SessionTTL/4 for sessions),
+// not by calls per stream; a lost claim or an ended session ends exactly
+// its stream.
 func TestNodeUpkeepBatches(t *testing.T) {
 	mem := memory.New(memory.Options{})
 	t.Cleanup(func() { _ = mem.Close() })
@@ -81,7 +83,7 @@ func TestNodeUpkeepBatches(t *testing.T) {
 		sid := newSession(t, store)
 		key := coordinator.GetKey(sid)
 		conn := fmt.Sprintf("c%d", i)
-		if _, err := be.Claims.Claim(ctx, key, conn, leaseTTL); err != nil {
+		if _, err := be.Claims.Claim(ctx, key, conn, n.ClaimTTL()); err != nil {
 			t.Fatal(err)
 		}
 		sctx, cancel := context.WithCancelCause(ctx)
@@ -91,7 +93,7 @@ func TestNodeUpkeepBatches(t *testing.T) {
 		})
 		ss = append(ss, stream{sctx, key, sid})
 	}
-	const wait = 4 * leaseTTL
+	wait := n.ClaimTTL()/2 + 100*time.Millisecond
 	time.Sleep(wait)
 	for i, s := range ss {
 		if s.ctx.Err() != nil {
@@ -107,9 +109,9 @@ func TestNodeUpkeepBatches(t *testing.T) {
 	if r, tc := claims.renew.Load(), sessions.touch.Load(); r != 0 || tc != 0 {
 		t.Fatalf("per-stream calls: %d Renew, %d Touch, want none", r, tc)
 	}
-	// About wait/(leaseTTL/3) renewals and wait/(sessionTTL/4) touches,
+	// About wait/(ClaimTTL/4) renewals and wait/(sessionTTL/4) touches,
 	// whatever the number of streams.
-	if r := claims.renewMany.Load(); r < 2 || r > int64(wait/(leaseTTL/3))+1 {
+	if r := claims.renewMany.Load(); r < 1 || r > int64(wait/(n.ClaimTTL()/4))+1 {
 		t.Fatalf("RenewMany calls: %d", r)
 	}
 	if tc := sessions.touchMany.Load(); tc < 2 || tc > int64(wait/(sessionTTL/4))+1 {
@@ -130,7 +132,7 @@ func TestNodeUpkeepBatches(t *testing.T) {
 	if c := context.Cause(ss[1].ctx); !errors.Is(c, coordinator.ErrSessionEnded) && !errors.Is(c, coordinator.ErrTakenOver) {
 		t.Fatalf("stream 1 ended with %v", c)
 	}
-	time.Sleep(leaseTTL)
+	time.Sleep(n.ClaimTTL() / 4)
 	for i, s := range ss[2:] {
 		if s.ctx.Err() != nil {
 			t.Fatalf("stream %d ended: %v", i+2, context.Cause(s.ctx))

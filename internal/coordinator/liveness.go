@@ -1,0 +1,123 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Claims live as long as the process holding them. A claim held by a
+// connection names the connection by an id that starts with this
+// process's instance ("<node>.<incarnation>/<token>", see NewConnID),
+// and a reader takes the claim as held only while that instance holds
+// its membership lease. The claim's own key thus needs no short TTL and
+// no renewal every LeaseTTL/3: it has a long safety TTL (ClaimTTL),
+// slid rarely by the node-wide upkeep, and the liveness of every claim
+// of a node rests on the node's one membership lease.
+
+// NewConnID returns a new connection id of this process: its instance,
+// '/', and a random token.
+func (n *Node) NewConnID() string {
+	var b [9]byte
+	rand.Read(b[:]) // never fails; see crypto/rand.Read
+	return n.instance + "/" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// instanceOf returns the instance of a claim's holder, "" when the
+// holder does not name one (then only the claim's TTL bounds it).
+func instanceOf(holder string) string {
+	if i := strings.LastIndexByte(holder, '/'); i > 0 {
+		return holder[:i]
+	}
+	return ""
+}
+
+// members is the node's view of the live instances of the cluster,
+// refreshed with every heartbeat (one Members call per LeaseTTL/3 for
+// the whole node, however many streams and owners it watches).
+type members struct {
+	mu   sync.Mutex
+	live map[string]bool
+	ok   bool // live was refreshed at least once
+}
+
+func (m *members) set(nodes []string) {
+	live := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		live[n] = true
+	}
+	m.mu.Lock()
+	m.live, m.ok = live, true
+	m.mu.Unlock()
+}
+
+func (m *members) has(instance string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ok && m.live[instance]
+}
+
+// refreshMembers reloads the view of live instances.
+func (n *Node) refreshMembers(ctx context.Context) error {
+	nodes, err := n.be.Members.Members(ctx)
+	if err != nil {
+		return err
+	}
+	n.members.set(nodes)
+	return nil
+}
+
+// aliveInstance reports whether instance holds its membership lease:
+// from the node's view when it lists it (the view is at most LeaseTTL/3
+// old, so a lapsed lease is seen within LeaseTTL/3 of lapsing), else from
+// the store (an instance that joined since the view was loaded). This
+// process is always alive to itself.
+func (n *Node) aliveInstance(ctx context.Context, instance string) (bool, error) {
+	if instance == n.instance || n.members.has(instance) {
+		return true, nil
+	}
+	return n.be.Members.Alive(ctx, instance)
+}
+
+// liveHolder returns the holder of the claim key, or "" when nobody
+// holds it or the process of its holder lost its membership lease.
+func (n *Node) liveHolder(ctx context.Context, key string) (string, error) {
+	holder, err := n.be.Claims.Holder(ctx, key)
+	if err != nil || holder == "" {
+		return holder, err
+	}
+	inst := instanceOf(holder)
+	if inst == "" {
+		return holder, nil
+	}
+	alive, err := n.aliveInstance(ctx, inst)
+	if err != nil || !alive {
+		return "", err
+	}
+	return holder, nil
+}
+
+// holdClaim makes this process the holder of the claim key until the
+// returned function is called: the claim lives as long as the process's
+// membership lease (see liveHolder), its key's safety TTL is slid by the
+// node-wide upkeep, and the returned function releases it (retrying
+// while the store fails).
+func (n *Node) holdClaim(ctx context.Context, key string) (func(), error) {
+	holder := n.NewConnID()
+	if _, err := n.be.Claims.Claim(ctx, key, holder, n.ClaimTTL()); err != nil {
+		return nil, err
+	}
+	// A claim lost meanwhile (another process took it) just stops being
+	// renewed: nothing else holds on to it.
+	h := &held{conn: &Conn{ID: holder, Cancel: func(error) {}}, claim: key}
+	n.upkeep.add(h)
+	return func() {
+		n.upkeep.remove(h)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		n.release(ctx, key, holder)
+	}, nil
+}
