@@ -273,6 +273,29 @@ func (s *suite) testEvents(t *testing.T) {
 		wantErr(t, "Append to an expired stream", err, cluster.ErrNotFound)
 	})
 
+	// Appends slide the stream's ownership with its history: a stream
+	// older than its TTL, appended to meanwhile, is still refused to
+	// another session (on Redis Cluster the owner record lives in
+	// another slot than the stream).
+	t.Run("OwnershipSlidesWithAppends", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		l := cluster.Limits{MaxEvents: 10, MaxStreams: 10, TTL: 800 * time.Millisecond}
+		sess, other, x := uniq("s"), uniq("other"), uniq("x")
+		must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess}, l))
+		for range 12 {
+			time.Sleep(l.TTL / 6)
+			appendN(t, b, sess, x, 1, l)
+		}
+		_, _, err := b.Events.Read(ctx, other, x, 0)
+		wantErr(t, "Read by another session after 2 TTLs of appends", err, cluster.ErrForbidden)
+		wantErr(t, "Open by another session after 2 TTLs of appends", b.Events.Open(ctx, x, cluster.StreamMeta{Session: other}, l), cluster.ErrForbidden)
+		if _, info, err := b.Events.Read(ctx, sess, x, 12); err != nil || info.Last != 12 {
+			t.Fatalf("Read by the owner: last %d, %v", info.Last, err)
+		}
+	})
+
 	t.Run("ConcurrentAppends", func(t *testing.T) {
 		t.Parallel()
 		b := s.newBackend(t)

@@ -5,13 +5,15 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 )
 
 // events implements cluster.EventLog. Every call is one round trip
-// (Open on Cluster: two), and Append publishes the event to followers in
-// the same script.
+// (Open on Cluster: two; Append on Cluster: two once per eighth of the
+// stream's TTL, to slide its owner key), and Append publishes the event
+// to followers in the same script.
 type events backend
 
 var _ cluster.EventLog = (*events)(nil)
@@ -25,7 +27,7 @@ func (m *events) Open(ctx context.Context, x string, meta cluster.StreamMeta, li
 	if b.single {
 		keys = append(keys, k.owner(x))
 	} else {
-		ok, err := ownerScript.Run(ctx, b.client, []string{k.owner(x)}, sess, ms(lim.TTL)).Int64()
+		ok, err := ownerScript.Run(ctx, b.client, []string{k.owner(x)}, sess, ms(ownerTTL(lim.TTL))).Int64()
 		if err != nil {
 			return b.fail(ctx, "open stream", err)
 		}
@@ -43,6 +45,11 @@ func (m *events) Open(ctx context.Context, x string, meta cluster.StreamMeta, li
 	}
 	return nil
 }
+
+// ownerTTL is the TTL of a stream's owner key on Cluster, where Append
+// slides it only every eighth of the stream's TTL (with a separate
+// command): long enough that it outlives the stream's history.
+func ownerTTL(ttl time.Duration) time.Duration { return ttl + ttl/4 }
 
 // missing tells ErrForbidden (the stream is another session's) from
 // ErrNotFound, at the cost of one more round trip on the error path.
@@ -66,10 +73,20 @@ func (m *events) Append(ctx context.Context, session, x string, data []byte, fin
 	if final {
 		fin = "1"
 	}
-	seq, err := appendScript.Run(ctx, b.client, keys, session, x, data, fin,
-		lim.MaxEvents, lim.MaxStreams, ms(lim.TTL), k.session(session), k.followPrefix(), b.token()).Int64()
+	r, err := appendScript.Run(ctx, b.client, keys, session, x, data, fin,
+		lim.MaxEvents, lim.MaxStreams, ms(lim.TTL), k.session(session), k.followPrefix(), b.token()).Int64Slice()
+	if err == nil && len(r) != 2 {
+		err = fmt.Errorf("append answered %v", r)
+	}
 	if err != nil {
 		return 0, b.fail(ctx, "append", err)
+	}
+	seq := r[0]
+	if r[1] == 1 {
+		// Cluster: the owner key is in another slot than the stream.
+		if err := ownerScript.Run(ctx, b.client, []string{k.owner(x)}, session, ms(ownerTTL(lim.TTL))).Err(); err != nil {
+			b.log.Debug().Err(err).Str("stream", x).Msg("owner of a stream not slid")
+		}
 	}
 	switch seq {
 	case -1:

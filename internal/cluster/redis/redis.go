@@ -19,7 +19,9 @@
 //	P:sessions         zset    live session id → expiry (ms, Redis clock); TTL ≥ the newest expiry
 //	P:sub:<uri>        set     session ids subscribed to uri (dead ids pruned lazily); TTL ≥ its sessions'
 //	P:subidx           set     uris having a P:sub: set (for the janitor); TTL as P:sub:<uri>
-//	P:x:<stream>       string  owning session of a stream (tells ErrForbidden from ErrNotFound)
+//	P:x:<stream>       string  owning session of a stream (tells ErrForbidden from ErrNotFound),
+//	                           slid with the stream's history (on Cluster by Append every
+//	                           eighth of the stream TTL, with a PX of 5/4 of it)
 //	P:c:<key>          string  any other claim, PX = claim TTL
 //	P:o:<key>          string  once token, PX
 //	P:nodes            zset    node → lease expiry (ms); TTL ≥ the newest lease
@@ -57,7 +59,8 @@
 // Round trips per operation in steady state (pinned by TestRoundTrips):
 // one for every operation on a single server. On Cluster, Create, Load,
 // Touch, Open, Subscribe, Subscribers and End take two (the global
-// indexes are separate commands). Follow and Bus.Subscribe use the one
+// indexes are separate commands), and so does one Append per eighth of a
+// stream's TTL (the stream's owner key). Follow and Bus.Subscribe use the one
 // pub/sub connection: a channel already active costs nothing, a new one a
 // SUBSCRIBE and a PING answered in order. A node holds its command pool
 // plus one pub/sub connection, however many subscriptions it has.

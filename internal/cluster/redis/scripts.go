@@ -310,7 +310,7 @@ if KEYS[3] then
   redis.call('SET', KEYS[3], ARGV[1], 'PX', ttl)
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'owner', ARGV[3], 'request', ARGV[4], 'last', 0, 'done', 0)
+redis.call('HSET', KEYS[1], 'owner', ARGV[3], 'request', ARGV[4], 'last', 0, 'done', 0, 'ot', now_ms())
 redis.call('PEXPIRE', KEYS[1], ttl)
 touch_lru(KEYS[2], ARGV[2], ttl, tonumber(ARGV[6]), ARGV[7], ARGV[8])
 return 1
@@ -318,8 +318,11 @@ return 1
 
 // KEYS: meta, events, lru [, owner]. ARGV: session, stream, data, final
 // 0|1, max events, max streams, ttl ms, session key prefix, follow channel
-// prefix, token. Returns the seq, -1 when the stream is unknown, -2 when
-// done. The tokens of the stream's latest appends are kept with their
+// prefix, token. Returns {seq, refresh}, seq -1 when the stream is
+// unknown, -2 when done. Without the owner key (Cluster: it lives in
+// another slot) refresh is 1 when the caller must slide the owner key,
+// which happens when an eighth of the TTL passed since it was last slid
+// (the meta field 'ot'), so it outlives the history (see ownerTTL). The tokens of the stream's latest appends are kept with their
 // seqs in the meta field 'toks' (";token=seq", at most tokensBytes
 // long; only the final's once the stream is done), so a retry of an
 // append that already happened (its reply was lost) returns the
@@ -329,17 +332,17 @@ return 1
 // final event), so a busy stream costs a handful of commands per event;
 // LRU order is exact to within that eighth.
 var appendScript = script(touchLRU + `
-local m = redis.call('HMGET', KEYS[1], 'done', 'touched', 'toks')
+local m = redis.call('HMGET', KEYS[1], 'done', 'touched', 'toks', 'ot')
 local done = m[1]
-if not done then return -1 end
+if not done then return {-1, 0} end
 local toks, tok = m[3] or '', ';' .. ARGV[10] .. '='
 local at = string.find(toks, tok, 1, true)
 if at then
   local from = at + #tok
   local to = string.find(toks, ';', from, true)
-  return tonumber(string.sub(toks, from, (to or 0) - 1))
+  return {tonumber(string.sub(toks, from, (to or 0) - 1)), 0}
 end
-if done == '1' then return -2 end
+if done == '1' then return {-2, 0} end
 local seq = redis.call('HINCRBY', KEYS[1], 'last', 1)
 if ARGV[4] == '1' then
   toks = tok .. seq
@@ -367,7 +370,12 @@ if ARGV[4] == '1' or now - tonumber(m[2] or '0') >= ttl / 8 then
   touch_lru(KEYS[3], ARGV[2], ttl, tonumber(ARGV[6]), ARGV[8], ARGV[9])
 end
 redis.call('PUBLISH', ARGV[9] .. ARGV[2], seq .. ':' .. ARGV[4] .. ':' .. ARGV[3])
-return seq
+local refresh = 0
+if not KEYS[4] and now - tonumber(m[4] or '0') >= ttl / 8 then
+  redis.call('HSET', KEYS[1], 'ot', now)
+  refresh = 1
+end
+return {seq, refresh}
 `)
 
 // KEYS: meta, events. ARGV: after. Returns -1 when the stream is
