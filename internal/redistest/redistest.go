@@ -69,6 +69,11 @@ type Server struct {
 	dir  string
 	port int    // TCP port, 0 in unix mode
 	sock string // unix socket path, "" in TCP mode
+	// slots is the range of hash slots a Cluster node owns; a shard of
+	// StartCluster (shard true) waits for its peers instead of
+	// cluster_state:ok at start.
+	slots [2]int
+	shard bool
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -105,6 +110,42 @@ func StartSentinel(t testing.TB, sen Sentinel) *Server {
 // StartWith starts a redis-server with opts.
 func StartWith(t testing.TB, opts Options) *Server {
 	t.Helper()
+	return startWith(t, opts)
+}
+
+// StartCluster starts a Redis Cluster of shards primaries (no replicas)
+// on random loopback ports, the 16384 hash slots split evenly between
+// them, and waits until every node sees cluster_state:ok. Unlike the
+// one-node Cluster of Options.Cluster, keys of different slots live on
+// different processes, so clients follow redirections and a PUBLISH is
+// relayed between the nodes (SPUBLISH is not).
+func StartCluster(t testing.TB, shards int) []*Server {
+	t.Helper()
+	if shards < 1 {
+		t.Fatalf("redistest: a cluster needs at least one shard")
+	}
+	var out []*Server
+	for i := range shards {
+		lo, hi := i*16384/shards, (i+1)*16384/shards-1
+		out = append(out, startWith(t, Options{Cluster: true}, [2]int{lo, hi}))
+	}
+	for _, s := range out[1:] {
+		if line, err := out[0].Do(fmt.Sprintf("CLUSTER MEET 127.0.0.1 %d", s.port)); err != nil || line != "+OK" {
+			t.Fatalf("redistest: CLUSTER MEET: %q, %v", line, err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, s := range out {
+		want := fmt.Sprintf("cluster_known_nodes:%d", shards)
+		if err := s.waitClusterInfo(deadline, "cluster_state:ok", want); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+	}
+	return out
+}
+
+func startWith(t testing.TB, opts Options, shard ...[2]int) *Server {
+	t.Helper()
 	bin, err := findBinary()
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
@@ -114,7 +155,10 @@ func StartWith(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
-	s := &Server{t: t, bin: bin, opts: opts, dir: dir}
+	s := &Server{t: t, bin: bin, opts: opts, dir: dir, slots: [2]int{0, 16383}}
+	if len(shard) == 1 {
+		s.slots, s.shard = shard[0], true
+	}
 	t.Cleanup(func() {
 		s.Kill()
 		_ = os.RemoveAll(dir)
@@ -227,7 +271,7 @@ func (s *Server) start() error {
 		}
 		if err := s.ping(); err == nil {
 			if s.opts.Cluster {
-				return s.ownAllSlots(deadline)
+				return s.ownSlots(deadline)
 			}
 			return nil
 		} else if time.Now().After(deadline) {
@@ -271,14 +315,23 @@ func (s *Server) Do(cmd string) (string, error) {
 	return strings.TrimSpace(line), nil
 }
 
-// ownAllSlots gives the one-node cluster every hash slot (unless its
-// nodes.conf already did) and waits for cluster_state:ok.
-func (s *Server) ownAllSlots(deadline time.Time) error {
-	if line, err := s.Do("CLUSTER ADDSLOTSRANGE 0 16383"); err != nil {
+// ownSlots gives the node its hash slots (unless its nodes.conf
+// already did) and, unless it is a shard of a larger cluster, waits for
+// cluster_state:ok.
+func (s *Server) ownSlots(deadline time.Time) error {
+	if line, err := s.Do(fmt.Sprintf("CLUSTER ADDSLOTSRANGE %d %d", s.slots[0], s.slots[1])); err != nil {
 		return fmt.Errorf("CLUSTER ADDSLOTSRANGE: %w", err)
 	} else if line != "+OK" && !strings.Contains(line, "busy") {
 		return fmt.Errorf("CLUSTER ADDSLOTSRANGE answered %q", line)
 	}
+	if s.shard {
+		return nil
+	}
+	return s.waitClusterInfo(deadline, "cluster_state:ok")
+}
+
+// waitClusterInfo waits until CLUSTER INFO contains every one of want.
+func (s *Server) waitClusterInfo(deadline time.Time, want ...string) error {
 	for {
 		c, err := net.DialTimeout(s.Network(), s.Addr(), time.Second)
 		if err == nil {
@@ -287,18 +340,19 @@ func (s *Server) ownAllSlots(deadline time.Time) error {
 			buf := make([]byte, 4096)
 			n, _ := io.ReadAtLeast(c, buf, 1)
 			c.Close()
-			if strings.Contains(string(buf[:n]), "cluster_state:ok") {
+			if containsAll(string(buf[:n]), want) {
 				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("one-node cluster on %s never reached cluster_state:ok", s.Addr())
+			return fmt.Errorf("cluster node %s never reached %v", s.Addr(), want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// Cluster reports whether the server runs as a one-node Redis Cluster.
+// Cluster reports whether the server runs in Redis Cluster mode (a
+// one-node Cluster, or a shard of StartCluster).
 func (s *Server) Cluster() bool { return s.opts.Cluster }
 
 // Network is "tcp" or "unix".
@@ -396,4 +450,13 @@ func (l *lockedWriter) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.String()
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }

@@ -22,12 +22,17 @@ var _ cluster.Bus = (*bus)(nil)
 
 // Publish is one round trip. PUBLISH answers how many connections
 // received the message; a node has one pub/sub connection, so that is
-// the number of nodes. On Redis Cluster (or a Ring) PUBLISH goes to any
-// shard and counts only that shard's subscribers, so the count is
-// unknown there.
+// the number of nodes. On Redis Cluster (or a Ring) PUBLISH counts only
+// the subscribers of the shard it reached, so the count is unknown
+// there. It is sent to the shard owning the channel's slot (go-redis
+// would send the keyless command to any node), so the messages of one
+// topic are relayed by one shard, in the order they were published.
 func (m *bus) Publish(ctx context.Context, topic string, msg []byte) (int, error) {
 	b := (*backend)(m)
-	n, err := b.client.Publish(ctx, b.keys.busChannel(topic), msg).Result()
+	cmd := goredis.NewIntCmd(ctx, "publish", b.keys.busChannel(topic), msg)
+	cmd.SetFirstKeyPos(1)
+	_ = b.client.Process(ctx, cmd)
+	n, err := cmd.Result()
 	if err != nil {
 		return 0, b.fail(ctx, "publish", err)
 	}

@@ -85,6 +85,33 @@ func TestContract(t *testing.T) {
 			})
 		})
 	}
+	// A Cluster of three processes: a session's keys and a stream's
+	// owner key land on different ones, and pub/sub crosses them.
+	t.Run("cluster3", func(t *testing.T) {
+		c := clusterClient(t, redistest.StartCluster(t, 3))
+		backendtest.Run(t, func(t *testing.T) *cluster.Backend {
+			return backend(t, c, redis.Options{})
+		})
+	})
+}
+
+// clusterClient connects to the Cluster of srvs through ParseURL.
+func clusterClient(t testing.TB, srvs []*redistest.Server) goredis.UniversalClient {
+	t.Helper()
+	var addrs []string
+	for _, s := range srvs {
+		addrs = append(addrs, s.Addr())
+	}
+	opts, err := redis.ParseURL("redis-cluster://" + strings.Join(addrs, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewUniversalClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	if _, ok := c.(*goredis.ClusterClient); !ok {
+		t.Fatalf("client type %T for a Cluster", c)
+	}
+	return c
 }
 
 func TestParseURL(t *testing.T) {
