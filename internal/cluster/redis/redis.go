@@ -38,6 +38,27 @@
 // Follow. A Follow message is "<seq>:<final 0|1>:<data>"; "0" alone asks
 // followers to re-read (the stream was removed).
 //
+// # Pub/sub on Cluster
+//
+// On Cluster the channels are classic (PUBLISH/SUBSCRIBE), not sharded
+// (SPUBLISH/SSUBSCRIBE): a node's one pub/sub connection, to any shard,
+// receives every channel, and each PUBLISH is relayed by the shard that
+// owns the channel's slot (Bus.Publish routes it there; the append
+// script runs there) to every other shard over the cluster bus. The
+// cost is that every shard carries every message: pub/sub throughput
+// does not grow with shards, and a deployment that outgrows one shard's
+// pub/sub needs sharded channels. They do not fit yet, for these
+// reasons: SPUBLISH needs Redis 7.0 (this package supports 6.2); a
+// script may SPUBLISH only to a channel of its own slot, so follow
+// channels would have to carry the session's hash tag, and Follow, which
+// knows only the stream, would need the session (a change of
+// cluster.EventLog); a sharded subscription lives on a connection to the
+// shard that owns its slot, so the hub would hold one pub/sub connection
+// per shard, each with its own barrier, health probe and reconnect, and
+// would subscribe again through another shard when the server moves a
+// slot away (it then sends SUNSUBSCRIBE). The per-node bus topics would
+// fit as they are: each hashes to one shard.
+//
 // Every key of one session shares the slot of {S}, so one Lua script
 // updates a session's keys atomically even on Cluster. The global keys
 // (P:sessions, P:sub:*, P:x:*) live elsewhere: with a *redis.Client
