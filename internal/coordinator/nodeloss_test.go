@@ -116,3 +116,69 @@ func TestNodeRecordLater(t *testing.T) {
 		t.Fatalf("history: %d events, done %v, %v", len(evs), info.Done, err)
 	}
 }
+
+// A producer that stops without recording its stream's final ends the
+// stream itself with -31003; one that recorded it adds nothing.
+func TestNodeUnholdWithoutFinalAbandons(t *testing.T) {
+	be, nodes := startNodes(t, 1)
+	n := nodes[0]
+	ctx := context.Background()
+	sid := newSession(t, n.sessions)
+	id := jsonrpc.StringID("r1")
+	unhold, err := n.OpenStream(ctx, sid, "done", id.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Record(ctx, sid, "done", []byte(`{"jsonrpc":"2.0","id":"r1","result":{}}`), true); err != nil {
+		t.Fatal(err)
+	}
+	unhold()
+	unhold, err = n.OpenStream(ctx, sid, "dropped", id.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unhold()
+	waitFor(t, "the dropped stream to end", func() bool {
+		_, info, err := be.Events.Read(ctx, sid, "dropped", 0)
+		return err == nil && info.Done
+	})
+	evs, _, _ := be.Events.Read(ctx, sid, "dropped", 0)
+	msg, err := jsonrpc.Decode(evs[len(evs)-1].Data)
+	if err != nil || msg.Error == nil || msg.Error.Code != jsonrpc.CodeNodeLost || msg.ID.Key() != id.Key() {
+		t.Fatalf("final of the dropped stream: %s (%v)", evs[len(evs)-1].Data, err)
+	}
+	if evs, info, err := be.Events.Read(ctx, sid, "done", 0); err != nil || len(evs) != 1 || !info.Done {
+		t.Fatalf("stream with its final: %d events, %+v, %v", len(evs), info, err)
+	}
+}
+
+// A connection's claim is held only while its process holds its
+// membership lease: once the lease is gone, nobody holds the session's
+// GET stream, although the claim's key is still there.
+func TestNodeClaimLapsesWithItsNodesLease(t *testing.T) {
+	be, nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	ctx := context.Background()
+	sid := newSession(t, a.sessions)
+	connCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	conn := &coordinator.Conn{ID: a.NewConnID(), Cancel: cancel, GetFor: sid}
+	if _, err := a.TakeGet(connCtx, sid, conn); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err := b.RequestOnGet(rctx, sid, "", "ping", nil, time.Second)
+	rcancel()
+	if errors.Is(err, coordinator.ErrNoGetStream) {
+		t.Fatal("the GET stream of a live node was taken for gone")
+	}
+	a.Close(errors.New("killed")) // no more heartbeats
+	a.Leave()
+	waitFor(t, "the claim to lapse with the lease", func() bool {
+		_, err := b.RequestOnGet(ctx, sid, "", "ping", nil, time.Second)
+		return errors.Is(err, coordinator.ErrNoGetStream)
+	})
+	if h, err := be.Claims.Holder(ctx, coordinator.GetKey(sid)); err != nil || h != conn.ID {
+		t.Fatalf("claim key: holder %q, %v; want it kept until its safety TTL", h, err)
+	}
+}
