@@ -129,3 +129,31 @@ func TestDelayedBusMessagesStillArrive(t *testing.T) {
 		t.Fatalf("%d messages delayed, want the reply and the cancellation", delayed.Load())
 	}
 }
+
+// A GET stream taken over by a connection on C while B is cut off the
+// bus (the take-over message is lost for B) ends on B once its bus comes
+// back: B then checks every claim its streams hold.
+func TestGetTakenOverWhileCutEndsOnHeal(t *testing.T) {
+	r := newRig(t, inproc.Options{})
+	cl := r.session(t, 0, nil)
+	old := mcptest.OpenGet(t, cl, r.Nodes[1].URL, "")
+	r.Nodes[1].Cut()
+	newer := mcptest.OpenGet(t, cl, r.Nodes[2].URL, "")
+	defer newer.Close()
+	select {
+	case <-old.Done():
+		t.Fatal("the stream on the cut node ended before its bus came back")
+	case <-time.After(200 * time.Millisecond):
+	}
+	r.Nodes[1].Heal(t)
+	select {
+	case <-old.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream taken over while its node was cut did not end after the heal")
+	}
+	select {
+	case <-newer.Done():
+		t.Fatal("the newer GET stream ended")
+	case <-time.After(100 * time.Millisecond):
+	}
+}
