@@ -56,7 +56,18 @@ type Backend struct {
 	Ready func() bool
 	// Name is "memory" or "redis".
 	Name string
+	// FollowPoll is how long a follower goes without re-reading a
+	// stream's history when no event arrives (TailOptions.Poll); 0 means
+	// DefaultTailPoll. A backend whose Follow never drops an event
+	// without a re-read hint sets it long (LosslessFollowPoll): the poll
+	// then only notices a stream that expired, and an idle follower
+	// costs the store little.
+	FollowPoll time.Duration
 }
+
+// LosslessFollowPoll is the FollowPoll of a backend whose Follow drops
+// no event without a re-read hint.
+const LosslessFollowPoll = time.Minute
 
 // SessionStore keeps legacy-era sessions as small string maps that any
 // node can load. Fields are opaque to the store except for the reserved

@@ -102,6 +102,6 @@ func (n *Node) Follow(ctx context.Context, session, stream string, conn *Conn) (
 // Tail replays stream after seq and follows it live, calling fn for each
 // event, until its final event, ctx ends or fn fails (see cluster.Tail).
 func (n *Node) Tail(ctx context.Context, session, stream string, after uint64, fn func(cluster.Event) error) error {
-	_, err := cluster.Tail(ctx, n.be.Events, session, stream, after, fn)
+	_, err := cluster.TailWith(ctx, n.be.Events, session, stream, after, cluster.TailOptions{Poll: n.be.FollowPoll}, fn)
 	return err
 }

@@ -124,6 +124,8 @@ func New(opts Options) *cluster.Backend {
 		},
 		Ping: func(ctx context.Context) error { return s.check(ctx, "Ping") },
 		Name: "memory",
+		// A follower's overflow and a removed stream send a hint.
+		FollowPoll: cluster.LosslessFollowPoll,
 	}
 }
 

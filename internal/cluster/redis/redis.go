@@ -211,6 +211,13 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 		go b.janitorLoop(opts.JanitorInterval)
 	}
 	var once sync.Once
+	// On one server (or Sentinel) every follow message travels on the
+	// hub's connection, whose loss sends a re-read hint; on Cluster the
+	// shards relay messages to each other, which may drop some unseen.
+	var followPoll time.Duration
+	if single {
+		followPoll = cluster.LosslessFollowPoll
+	}
 	return &cluster.Backend{
 		Sessions: (*sessions)(b),
 		Events:   (*events)(b),
@@ -232,9 +239,10 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 			})
 			return err
 		},
-		Ping:  b.ping,
-		Ready: b.hub.ready,
-		Name:  "redis",
+		Ping:       b.ping,
+		Ready:      b.hub.ready,
+		Name:       "redis",
+		FollowPoll: followPoll,
 	}, nil
 }
 

@@ -380,12 +380,15 @@ return {seq, refresh}
 
 // KEYS: meta, events. ARGV: after. Returns -1 when the stream is
 // unknown, else {owner, request, last, done, first kept seq, events after}
-// where events is empty when the cursor is past last or was trimmed.
+// where events is empty when the cursor is past last or was trimmed. A
+// cursor at or past last (a follower checking an idle stream) reads the
+// meta only, and first is then last + 1.
 var readScript = script(`
 local m = redis.call('HMGET', KEYS[1], 'owner', 'request', 'last', 'done')
 if not m[3] then return -1 end
 local last = tonumber(m[3])
 local after = tonumber(ARGV[1])
+if after >= last then return {m[1], m[2], last, m[4], last + 1, {}} end
 local first = last - redis.call('LLEN', KEYS[2]) + 1
 local evs = {}
 if after < last and after + 1 >= first then
