@@ -38,7 +38,7 @@ type postOut struct {
 	unlist   func()        // removes the stream from the node's live connections
 	detached chan struct{} // closed when the server closed the connection early
 	detachMu sync.Once
-	unhold   func() // stops renewing the producer claim (legacy streams)
+	unhold   func() // ends producing the stream (legacy streams; see coordinator.HoldStream)
 }
 
 func (h *HTTPHandler) newPostOut(w http.ResponseWriter, r *http.Request, req *Request, session string) *postOut {
