@@ -107,6 +107,12 @@ func New(opts Options) *cluster.Backend {
 		s.wg.Add(1)
 		go s.sweepLoop(opts.SweepInterval)
 	}
+	// A follower's overflow and a removed stream send a re-read hint;
+	// only an injected fault drops an event silently.
+	followPoll := cluster.LosslessFollowPoll
+	if opts.Fault != nil {
+		followPoll = 0
+	}
 	return &cluster.Backend{
 		Sessions: (*sessions)(s),
 		Events:   (*events)(s),
@@ -122,10 +128,9 @@ func New(opts Options) *cluster.Backend {
 			s.wg.Wait()
 			return nil
 		},
-		Ping: func(ctx context.Context) error { return s.check(ctx, "Ping") },
-		Name: "memory",
-		// A follower's overflow and a removed stream send a hint.
-		FollowPoll: cluster.LosslessFollowPoll,
+		Ping:       func(ctx context.Context) error { return s.check(ctx, "Ping") },
+		Name:       "memory",
+		FollowPoll: followPoll,
 	}
 }
 
