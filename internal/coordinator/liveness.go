@@ -36,7 +36,7 @@ func instanceOf(holder string) string {
 }
 
 // members is the node's view of the live instances of the cluster,
-// refreshed with every heartbeat (one Members call per LeaseTTL/3 for
+// reloaded every LeaseTTL/3 (one Members call per LeaseTTL/3 for
 // the whole node, however many streams and owners it watches).
 type members struct {
 	mu   sync.Mutex

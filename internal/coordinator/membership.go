@@ -12,9 +12,9 @@ import (
 
 // Start joins the node to the cluster: it subscribes to its reply topic
 // and to the broadcast topic, takes its membership lease and renews it
-// every LeaseTTL/3 on one goroutine, which also reloads the view of live
-// instances, watches the owners of followed streams and retries failed
-// writes (everyHeartbeat), and runs Config.Refresh.
+// every LeaseTTL/3 on one goroutine, which also runs Config.Refresh. The
+// node-wide upkeep (runUpkeep) reloads the view of live instances at the
+// same pace.
 func (n *Node) Start() error {
 	ctx := n.ctx
 	stop, err := n.Waiters.Start(ctx)
@@ -50,9 +50,6 @@ func (n *Node) Start() error {
 				if err := n.be.Members.Heartbeat(ctx, n.instance, n.leaseTTL); err != nil && ctx.Err() == nil {
 					n.log.Warn().Err(err).Msg("membership heartbeat failed")
 				}
-				hctx, cancel := context.WithTimeout(ctx, n.leaseTTL/3)
-				n.everyHeartbeat(hctx)
-				cancel()
 				n.refresh(ctx)
 			}
 		}

@@ -17,7 +17,7 @@ import (
 // and incarnation), in its meta. A node that follows the stream for a
 // resumed connection ends it with an error for the request when that
 // process loses its membership lease (it died, or was restarted under
-// the same node id): one membership view per heartbeat serves every
+// the same node id): one membership view per LeaseTTL/3 serves every
 // followed stream of the node. A producer that lives but stops
 // producing without recording the final (it gave up while the store was
 // down) ends the stream itself with AbandonedError, retrying until the

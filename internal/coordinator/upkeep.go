@@ -35,7 +35,7 @@ type Upkeep struct {
 //   - the session is slid every SessionTTL/4 for all streams in one
 //     TouchMany;
 //   - the owner's membership is checked against the node's view of live
-//     instances, loaded once per heartbeat (see OwnerLost).
+//     instances, loaded every LeaseTTL/3 (see OwnerLost).
 //
 // SSE keep-alives are the stream writer's own (see sse.Writer).
 func (n *Node) RunUpkeep(ctx context.Context, j Upkeep) {
@@ -175,9 +175,9 @@ func (u *upkeep) end(hs []*held, kept []bool, cause error) {
 func claimOf(h *held) string   { return h.claim }
 func sessionOf(h *held) string { return h.session }
 
-// runUpkeep slides the claims of every open stream of this node every
-// ClaimTTL/4 in one RenewMany, and their sessions every SessionTTL/4 in
-// one TouchMany, so an idle stream costs the store a share of a batched
+// runUpkeep runs everyHeartbeat every LeaseTTL/3, slides the claims of
+// every open stream of this node every ClaimTTL/4 in one RenewMany, and
+// their sessions every SessionTTL/4 in one TouchMany, so an idle stream costs the store a share of a batched
 // call every few minutes instead of calls of its own. A stream whose
 // claim was taken over, or whose session is gone, is ended. A failed
 // batch changes nothing: the next one retries.
@@ -186,10 +186,16 @@ func (n *Node) runUpkeep(ctx context.Context) {
 	defer renew.Stop()
 	touch := time.NewTicker(max(n.sessionTTL/4, 50*time.Millisecond))
 	defer touch.Stop()
+	beat := time.NewTicker(n.leaseTTL / 3)
+	defer beat.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-beat.C:
+			bctx, cancel := context.WithTimeout(ctx, n.leaseTTL/3)
+			n.everyHeartbeat(bctx)
+			cancel()
 		case <-renew.C:
 			n.renewClaims(ctx)
 		case <-touch.C:
@@ -230,9 +236,10 @@ func (n *Node) renewClaims(ctx context.Context) {
 	}
 }
 
-// everyHeartbeat is the node-wide work that follows each heartbeat: the
-// view of live instances is reloaded, the resumed streams whose owner
-// is gone are ended, and failed writes are retried.
+// everyHeartbeat is the node-wide work done at the pace of heartbeats
+// (every LeaseTTL/3): the view of live instances is reloaded, the
+// resumed streams whose owner is gone are ended, and failed writes are
+// retried.
 func (n *Node) everyHeartbeat(ctx context.Context) {
 	if err := n.refreshMembers(ctx); err == nil {
 		for _, w := range n.upkeep.watched(func(owner string) bool { return !n.members.has(owner) }) {
