@@ -346,14 +346,15 @@ var modernMethods = map[string]bool{
 
 // postBatch serves a JSON-RPC batch: only on 2025-03-26 sessions.
 func (h *HTTPHandler) postBatch(w http.ResponseWriter, r *http.Request, body []byte, version string, tk *ticket) {
-	msgs, errs, _, err := jsonrpc.DecodeBatch(body)
+	msgs, errs, _, err := jsonrpc.DecodeBatchMax(body, h.opts.MaxBatch)
+	var big *jsonrpc.BatchTooLargeError
+	if errors.As(err, &big) {
+		writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, big.RPC())
+		return
+	}
 	if err != nil {
 		de, _ := jsonrpc.IsDecodeError(err)
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, de.Err)
-		return
-	}
-	if len(msgs) > h.opts.MaxBatch {
-		writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "a batch has at most %d members, not %d", h.opts.MaxBatch, len(msgs)))
 		return
 	}
 	methods := make([]string, 0, len(msgs))

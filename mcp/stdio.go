@@ -378,14 +378,15 @@ func (c *stdioConn) batch(raw []byte) {
 		v = c.sess.Version
 	}
 	c.mu.Unlock()
-	msgs, errs, _, err := jsonrpc.DecodeBatch(raw)
+	msgs, errs, _, err := jsonrpc.DecodeBatchMax(raw, c.maxBatch)
+	var big *jsonrpc.BatchTooLargeError
+	if errors.As(err, &big) {
+		_ = c.ch.Send(jsonrpc.ErrorResponse(jsonrpc.ID{}, big.RPC()))
+		return
+	}
 	if err != nil {
 		de, _ := jsonrpc.IsDecodeError(err)
 		_ = c.ch.Send(jsonrpc.ErrorResponse(jsonrpc.ID{}, de.Err))
-		return
-	}
-	if len(msgs) > c.maxBatch {
-		_ = c.ch.Send(jsonrpc.ErrorResponse(jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "a batch has at most %d members, not %d", c.maxBatch, len(msgs))))
 		return
 	}
 	if v != Version20250326 {

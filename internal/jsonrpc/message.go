@@ -177,6 +177,25 @@ func Decode(data []byte) (*Message, error) {
 // valid messages are returned as errs[i] (non-nil) with msgs[i] nil, so
 // each bad member gets its own error reply.
 func DecodeBatch(data []byte) (msgs []*Message, errs []error, batch bool, err error) {
+	return DecodeBatchMax(data, 0)
+}
+
+// BatchTooLargeError is DecodeBatchMax's answer to a batch of more than
+// Max members.
+type BatchTooLargeError struct{ Members, Max int }
+
+func (e *BatchTooLargeError) Error() string {
+	return fmt.Sprintf("a batch has at most %d members, not %d", e.Max, e.Members)
+}
+
+// RPC is the error a client gets for the batch: -32600 naming the bound.
+func (e *BatchTooLargeError) RPC() *Error { return NewError(CodeInvalidRequest, e.Error(), nil) }
+
+// DecodeBatchMax is DecodeBatch with a bound on the members of a batch
+// (0: none): a larger batch is refused with *BatchTooLargeError before
+// any member is decoded, so an oversized batch costs one scan of the
+// body rather than a decode of every member.
+func DecodeBatchMax(data []byte, max int) (msgs []*Message, errs []error, batch bool, err error) {
 	data = trimJSONSpace(data)
 	if !json.Valid(data) {
 		return nil, nil, false, &DecodeError{Err: Errorf(CodeParseError, "parse error: malformed JSON")}
@@ -194,6 +213,9 @@ func DecodeBatch(data []byte) (msgs []*Message, errs []error, batch bool, err er
 	}
 	if len(raws) == 0 {
 		return nil, nil, true, &DecodeError{Err: Errorf(CodeInvalidRequest, "invalid request: empty batch")}
+	}
+	if max > 0 && len(raws) > max {
+		return nil, nil, true, &BatchTooLargeError{Members: len(raws), Max: max}
 	}
 	msgs = make([]*Message, len(raws))
 	errs = make([]error, len(raws))
