@@ -52,7 +52,7 @@ func (h *HTTPHandler) serveGet(w http.ResponseWriter, r *http.Request) {
 	}
 	last := r.Header.Get(headerLastID)
 	if last == "" {
-		h.followGet(w, r, sess, 0, false)
+		h.followGet(w, r, sess, coordinator.GetCursor{}, false, false)
 		return
 	}
 	eid, err := sse.ParseEventID(last)
@@ -60,8 +60,8 @@ func (h *HTTPHandler) serveGet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "malformed Last-Event-ID"))
 		return
 	}
-	if eid.Stream == coordinator.GetStreamID(sess.ID) {
-		h.followGet(w, r, sess, eid.Seq, true)
+	if b, hasB, ok := coordinator.ParseGetEventStream(sess.ID, eid.Stream); ok {
+		h.followGet(w, r, sess, coordinator.GetCursor{Own: eid.Seq, Broadcast: b}, true, hasB)
 		return
 	}
 	h.resumePost(w, r, sess, eid)
@@ -94,9 +94,10 @@ func (h *HTTPHandler) liveStream(r *http.Request, session, getFor string) (conte
 // followGet serves the session's GET stream: it takes the stream over
 // (one connection per session holds it, the newest wins), replays from
 // after when resuming, and follows new events until the client leaves.
-func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *session.Session, after uint64, resume bool) {
-	sid, stream := sess.ID, coordinator.GetStreamID(sess.ID)
-	after, last, err := h.node.OpenGet(r.Context(), sid, after, resume)
+// Its event ids carry both positions of the cursor (GetEventStream).
+func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *session.Session, after coordinator.GetCursor, resume, resumeBroadcast bool) {
+	sid := sess.ID
+	after, last, err := h.node.OpenGet(r.Context(), sid, after, resume, resumeBroadcast)
 	if err != nil {
 		streamError(w, err)
 		return
@@ -123,12 +124,25 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *se
 	if atLeast(sess.Version, Version20251125) {
 		// Priming: the client gets a cursor to resume from even if the
 		// stream carries nothing before the connection ends.
-		_ = sw.Event(sse.Event{ID: sse.EventID{Stream: stream, Seq: after}.String(), Retry: h.opts.RetryHint})
+		_ = sw.Event(sse.Event{ID: getEventID(sid, after), Retry: h.opts.RetryHint})
 	} else {
 		_ = sw.Retry(h.opts.RetryHint)
 	}
 	go h.node.RunUpkeep(ctx, coordinator.Upkeep{Conn: conn, Claim: coordinator.GetKey(sid), Session: sid})
-	h.endStream(sw, ctx, h.node.Tail(ctx, sid, stream, after, h.historyWriter(sw, stream, last)))
+	h.endStream(sw, ctx, h.node.TailGet(ctx, sid, after, func(ev cluster.Event, cur coordinator.GetCursor, broadcast bool) error {
+		if len(ev.Data) == 0 {
+			return nil
+		}
+		if !broadcast && ev.Seq <= last {
+			h.metrics.Replayed(1)
+		}
+		return sw.Event(sse.Event{ID: getEventID(sid, cur), Data: ev.Data})
+	}))
+}
+
+// getEventID is the id of a GET stream's event at cur.
+func getEventID(session string, cur coordinator.GetCursor) string {
+	return sse.EventID{Stream: coordinator.GetEventStream(session, cur.Broadcast), Seq: cur.Own}.String()
 }
 
 // historyWriter writes a stream's events to sw, counting those up to

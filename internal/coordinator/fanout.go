@@ -28,9 +28,11 @@ const fanOutTimeout = time.Minute
 // fan-out slot.
 const maxWaitingFanOuts = 1024
 
-// FanOut appends a notification (data, its encoded message) once to the
-// GET stream of every session that should get it (all sessions, or the
-// subscribers of uri), and tells every node's listen streams. It runs in
+// FanOut delivers a notification (data, its encoded message) once to the
+// GET stream of every session that should get it, and tells every node's
+// listen streams: a list_changed (uri "") goes to all sessions through
+// one append to the broadcast log, a resources/updated is appended to
+// the GET stream of each subscriber of uri. It runs in
 // the background: a registry change must not block on the store. At most
 // Config.MaxFanOuts run at once and the same notification waits at most
 // once (see fanOutLimiter).
@@ -51,8 +53,16 @@ func (n *Node) FanOut(method, uri string, data []byte) {
 		if err := n.Publish(ctx, ListenNotify{Method: method, URI: uri}); err != nil {
 			n.log.Warn().Err(err).Str("method", method).Msg("listen fan-out failed")
 		}
-		// A bounded pool of appends: one round trip per session, a few
-		// in flight at once.
+		if uri == "" {
+			// Every session's: one append to the broadcast log, which
+			// each node writes to its own GET streams (broadcast.go).
+			if err := n.appendBroadcast(ctx, data); err != nil {
+				n.log.Warn().Err(err).Str("method", method).Msg("notification not delivered")
+			}
+			return
+		}
+		// A bounded pool of appends: one round trip per subscriber, a
+		// few in flight at once.
 		work := make(chan string)
 		var workers sync.WaitGroup
 		for range fanOutWorkers {
@@ -77,28 +87,12 @@ func (n *Node) FanOut(method, uri string, data []byte) {
 				}
 			}
 		}
-		if uri != "" {
-			ids, err := n.be.Sessions.Subscribers(ctx, uri)
-			if err != nil {
-				n.log.Warn().Err(err).Msg("subscribers lookup failed")
-				return
-			}
-			deliver(ids)
+		ids, err := n.be.Sessions.Subscribers(ctx, uri)
+		if err != nil {
+			n.log.Warn().Err(err).Msg("subscribers lookup failed")
 			return
 		}
-		cursor := ""
-		for {
-			ids, next, err := n.be.Sessions.Scan(ctx, cursor, 500)
-			if err != nil {
-				n.log.Warn().Err(err).Msg("session scan failed")
-				return
-			}
-			deliver(ids)
-			if next == "" {
-				return
-			}
-			cursor = next
-		}
+		deliver(ids)
 	}()
 }
 

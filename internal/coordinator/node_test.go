@@ -185,10 +185,21 @@ func TestNodeFanOutReachesEverySessionAndListener(t *testing.T) {
 	a.FanOut("notifications/tools/list_changed", "", []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
 	waitFor(t, "the listen stream", func() bool { got, _ := want.snapshot(); return len(got) == 1 })
 	for _, sid := range sids {
-		waitFor(t, "the GET stream of "+sid, func() bool {
-			evs, _, err := be.Events.Read(ctx, sid, coordinator.GetStreamID(sid), 0)
-			return err == nil && len(evs) == 1
+		sid := sid
+		var got []string
+		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := b.TailGet(tctx, sid, coordinator.GetCursor{}, func(ev cluster.Event, cur coordinator.GetCursor, broadcast bool) error {
+			got = append(got, string(ev.Data))
+			if !broadcast || cur.Broadcast != ev.Seq {
+				t.Errorf("event %d of %s: broadcast %v at %+v", ev.Seq, sid, broadcast, cur)
+			}
+			cancel()
+			return nil
 		})
+		cancel()
+		if !errors.Is(err, context.Canceled) || len(got) != 1 {
+			t.Fatalf("the GET stream of %s: %v, %q", sid, err, got)
+		}
 	}
 	if got, _ := other.snapshot(); len(got) != 0 {
 		t.Fatalf("a listener that did not ask got %v", got)

@@ -21,27 +21,32 @@ func FollowKey(session, stream string) string {
 }
 
 // OpenGet opens (if need be) the GET stream of session and returns the
-// sequence number to follow it from: after when resuming (ErrEvicted
-// when the history after it is gone, ErrNotFound past the stream's
-// end), its last event otherwise; and its last event.
-func (n *Node) OpenGet(ctx context.Context, session string, after uint64, resume bool) (from, last uint64, err error) {
+// cursor to follow it from: after when resuming (ErrEvicted when the
+// history after it is gone, ErrNotFound past the stream's end), its last
+// events otherwise; the broadcast position likewise when resumeBroadcast
+// (see broadcastFrom), the log's last event otherwise. It also returns
+// the stream's last own event.
+func (n *Node) OpenGet(ctx context.Context, session string, after GetCursor, resume, resumeBroadcast bool) (from GetCursor, last uint64, err error) {
 	stream := GetStreamID(session)
 	if err := n.be.Events.Open(ctx, stream, cluster.StreamMeta{Session: session}, n.lim); err != nil {
-		return 0, 0, err
+		return GetCursor{}, 0, err
 	}
 	at := ^uint64(0)
 	if resume {
-		at = after // a history trimmed past the cursor answers ErrEvicted
+		at = after.Own // a history trimmed past the cursor answers ErrEvicted
 	}
 	_, info, err := n.be.Events.Read(ctx, session, stream, at)
 	if err != nil {
-		return 0, 0, err
+		return GetCursor{}, 0, err
 	}
 	switch {
 	case !resume:
-		after = info.Last
-	case after > info.Last:
-		return 0, 0, cluster.ErrNotFound
+		after.Own = info.Last
+	case after.Own > info.Last:
+		return GetCursor{}, 0, cluster.ErrNotFound
+	}
+	if after.Broadcast, err = n.broadcastFrom(ctx, after.Broadcast, resume && resumeBroadcast); err != nil {
+		return GetCursor{}, 0, err
 	}
 	return after, info.Last, nil
 }

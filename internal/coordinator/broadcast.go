@@ -1,0 +1,161 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// A list_changed notification goes to every session, so it is written
+// once, to the deployment's broadcast log (an event stream of its own),
+// instead of once per session: the append publishes it to every node,
+// and each node writes it to its own live GET streams. A GET stream's
+// position is therefore a pair, GetCursor: its own events (requests on
+// the GET stream, resources/updated) and the broadcast log's; a stream
+// resumed after a cursor replays both sources after it, each exactly
+// once and in its order.
+
+// The broadcast log is a stream of a reserved pseudo-session that no
+// session id can equal (session ids are never empty and hold no '/'),
+// named by an id that GetStreamID and sse.NewStreamID never produce.
+const (
+	broadcastSession = "/broadcast"
+	broadcastStream  = "list-changed"
+)
+
+// broadcastTTL is how long the broadcast log lives after its last
+// append. Its history is bounded by Limits.MaxEvents like any stream's;
+// the TTL only decides when a deployment whose lists never change forgets
+// it (a GET stream resumed past a restarted log replays it from the
+// start: a redundant list_changed is harmless).
+const broadcastTTL = 30 * 24 * time.Hour
+
+// GetCursor is a position in a session's GET stream.
+type GetCursor struct {
+	Own       uint64 // the last of the stream's own events delivered
+	Broadcast uint64 // the last of the broadcast log's events delivered
+}
+
+func (n *Node) broadcastLimits() cluster.Limits {
+	lim := n.lim
+	lim.TTL = broadcastTTL
+	return lim
+}
+
+// appendBroadcast appends a notification to the broadcast log, creating
+// the log when it is missing: one round trip when it exists.
+func (n *Node) appendBroadcast(ctx context.Context, data []byte) error {
+	lim := n.broadcastLimits()
+	_, err := n.be.Events.Append(ctx, broadcastSession, broadcastStream, data, false, lim)
+	if !errors.Is(err, cluster.ErrNotFound) {
+		return err
+	}
+	if err := n.openBroadcast(ctx); err != nil {
+		return err
+	}
+	_, err = n.be.Events.Append(ctx, broadcastSession, broadcastStream, data, false, lim)
+	return err
+}
+
+func (n *Node) openBroadcast(ctx context.Context) error {
+	return n.be.Events.Open(ctx, broadcastStream, cluster.StreamMeta{Session: broadcastSession}, n.broadcastLimits())
+}
+
+// broadcastFrom returns where a GET stream follows the broadcast log
+// from: after when resuming (ErrEvicted when the log's history after it
+// is gone; 0 when the log restarted since), its last event otherwise.
+func (n *Node) broadcastFrom(ctx context.Context, after uint64, resume bool) (uint64, error) {
+	at := ^uint64(0)
+	if resume {
+		at = after
+	}
+	_, info, err := n.be.Events.Read(ctx, broadcastSession, broadcastStream, at)
+	if errors.Is(err, cluster.ErrNotFound) {
+		return 0, n.openBroadcast(ctx)
+	}
+	switch {
+	case err != nil:
+		return 0, err
+	case !resume:
+		return info.Last, nil
+	case after > info.Last:
+		return 0, nil
+	}
+	return after, nil
+}
+
+// TailGet replays session's GET stream after from and follows it live
+// until ctx ends or fn fails: its own events and the broadcast log's,
+// each exactly once and in its order, the two interleaved as they come.
+// fn gets each event with the cursor that includes it, and whether it
+// came from the broadcast log; calls of fn never overlap.
+func (n *Node) TailGet(ctx context.Context, session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var mu sync.Mutex
+	cur := from
+	deliver := func(ev cluster.Event, broadcast bool) error {
+		mu.Lock()
+		defer mu.Unlock()
+		next := cur
+		if broadcast {
+			next.Broadcast = ev.Seq
+		} else {
+			next.Own = ev.Seq
+		}
+		if err := fn(ev, next, broadcast); err != nil {
+			return err
+		}
+		cur = next
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Lost pub/sub messages come with a re-read hint, so the
+		// broadcast log needs no polling of its own per stream.
+		_, err := cluster.TailWith(ctx, n.be.Events, broadcastSession, broadcastStream, from.Broadcast,
+			cluster.TailOptions{Poll: -1}, func(ev cluster.Event) error { return deliver(ev, true) })
+		cancel(err)
+	}()
+	err := n.Tail(ctx, session, GetStreamID(session), from.Own, func(ev cluster.Event) error { return deliver(ev, false) })
+	cancel(err)
+	<-done
+	if cause := context.Cause(ctx); err == nil || errors.Is(err, context.Canceled) {
+		err = cause
+	}
+	return err
+}
+
+// GetEventStream is the stream part of the ids of a GET stream's events
+// at broadcast position b: the stream id, '-', b.
+func GetEventStream(session string, b uint64) string {
+	return GetStreamID(session) + "-" + strconv.FormatUint(b, 10)
+}
+
+// ParseGetEventStream reports whether s (the stream part of an event id)
+// names session's GET stream, and the broadcast position it carries
+// (hasB false for an id without one, written before the broadcast log).
+func ParseGetEventStream(session, s string) (b uint64, hasB, ok bool) {
+	rest, ok := strings.CutPrefix(s, GetStreamID(session))
+	if !ok {
+		return 0, false, false
+	}
+	if rest == "" {
+		return 0, false, true
+	}
+	digits, ok := strings.CutPrefix(rest, "-")
+	if !ok || digits == "" || (digits[0] == '0' && len(digits) > 1) {
+		return 0, false, false
+	}
+	b, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
+		return 0, false, false
+	}
+	return b, true, true
+}
