@@ -319,3 +319,41 @@ func TestRouterSpreadsAndSkipsKilledNode(t *testing.T) {
 		}
 	}
 }
+
+// Flows 7 and 4: a GET stream cut after a list_changed and resumed on
+// another node with Last-Event-ID gets the changes made while it was
+// away, and later ones, each exactly once, and none it had seen.
+func TestGetResumedAfterListChangedExactlyOnce(t *testing.T) {
+	r := newRig(t, inproc.Options{})
+	const listChanged = "notifications/tools/list_changed"
+	cl := r.session(t, 0, nil)
+	watch := mcptest.OpenGet(t, r.session(t, 1, nil), r.Nodes[1].URL, "")
+	get := mcptest.OpenGet(t, cl, r.Nodes[0].URL, "")
+	changer := r.session(t, 2, nil)
+	toggle := func(node, seen int) {
+		t.Helper()
+		text(t, callAt(t, changer, r.Nodes[node].URL, "tools/call", map[string]any{"name": "toggle"}).Final())
+		mustWait(t, watch, fmt.Sprintf("list_changed %d", seen), mcptest.Has(listChanged, seen))
+	}
+	toggle(1, 1)
+	mustWait(t, get, "list_changed 1", mcptest.Has(listChanged, 1))
+	evs := get.Events()
+	last := evs[len(evs)-1].ID
+	get.Close()
+	toggle(2, 2)
+	toggle(0, 3)
+	resumed := mcptest.OpenGet(t, cl, r.Nodes[2].URL, last)
+	mustWait(t, resumed, "the two missed list_changed", mcptest.Has(listChanged, 2))
+	toggle(1, 4)
+	mustWait(t, resumed, "list_changed 4", mcptest.Has(listChanged, 3))
+	if got := mcptest.Count(resumed.Messages(), listChanged); got != 3 {
+		t.Fatalf("resumed stream: got %d list_changed, want 3 (two missed, one live)", got)
+	}
+	ids := map[string]bool{last: true}
+	for _, ev := range resumed.Events() {
+		if ev.ID != "" && len(ev.Data) > 0 && ids[ev.ID] {
+			t.Fatalf("event id %q delivered twice", ev.ID)
+		}
+		ids[ev.ID] = true
+	}
+}
