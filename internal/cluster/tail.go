@@ -52,24 +52,56 @@ func Tail(ctx context.Context, log EventLog, session, stream string, after uint6
 // advanced by the events delivered since. fn runs on the caller's
 // goroutine.
 func TailWith(ctx context.Context, log EventLog, session, stream string, after uint64, opts TailOptions, fn func(Event) error) (StreamInfo, error) {
+	t := &tail{session: session, stream: stream, cursor: after, fn: fn}
+	err := tailAll(ctx, log, []*tail{t}, opts)
+	return t.info, err
+}
+
+// TailSource is one stream of a TailMerged.
+type TailSource struct {
+	Session, Stream string
+	After           uint64 // deliver the events after this seq
+	// NoPoll leaves this stream out of the Poll re-reads: for a stream
+	// followed by many tails at once, whose lost notifications the log
+	// hints at anyway (an Event with Seq 0).
+	NoPoll bool
+}
+
+// TailMerged is TailWith over several streams at once, on the caller's
+// goroutine: fn gets the events of each source exactly once and in seq
+// order, with the source's index, the sources interleaved as their
+// events come. It ends as TailWith does, and after the Final event of
+// any source.
+func TailMerged(ctx context.Context, log EventLog, srcs []TailSource, opts TailOptions, fn func(i int, ev Event) error) error {
+	tails := make([]*tail, len(srcs))
+	for i, src := range srcs {
+		tails[i] = &tail{session: src.Session, stream: src.Stream, cursor: src.After, noPoll: src.NoPoll,
+			fn: func(ev Event) error { return fn(i, ev) }}
+	}
+	return tailAll(ctx, log, tails, opts)
+}
+
+func tailAll(ctx context.Context, log EventLog, tails []*tail, opts TailOptions) error {
 	if opts.Poll == 0 {
 		opts.Poll = DefaultTailPoll
 	}
 	if opts.Buffer <= 0 {
 		opts.Buffer = DefaultTailBuffer
 	}
-	t := &tail{
-		log: log, session: session, stream: stream, cursor: after, fn: fn,
-		buf: tailBuffer{max: opts.Buffer, wake: make(chan struct{}, 1)},
+	wake := make(chan struct{}, 1)
+	for _, t := range tails {
+		t.log = log
+		t.buf = tailBuffer{max: opts.Buffer, wake: wake}
+		stop, err := log.Follow(ctx, t.stream, t.buf.push)
+		if err != nil {
+			return t.fail(ctx, fmt.Errorf("cluster: tail %q: follow: %w", t.stream, err))
+		}
+		defer stop()
 	}
-	stop, err := log.Follow(ctx, stream, t.buf.push)
-	if err != nil {
-		return StreamInfo{}, t.fail(ctx, fmt.Errorf("cluster: tail %q: follow: %w", stream, err))
-	}
-	defer stop()
-
-	if done, err := t.read(ctx); done || err != nil {
-		return t.info, t.fail(ctx, err)
+	for _, t := range tails {
+		if done, err := t.read(ctx); done || err != nil {
+			return t.fail(ctx, err)
+		}
 	}
 	var poll <-chan time.Time
 	var timer *time.Timer
@@ -79,31 +111,17 @@ func TailWith(ctx context.Context, log EventLog, session, stream string, after u
 		poll = timer.C
 	}
 	for {
-		reread := false
+		polled := false
 		select {
 		case <-ctx.Done():
-			return t.info, ctx.Err()
-		case <-t.buf.wake:
+			return ctx.Err()
+		case <-wake:
 		case <-poll:
-			reread = true
+			polled = true
 		}
-		evs, lost := t.buf.take()
-		reread = reread || lost
-		for _, ev := range evs {
-			if ev.Seq <= t.cursor {
-				continue // already delivered (by a Read)
-			}
-			if ev.Seq != t.cursor+1 {
-				reread = true // a gap: the history has the missing events
-				break
-			}
-			if done, err := t.deliver(ev); done || err != nil {
-				return t.info, err
-			}
-		}
-		if reread {
-			if done, err := t.read(ctx); done || err != nil {
-				return t.info, t.fail(ctx, err)
+		for _, t := range tails {
+			if done, err := t.catchUp(ctx, polled && !t.noPoll); done || err != nil {
+				return err
 			}
 		}
 		if timer != nil {
@@ -112,12 +130,38 @@ func TailWith(ctx context.Context, log EventLog, session, stream string, after u
 	}
 }
 
+// catchUp delivers the followed events buffered, re-reading the history
+// when reread, the buffer lost some, or they show a gap.
+func (t *tail) catchUp(ctx context.Context, reread bool) (bool, error) {
+	evs, lost := t.buf.take()
+	reread = reread || lost
+	for _, ev := range evs {
+		if ev.Seq <= t.cursor {
+			continue // already delivered (by a Read)
+		}
+		if ev.Seq != t.cursor+1 {
+			reread = true // a gap: the history has the missing events
+			break
+		}
+		if done, err := t.deliver(ev); done || err != nil {
+			return done, err
+		}
+	}
+	if reread {
+		if done, err := t.read(ctx); done || err != nil {
+			return done, t.fail(ctx, err)
+		}
+	}
+	return false, nil
+}
+
 // tail is the state of one TailWith call.
 type tail struct {
 	log     EventLog
 	session string
 	stream  string
 	cursor  uint64 // seq of the last event delivered
+	noPoll  bool
 	info    StreamInfo
 	fn      func(Event) error
 	buf     tailBuffer

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
@@ -91,45 +90,32 @@ func (n *Node) broadcastFrom(ctx context.Context, after uint64, resume bool) (ui
 
 // TailGet replays session's GET stream after from and follows it live
 // until ctx ends or fn fails: its own events and the broadcast log's,
-// each exactly once and in its order, the two interleaved as they come.
-// fn gets each event with the cursor that includes it, and whether it
-// came from the broadcast log; calls of fn never overlap.
+// each exactly once and in its order, the two interleaved as they come,
+// on the caller's goroutine (see cluster.TailMerged). fn gets each event
+// with the cursor that includes it, and whether it came from the
+// broadcast log.
 func (n *Node) TailGet(ctx context.Context, session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var mu sync.Mutex
 	cur := from
-	deliver := func(ev cluster.Event, broadcast bool) error {
-		mu.Lock()
-		defer mu.Unlock()
+	srcs := []cluster.TailSource{
+		{Session: session, Stream: GetStreamID(session), After: from.Own},
+		// Lost pub/sub messages come with a re-read hint, so the
+		// broadcast log, followed by every GET stream, is not polled
+		// by each.
+		{Session: broadcastSession, Stream: broadcastStream, After: from.Broadcast, NoPoll: true},
+	}
+	return cluster.TailMerged(ctx, n.be.Events, srcs, cluster.TailOptions{}, func(i int, ev cluster.Event) error {
 		next := cur
-		if broadcast {
+		if i == 1 {
 			next.Broadcast = ev.Seq
 		} else {
 			next.Own = ev.Seq
 		}
-		if err := fn(ev, next, broadcast); err != nil {
+		if err := fn(ev, next, i == 1); err != nil {
 			return err
 		}
 		cur = next
 		return nil
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// Lost pub/sub messages come with a re-read hint, so the
-		// broadcast log needs no polling of its own per stream.
-		_, err := cluster.TailWith(ctx, n.be.Events, broadcastSession, broadcastStream, from.Broadcast,
-			cluster.TailOptions{Poll: -1}, func(ev cluster.Event) error { return deliver(ev, true) })
-		cancel(err)
-	}()
-	err := n.Tail(ctx, session, GetStreamID(session), from.Own, func(ev cluster.Event) error { return deliver(ev, false) })
-	cancel(err)
-	<-done
-	if cause := context.Cause(ctx); err == nil || errors.Is(err, context.Canceled) {
-		err = cause
-	}
-	return err
+	})
 }
 
 // GetEventStream is the stream part of the ids of a GET stream's events
