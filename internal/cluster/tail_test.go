@@ -228,3 +228,66 @@ func TestTailScrambledDeliveries(t *testing.T) {
 		})
 	}
 }
+
+// TailMerged over two streams on a lossy follow delivers each stream's
+// events exactly once and in order, and ends after a final event.
+func TestTailMergedLossyFollow(t *testing.T) {
+	b, _ := lossy(t, 0.3)
+	ctx := t.Context()
+	for _, x := range []string{"x", "y"} {
+		if err := b.Events.Open(ctx, x, cluster.StreamMeta{Session: "s"}, lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// y has history before the tail starts, from after 3 on.
+	for range 5 {
+		if _, err := b.Events.Append(ctx, "s", "y", []byte("old"), false, lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := [2][]uint64{}
+	res := make(chan error, 1)
+	go func() {
+		srcs := []cluster.TailSource{{Session: "s", Stream: "x"}, {Session: "s", Stream: "y", After: 3}}
+		res <- cluster.TailMerged(ctx, b.Events, srcs, cluster.TailOptions{Poll: 20 * time.Millisecond}, func(i int, ev cluster.Event) error {
+			got[i] = append(got[i], ev.Seq)
+			return nil
+		})
+	}()
+	var wg sync.WaitGroup
+	for _, x := range []string{"x", "y"} {
+		wg.Go(func() {
+			for i := range 200 {
+				if _, err := b.Events.Append(ctx, "s", x, fmt.Appendf(nil, "%d", i), false, lim); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if _, err := b.Events.Append(ctx, "s", "y", []byte("more"), false, lim); err != nil {
+		t.Fatal(err)
+	}
+	last, err := b.Events.Append(ctx, "s", "x", nil, true, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("TailMerged stalled on a lossy follow")
+	}
+	if !slices.Equal(got[0], upTo(last)) {
+		t.Fatalf("x: got %d events, want exactly 1..%d in order", len(got[0]), last)
+	}
+	// y's last events may be in flight when x's final ends the tail: the
+	// ones delivered are unique and in order from 4.
+	wantY := upTo(206)[3:]
+	if len(got[1]) > len(wantY) || !slices.Equal(got[1], wantY[:len(got[1])]) {
+		t.Fatalf("y: got %v, want a prefix of 4..206", got[1])
+	}
+}
