@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,7 +170,12 @@ func lastEventID(evs []sse.Event) string {
 // sequence numbers: nothing lost, nothing repeated.
 func wantContiguous(t *testing.T, parts ...[]sse.Event) {
 	t.Helper()
-	var ids []sse.EventID
+	type pos struct {
+		stream    string
+		broadcast uint64 // a GET stream's broadcast position (its ids are <stream>-<broadcast>_<seq>)
+		seq       uint64
+	}
+	var ids []pos
 	for _, p := range parts {
 		for _, ev := range p {
 			if ev.ID == "" || len(ev.Data) == 0 {
@@ -178,11 +185,22 @@ func wantContiguous(t *testing.T, parts ...[]sse.Event) {
 			if err != nil {
 				t.Fatalf("bad event id %q: %v", ev.ID, err)
 			}
-			ids = append(ids, id)
+			at := pos{stream: id.Stream, seq: id.Seq}
+			if base, b, ok := strings.Cut(id.Stream, "-"); ok {
+				n, err := strconv.ParseUint(b, 10, 64)
+				if err != nil {
+					t.Fatalf("bad event id %q: %v", ev.ID, err)
+				}
+				at.stream, at.broadcast = base, n
+			}
+			ids = append(ids, at)
 		}
 	}
+	// Each event moves one position of one stream on by exactly one.
 	for i := 1; i < len(ids); i++ {
-		if ids[i].Stream != ids[0].Stream || ids[i].Seq != ids[i-1].Seq+1 {
+		a, b := ids[i-1], ids[i]
+		next := b.broadcast == a.broadcast && b.seq == a.seq+1 || b.broadcast == a.broadcast+1 && b.seq == a.seq
+		if b.stream != ids[0].stream || !next {
 			t.Fatalf("event ids %v: want one stream with consecutive sequence numbers", ids)
 		}
 	}
