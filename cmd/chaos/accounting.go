@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -56,12 +57,15 @@ func (s *stats) note(format string, args ...any) {
 type tracker struct {
 	seqs     map[string]map[uint64]int // message events received per stream
 	primed   map[string]map[uint64]bool
+	floor    map[string]uint64    // positions before the first one seen, not expected
+	getAt    map[string][2]uint64 // a GET stream's last (broadcast, own) position
 	progress map[float64]int
 	last     string
 }
 
 func newTracker() *tracker {
-	return &tracker{seqs: map[string]map[uint64]int{}, primed: map[string]map[uint64]bool{}, progress: map[float64]int{}}
+	return &tracker{seqs: map[string]map[uint64]int{}, primed: map[string]map[uint64]bool{},
+		floor: map[string]uint64{}, getAt: map[string][2]uint64{}, progress: map[float64]int{}}
 }
 
 // event records an event; a priming one (no data) only marks its
@@ -75,19 +79,51 @@ func (t *tracker) event(id string, priming bool) {
 	if err != nil {
 		return
 	}
+	stream, seq := t.position(eid, priming)
 	if priming {
-		if t.primed[eid.Stream] == nil {
-			t.primed[eid.Stream] = map[uint64]bool{}
+		if t.primed[stream] == nil {
+			t.primed[stream] = map[uint64]bool{}
 		}
-		t.primed[eid.Stream][eid.Seq] = true
+		t.primed[stream][seq] = true
 		return
 	}
-	m := t.seqs[eid.Stream]
+	m := t.seqs[stream]
 	if m == nil {
 		m = map[uint64]int{}
-		t.seqs[eid.Stream] = m
+		t.seqs[stream] = m
 	}
-	m[eid.Seq]++
+	m[seq]++
+}
+
+// position names the sequence an event belongs to. A GET stream's ids
+// (<stream>-<broadcast>_<own>) carry two positions: its own events and
+// the deployment's broadcast log, which a stream joins where it stands
+// (its floor); an event moves one of them on.
+func (t *tracker) position(eid sse.EventID, priming bool) (string, uint64) {
+	base, bs, ok := strings.Cut(eid.Stream, "-")
+	if !ok {
+		return eid.Stream, eid.Seq
+	}
+	b, err := strconv.ParseUint(bs, 10, 64)
+	if err != nil {
+		return eid.Stream, eid.Seq
+	}
+	bkey := base + "/broadcast"
+	prev, seen := t.getAt[base]
+	t.getAt[base] = [2]uint64{b, eid.Seq}
+	if !seen {
+		// Without a priming event first, a message at own position 0
+		// can only be a broadcast one (own events start at 1).
+		t.floor[bkey] = b
+		if !priming && eid.Seq == 0 {
+			t.floor[bkey] = b - 1
+			return bkey, b
+		}
+	}
+	if seen && b != prev[0] && !priming {
+		return bkey, b
+	}
+	return base, eid.Seq
 }
 
 // result counts duplicated events (an id twice, or a progress value
@@ -102,7 +138,7 @@ func (t *tracker) result(steps int, complete bool) (lost, dup int) {
 			top = max(top, seq)
 		}
 		for seq := uint64(1); seq < top; seq++ {
-			if m[seq] == 0 && !t.primed[st][seq] {
+			if m[seq] == 0 && !t.primed[st][seq] && seq > t.floor[st] {
 				lost++
 			}
 		}

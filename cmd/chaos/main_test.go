@@ -52,3 +52,21 @@ func TestNginxSiteIsTheRepositoryConfigWithOurAddresses(t *testing.T) {
 		t.Errorf("rewritten config still names the compose nodes:\n%s", site)
 	}
 }
+
+// A GET stream's ids carry its own position and the broadcast log's: a
+// stream that joined the log at 7 and resumed misses nothing.
+func TestTrackerFollowsGetStreamPositions(t *testing.T) {
+	tr := newTracker()
+	tr.event("g-7_0", true)
+	for _, id := range []string{"g-8_0", "g-8_1", "g-9_1", "g-9_2", "g-10_2"} {
+		tr.event(id, false)
+	}
+	if lost, dup := tr.result(0, false); lost != 0 || dup != 0 {
+		t.Fatalf("lost %d, duplicated %d; want none: %s", lost, dup, describeSeqs(tr))
+	}
+	tr.event("g-12_2", false) // broadcast 11 never came
+	tr.event("g-12_2", false) // and 12 twice
+	if lost, dup := tr.result(0, false); lost != 1 || dup != 1 {
+		t.Fatalf("lost %d, duplicated %d; want 1 and 1: %s", lost, dup, describeSeqs(tr))
+	}
+}
