@@ -162,6 +162,7 @@ type tail struct {
 	stream  string
 	cursor  uint64 // seq of the last event delivered
 	noPoll  bool
+	reads   int // Reads done
 	info    StreamInfo
 	fn      func(Event) error
 	buf     tailBuffer
@@ -174,6 +175,13 @@ func (t *tail) read(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("cluster: tail %q after %d: %w", t.stream, t.cursor, err)
 	}
+	if t.reads > 0 && info.Last < t.info.Last {
+		// A stream's last seq never goes back: this one was lost (a
+		// store restarted without its data) and opened again, and its
+		// new events would hide behind the cursor.
+		return false, fmt.Errorf("cluster: tail %q: the stream went back from %d to %d: %w", t.stream, t.info.Last, info.Last, ErrNotFound)
+	}
+	t.reads++
 	t.info = info
 	for _, ev := range evs {
 		if ev.Seq <= t.cursor {

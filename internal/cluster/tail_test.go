@@ -291,3 +291,43 @@ func TestTailMergedLossyFollow(t *testing.T) {
 		t.Fatalf("y: got %v, want a prefix of 4..206", got[1])
 	}
 }
+
+// A stream lost and opened again under a tail (its last seq went back)
+// ends the tail with ErrNotFound instead of hiding the new stream's
+// events behind the cursor.
+func TestTailEndsWhenTheStreamGoesBack(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	b := memory.New(memory.Options{Now: func() time.Time { return time.Unix(0, clock.Load()) }})
+	t.Cleanup(func() { _ = b.Close() })
+	ctx := t.Context()
+	if err := b.Events.Open(ctx, "x", cluster.StreamMeta{Session: "s"}, lim); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := b.Events.Append(ctx, "s", "x", []byte("a"), false, lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := make(chan error, 1)
+	go func() {
+		_, err := collect(ctx, b.Events, "s", "x", 0, cluster.TailOptions{Poll: 20 * time.Millisecond}, 0)
+		res <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the tail has read 1..3
+	clock.Add(int64(2 * lim.TTL))
+	if err := b.Events.Open(ctx, "x", cluster.StreamMeta{Session: "s"}, lim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Events.Append(ctx, "s", "x", []byte("new"), false, lim); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-res:
+		if !errors.Is(err, cluster.ErrNotFound) {
+			t.Fatalf("tail of a stream that went back: %v, want ErrNotFound", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the tail kept waiting behind its cursor")
+	}
+}
