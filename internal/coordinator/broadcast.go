@@ -98,12 +98,13 @@ func (n *Node) TailGet(ctx context.Context, session string, from GetCursor, fn f
 	cur := from
 	srcs := []cluster.TailSource{
 		{Session: session, Stream: GetStreamID(session), After: from.Own},
-		// Lost pub/sub messages come with a re-read hint, so the
+		// Where Follow loses no event without a re-read hint, the
 		// broadcast log, followed by every GET stream, is not polled
-		// by each.
-		{Session: broadcastSession, Stream: broadcastStream, After: from.Broadcast, NoPoll: true},
+		// by each (an idle stream's cost stays one poll).
+		{Session: broadcastSession, Stream: broadcastStream, After: from.Broadcast,
+			NoPoll: n.be.FollowPoll >= cluster.LosslessFollowPoll},
 	}
-	return cluster.TailMerged(ctx, n.be.Events, srcs, cluster.TailOptions{}, func(i int, ev cluster.Event) error {
+	return cluster.TailMerged(ctx, n.be.Events, srcs, cluster.TailOptions{Poll: n.be.FollowPoll}, func(i int, ev cluster.Event) error {
 		next := cur
 		if i == 1 {
 			next.Broadcast = ev.Seq
