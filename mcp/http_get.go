@@ -96,7 +96,7 @@ func (h *HTTPHandler) liveStream(r *http.Request, session, getFor string) (conte
 // after when resuming, and follows new events until the client leaves.
 func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *session.Session, after uint64, resume bool) {
 	sid, stream := sess.ID, coordinator.GetStreamID(sess.ID)
-	after, last, err := h.node.OpenGet(r.Context(), sid, after, resume)
+	after, head, err := h.node.OpenGet(r.Context(), sid, after, resume)
 	if err != nil {
 		streamError(w, err)
 		return
@@ -128,7 +128,7 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *se
 		_ = sw.Retry(h.opts.RetryHint)
 	}
 	go h.node.RunUpkeep(ctx, coordinator.Upkeep{Conn: conn, Claim: coordinator.GetKey(sid), Session: sid})
-	h.endStream(sw, ctx, h.node.Tail(ctx, sid, stream, after, h.historyWriter(sw, stream, last)))
+	h.endStream(sw, ctx, h.node.Tail(ctx, sid, stream, after, head, h.historyWriter(sw, stream, head.Info.Last)))
 }
 
 // historyWriter writes a stream's events to sw, counting those up to
@@ -167,7 +167,7 @@ func (h *HTTPHandler) endStream(sw *sse.Writer, ctx context.Context, err error) 
 // ends with a JSON-RPC error for the request.
 func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *session.Session, eid sse.EventID) {
 	sid := sess.ID
-	info, err := h.node.OpenResume(r.Context(), sid, eid.Stream, eid.Seq)
+	head, err := h.node.OpenResume(r.Context(), sid, eid.Stream, eid.Seq)
 	if err != nil {
 		streamError(w, err)
 		return
@@ -191,11 +191,11 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *s
 	defer sw.Close()
 	sw.Start(nil)
 	jobs := coordinator.Upkeep{Conn: conn, Claim: coordinator.FollowKey(sid, eid.Stream)}
-	if !info.Done && info.Owner != "" {
+	if info := head.Info; !info.Done && info.Owner != "" {
 		jobs.Owner = &coordinator.OwnerWatch{Session: sid, Stream: eid.Stream, Info: info}
 	}
 	go h.node.RunUpkeep(ctx, jobs)
-	h.endStream(sw, ctx, h.node.Tail(ctx, sid, eid.Stream, eid.Seq, h.historyWriter(sw, eid.Stream, info.Last)))
+	h.endStream(sw, ctx, h.node.Tail(ctx, sid, eid.Stream, eid.Seq, head, h.historyWriter(sw, eid.Stream, head.Info.Last)))
 }
 
 // serveDelete ends a session everywhere.

@@ -23,6 +23,19 @@ type TailOptions struct {
 	// Buffer bounds the followed events held while fn runs
 	// (DefaultTailBuffer when 0). Past it Tail drops them and re-reads.
 	Buffer int
+	// Head, when not nil, is what the caller's own Read of the stream
+	// after `after` returned. TailWith delivers its events first, before
+	// it follows the stream (a replay then waits for no subscription),
+	// and reads once more after following, so an event appended in
+	// between is not missed; a Head that reaches the final event ends
+	// the call without following at all.
+	Head *History
+}
+
+// History is what one EventLog.Read returned.
+type History struct {
+	Events []Event
+	Info   StreamInfo
 }
 
 // Tail is TailWith with the default options.
@@ -61,6 +74,11 @@ func TailWith(ctx context.Context, log EventLog, session, stream string, after u
 	t := &tail{
 		log: log, session: session, stream: stream, cursor: after, fn: fn,
 		buf: tailBuffer{max: opts.Buffer, wake: make(chan struct{}, 1)},
+	}
+	if h := opts.Head; h != nil {
+		if done, err := t.take(h.Events, h.Info); done || err != nil {
+			return t.info, err
+		}
 	}
 	stop, err := log.Follow(ctx, stream, t.buf.push)
 	if err != nil {
@@ -130,6 +148,12 @@ func (t *tail) read(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("cluster: tail %q after %d: %w", t.stream, t.cursor, err)
 	}
+	return t.take(evs, info)
+}
+
+// take delivers the events of a Read after the cursor and reports
+// whether the stream is complete.
+func (t *tail) take(evs []Event, info StreamInfo) (bool, error) {
 	t.info = info
 	for _, ev := range evs {
 		if ev.Seq <= t.cursor {

@@ -23,27 +23,28 @@ func FollowKey(session, stream string) string {
 // OpenGet opens (if need be) the GET stream of session and returns the
 // sequence number to follow it from: after when resuming (ErrEvicted
 // when the history after it is gone, ErrNotFound past the stream's
-// end), its last event otherwise; and its last event.
-func (n *Node) OpenGet(ctx context.Context, session string, after uint64, resume bool) (from, last uint64, err error) {
+// end), its last event otherwise; and the history after it, to pass to
+// Tail.
+func (n *Node) OpenGet(ctx context.Context, session string, after uint64, resume bool) (from uint64, head cluster.History, err error) {
 	stream := GetStreamID(session)
 	if err := n.be.Events.Open(ctx, stream, cluster.StreamMeta{Session: session}, n.lim); err != nil {
-		return 0, 0, err
+		return 0, head, err
 	}
 	at := ^uint64(0)
 	if resume {
 		at = after // a history trimmed past the cursor answers ErrEvicted
 	}
-	_, info, err := n.be.Events.Read(ctx, session, stream, at)
+	evs, info, err := n.be.Events.Read(ctx, session, stream, at)
 	if err != nil {
-		return 0, 0, err
+		return 0, head, err
 	}
 	switch {
 	case !resume:
 		after = info.Last
 	case after > info.Last:
-		return 0, 0, cluster.ErrNotFound
+		return 0, head, cluster.ErrNotFound
 	}
-	return after, info.Last, nil
+	return after, cluster.History{Events: evs, Info: info}, nil
 }
 
 // TakeGet makes conn the holder of session's GET stream and tells the
@@ -70,18 +71,19 @@ func (n *Node) TakeGet(ctx context.Context, session string, conn *Conn) (func(),
 }
 
 // OpenResume checks that stream is session's and that its history after
-// seq is kept, and returns its info: ErrNotFound or ErrForbidden when
-// it is not session's (callers answer both alike, so streams of other
-// sessions cannot be probed), ErrEvicted when the history is gone.
-func (n *Node) OpenResume(ctx context.Context, session, stream string, seq uint64) (cluster.StreamInfo, error) {
-	_, info, err := n.be.Events.Read(ctx, session, stream, seq)
+// seq is kept, and returns that history, to pass to Tail: ErrNotFound
+// or ErrForbidden when it is not session's (callers answer both alike,
+// so streams of other sessions cannot be probed), ErrEvicted when the
+// history is gone.
+func (n *Node) OpenResume(ctx context.Context, session, stream string, seq uint64) (cluster.History, error) {
+	evs, info, err := n.be.Events.Read(ctx, session, stream, seq)
 	if err != nil {
-		return cluster.StreamInfo{}, err
+		return cluster.History{}, err
 	}
 	if seq > info.Last {
-		return cluster.StreamInfo{}, cluster.ErrNotFound
+		return cluster.History{}, cluster.ErrNotFound
 	}
-	return info, nil
+	return cluster.History{Events: evs, Info: info}, nil
 }
 
 // Follow claims that conn follows stream (a POST stream's producer
@@ -101,7 +103,9 @@ func (n *Node) Follow(ctx context.Context, session, stream string, conn *Conn) (
 
 // Tail replays stream after seq and follows it live, calling fn for each
 // event, until its final event, ctx ends or fn fails (see cluster.Tail).
-func (n *Node) Tail(ctx context.Context, session, stream string, after uint64, fn func(cluster.Event) error) error {
-	_, err := cluster.TailWith(ctx, n.be.Events, session, stream, after, cluster.TailOptions{Poll: n.be.FollowPoll}, fn)
+// head is the history after seq that OpenGet or OpenResume returned: it
+// is replayed before the stream is followed.
+func (n *Node) Tail(ctx context.Context, session, stream string, after uint64, head cluster.History, fn func(cluster.Event) error) error {
+	_, err := cluster.TailWith(ctx, n.be.Events, session, stream, after, cluster.TailOptions{Poll: n.be.FollowPoll, Head: &head}, fn)
 	return err
 }
