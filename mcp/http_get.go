@@ -215,13 +215,9 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Only the session's own caller may end it; another gets the answer
-	// for a session that does not exist.
-	live := false
-	_, err := h.ownSession(r.Context(), sid)
-	if err == nil {
-		live, err = h.sessions.End(r.Context(), sid)
-	}
-	if err != nil && !errors.Is(err, cluster.ErrNotFound) {
+	// for a session that does not exist (the store checks, as it ends it).
+	live, err := h.sessions.End(r.Context(), sid, PrincipalFromContext(r.Context()).ID())
+	if err != nil {
 		writeError(w, statusOf(err, false), jsonrpc.ID{}, rpcError(err))
 		return
 	}

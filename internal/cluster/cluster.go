@@ -92,8 +92,11 @@ type SessionStore interface {
 	Set(ctx context.Context, id string, fields map[string]string) error
 	// End removes the session and everything stored under it: its event
 	// histories, its subscriptions and its claims. It reports whether the
-	// session was live. Ending an unknown session is not an error.
-	End(ctx context.Context, id string) (bool, error)
+	// session was live. Ending an unknown session is not an error. When
+	// match is not empty, a live session whose fields differ from it (a
+	// missing field counts as "") is left as it is and reported as not
+	// live: a caller that must own a session ends it without reading it.
+	End(ctx context.Context, id string, match map[string]string) (bool, error)
 	// Subscribe records that session id wants notifications/resources/updated
 	// for uri; Unsubscribe removes that. Both need a live session
 	// (ErrNotFound otherwise) and are idempotent.

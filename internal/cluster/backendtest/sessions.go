@@ -59,7 +59,7 @@ func (s *suite) testSessions(t *testing.T) {
 		wantErr(t, "Set", b.Sessions.Set(ctx, id, map[string]string{"a": "b"}), cluster.ErrNotFound)
 		wantErr(t, "Subscribe", b.Sessions.Subscribe(ctx, id, "file:///a"), cluster.ErrNotFound)
 		wantErr(t, "Unsubscribe", b.Sessions.Unsubscribe(ctx, id, "file:///a"), cluster.ErrNotFound)
-		live, err := b.Sessions.End(ctx, id)
+		live, err := b.Sessions.End(ctx, id, nil)
 		if err != nil || live {
 			t.Fatalf("End of unknown: got %v, %v, want false, nil", live, err)
 		}
@@ -112,7 +112,7 @@ func (s *suite) testSessions(t *testing.T) {
 		wantErr(t, "Set after expiry", b.Sessions.Set(ctx, load, map[string]string{"x": "z"}), cluster.ErrNotFound)
 		_, err = b.Sessions.Load(ctx, load, ttl)
 		wantErr(t, "Load after Set on expired", err, cluster.ErrNotFound)
-		live, err := b.Sessions.End(ctx, load)
+		live, err := b.Sessions.End(ctx, load, nil)
 		if err != nil || live {
 			t.Fatalf("End of expired: got %v, %v, want false, nil", live, err)
 		}
@@ -139,7 +139,7 @@ func (s *suite) testSessions(t *testing.T) {
 			case 2:
 				if i%2 == 0 {
 					must(t, "Create", b.Sessions.Create(ctx, id, nil, short, 0))
-					if _, err := b.Sessions.End(ctx, id); err != nil {
+					if _, err := b.Sessions.End(ctx, id, nil); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -184,7 +184,7 @@ func (s *suite) testSessions(t *testing.T) {
 		wantErr(t, "Create past cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 3), cluster.ErrLimit)
 		must(t, "Create without cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 0))
 		wantErr(t, "Create past cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 4), cluster.ErrLimit)
-		if _, err := b.Sessions.End(ctx, ids[0]); err != nil {
+		if _, err := b.Sessions.End(ctx, ids[0], nil); err != nil {
 			t.Fatal(err)
 		}
 		must(t, "Create after End", b.Sessions.Create(ctx, uniq("s"), nil, time.Second, 4))
@@ -225,7 +225,21 @@ func (s *suite) testSessions(t *testing.T) {
 			}
 		}
 
-		live, err := b.Sessions.End(ctx, id)
+		// A session whose fields differ from match is kept.
+		for _, match := range []map[string]string{{"a": "2"}, {"a": "1", "b": "x"}} {
+			live, err := b.Sessions.End(ctx, id, match)
+			if err != nil || live {
+				t.Fatalf("End matching %v: got %v, %v, want false, nil", match, live, err)
+			}
+			if _, err := b.Sessions.Load(ctx, id, time.Minute); err != nil {
+				t.Fatalf("Load after End matching %v: %v", match, err)
+			}
+			if _, _, err := b.Events.Read(ctx, id, streams[0], 0); err != nil {
+				t.Fatalf("Read after End matching %v: %v", match, err)
+			}
+		}
+		// A missing field matches "".
+		live, err := b.Sessions.End(ctx, id, map[string]string{"a": "1", "b": ""})
 		if err != nil || !live {
 			t.Fatalf("End: got %v, %v, want true, nil", live, err)
 		}
@@ -254,7 +268,7 @@ func (s *suite) testSessions(t *testing.T) {
 				t.Fatalf("Holder(%q) after End: got %q, %v, want %q", k, got, err, want)
 			}
 		}
-		live, err = b.Sessions.End(ctx, id)
+		live, err = b.Sessions.End(ctx, id, nil)
 		if err != nil || live {
 			t.Fatalf("second End: got %v, %v, want false, nil", live, err)
 		}
@@ -328,7 +342,7 @@ func (s *suite) testSessions(t *testing.T) {
 				}
 				id := uniq("churn")
 				if b.Sessions.Create(ctx, id, nil, time.Minute, 0) == nil {
-					_, _ = b.Sessions.End(ctx, id)
+					_, _ = b.Sessions.End(ctx, id, nil)
 				}
 			}
 		})

@@ -172,7 +172,7 @@ func (m *sessions) Set(ctx context.Context, id string, fields map[string]string)
 	})
 }
 
-func (m *sessions) End(ctx context.Context, id string) (bool, error) {
+func (m *sessions) End(ctx context.Context, id string, match map[string]string) (bool, error) {
 	s := (*store)(m)
 	if err := s.check(ctx, "Sessions.End"); err != nil {
 		return false, err
@@ -180,6 +180,13 @@ func (m *sessions) End(ctx context.Context, id string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.liveLocked(id, s.now())
+	if ss != nil {
+		for f, v := range match {
+			if ss.fields[f] != v {
+				return false, nil
+			}
+		}
+	}
 	if ss != nil {
 		s.dropSessionLocked(ss)
 	}
