@@ -14,7 +14,6 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/session"
 	"github.com/mcpcluster/mcpcluster/internal/sse"
-	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // serveGet opens the session's standalone stream, or resumes a stream
@@ -216,7 +215,13 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	// Only the session's own caller may end it; another gets the answer
 	// for a session that does not exist (the store checks, as it ends it).
-	live, err := h.sessions.End(r.Context(), sid, PrincipalFromContext(r.Context()).ID())
+	// The store tells every node as it ends it.
+	notice, err := h.node.SessionEndNotice(sid)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, jsonrpc.ID{}, err)
+		return
+	}
+	live, err := h.sessions.End(r.Context(), sid, PrincipalFromContext(r.Context()).ID(), notice)
 	if err != nil {
 		writeError(w, statusOf(err, false), jsonrpc.ID{}, rpcError(err))
 		return
@@ -227,9 +232,6 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	h.metrics.Session("ended")
 	h.callers.releaseSession(r.Context(), callerKey(r, h.callers.trusted), sid)
-	if err := h.node.EndSession(r.Context(), sid); err != nil {
-		h.log.Warn().Err(err).Str("session", telemetry.SessionTag(sid)).Msg("session end not broadcast")
-	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
