@@ -166,9 +166,26 @@ func (h *HTTPHandler) endStream(sw *sse.Writer, ctx context.Context, err error) 
 // ends with a JSON-RPC error for the request.
 func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *session.Session, eid sse.EventID) {
 	sid := sess.ID
-	head, err := h.node.OpenResume(r.Context(), sid, eid.Stream, eid.Seq)
-	if err != nil {
-		streamError(w, err)
+	ctx, conn, done := h.liveStream(r, sid, "")
+	defer done()
+	// The stream's check (and the history to replay) and the claim that
+	// keeps its producer going run side by side: one round trip of
+	// waiting, not two. The claim is under the caller's own session and
+	// is given up if the check fails.
+	var head cluster.History
+	var readErr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		head, readErr = h.node.OpenResume(r.Context(), sid, eid.Stream, eid.Seq)
+	}()
+	release, claimErr := h.node.Follow(ctx, sid, eid.Stream, conn)
+	<-read
+	if claimErr == nil {
+		defer release()
+	}
+	if readErr != nil {
+		streamError(w, readErr)
 		return
 	}
 	slot, err := h.openStream(r, sid)
@@ -177,15 +194,11 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *s
 		return
 	}
 	defer slot()
-	ctx, conn, done := h.liveStream(r, sid, "")
-	defer done()
-	defer h.metrics.StreamOpened("resume")()
-	release, err := h.node.Follow(ctx, sid, eid.Stream, conn)
-	if err != nil {
-		streamError(w, err)
+	if claimErr != nil {
+		streamError(w, claimErr)
 		return
 	}
-	defer release()
+	defer h.metrics.StreamOpened("resume")()
 	sw := h.streamWriter(w, conn)
 	defer sw.Close()
 	sw.Start(nil)
