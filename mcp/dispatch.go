@@ -47,47 +47,20 @@ type requestMeta struct {
 	Capabilities    json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 	ClientInfo      *Implementation `json:"io.modelcontextprotocol/clientInfo"`
 	LogLevel        *LogLevel       `json:"io.modelcontextprotocol/logLevel"`
-}
-
-func readMeta(params json.RawMessage) (requestMeta, error) {
-	var m requestMeta
-	if len(params) == 0 || params[0] != '{' {
-		return m, nil
-	}
-	var p struct {
-		Meta json.RawMessage `json:"_meta"`
-	}
-	if err := json.Unmarshal(params, &p); err != nil {
-		return m, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: %v", err)
-	}
-	if len(p.Meta) == 0 || string(p.Meta) == "null" {
-		return m, nil
-	}
-	if err := json.Unmarshal(p.Meta, &m); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return m, invalidParam("_meta."+te.Field, "must be "+te.Type.String())
-		}
-		return m, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid _meta: "+err.Error(), map[string]any{"field": "_meta"})
-	}
-	return m, nil
+	// The trace context (W3C), read by startSpan; raw, so that a
+	// malformed one is ignored rather than refused.
+	TraceParent json.RawMessage `json:"traceparent"`
+	TraceState  json.RawMessage `json:"tracestate"`
+	Baggage     json.RawMessage `json:"baggage"`
 }
 
 // metaVersion returns the _meta protocol version of a request's params,
 // when there is one and it is a string.
-func metaVersion(params json.RawMessage) (string, bool) {
-	if !bytes.Contains(params, []byte(MetaProtocolVersion)) {
-		return "", false
+func metaVersion(pm *paramMembers) (string, bool) {
+	if v := pm.meta.ProtocolVersion; v != nil {
+		return *v, true
 	}
-	var p struct {
-		Meta struct {
-			Version *string `json:"io.modelcontextprotocol/protocolVersion"`
-		} `json:"_meta"`
-	}
-	if json.Unmarshal(params, &p) != nil || p.Meta.Version == nil {
-		return "", false
-	}
-	return *p.Meta.Version, true
+	return "", false
 }
 
 // IsModernMessage reports whether a request carries the 2026-07-28
@@ -108,12 +81,16 @@ func IsModernMessage(params json.RawMessage) bool {
 }
 
 // newModernRequest builds the context of a stateless request from its
-// _meta, or returns the JSON-RPC error the request deserves.
-func (s *Server) newModernRequest(msg *jsonrpc.Message, principal *Principal) (*Request, error) {
-	m, err := readMeta(msg.Params)
-	if err != nil {
-		return nil, err
+// _meta, or returns the JSON-RPC error the request deserves. pm is
+// msg.Params split, or nil.
+func (s *Server) newModernRequest(msg *jsonrpc.Message, pm *paramMembers, principal *Principal) (*Request, error) {
+	if !pm.of(msg.Params) {
+		pm = splitParams(msg.Params)
 	}
+	if pm.metaErr != nil {
+		return nil, pm.metaErr
+	}
+	m := &pm.meta
 	if m.ProtocolVersion == nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "missing _meta."+MetaProtocolVersion, map[string]any{"field": "_meta." + MetaProtocolVersion})
 	}
@@ -132,7 +109,7 @@ func (s *Server) newModernRequest(msg *jsonrpc.Message, principal *Principal) (*
 	req := &Request{
 		Method: msg.Method, Params: msg.Params, id: msg.ID, srv: s,
 		version: *m.ProtocolVersion, modern: true, clientInfo: m.ClientInfo,
-		principal: principal, progressToken: m.ProgressToken,
+		principal: principal, progressToken: m.ProgressToken, pm: pm,
 	}
 	if err := json.Unmarshal(m.Capabilities, &req.caps); err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid _meta."+MetaClientCapabilities+": "+err.Error(), nil)
@@ -150,14 +127,14 @@ func (s *Server) newModernRequest(msg *jsonrpc.Message, principal *Principal) (*
 // principal is the caller of this request (the session is bound to its
 // ID when it was created).
 func (s *Server) newLegacyRequest(msg *jsonrpc.Message, st *session.Session, principal *Principal) (*Request, error) {
-	m, err := readMeta(msg.Params)
-	if err != nil {
-		return nil, err
+	pm := splitParams(msg.Params)
+	if pm.metaErr != nil {
+		return nil, pm.metaErr
 	}
 	req := &Request{
 		Method: msg.Method, Params: msg.Params, id: msg.ID, srv: s,
 		sessionID: st.ID, version: st.Version, principal: principal,
-		progressToken: m.ProgressToken,
+		progressToken: pm.meta.ProgressToken, pm: pm,
 	}
 	if err := req.readSession(st); err != nil {
 		return nil, err
@@ -277,7 +254,8 @@ func (s *Server) call(ctx context.Context, req *Request, sess sessionOps) (json.
 // context in the request's _meta (traceparent) or else of ctx (HTTP
 // headers). Attributes are computed only when the span records.
 func (s *Server) startSpan(ctx context.Context, req *Request) (context.Context, trace.Span) {
-	ctx = telemetry.FromMeta(ctx, req.Params)
+	pm := req.members()
+	ctx = telemetry.FromTraceMeta(ctx, pm.meta.TraceParent, pm.meta.TraceState, pm.meta.Baggage)
 	ctx, span := telemetry.Tracer().Start(ctx, "mcp "+req.Method, trace.WithSpanKind(trace.SpanKindServer))
 	if !span.IsRecording() {
 		return ctx, span
@@ -290,19 +268,15 @@ func (s *Server) startSpan(ctx context.Context, req *Request) (context.Context, 
 	if req.sessionID != "" {
 		span.SetAttributes(attribute.String("mcp.session.id", req.sessionID))
 	}
-	var p struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
-	}
-	if len(req.Params) > 0 && json.Unmarshal(req.Params, &p) == nil {
-		switch req.Method {
-		case "tools/call":
-			span.SetAttributes(attribute.String("gen_ai.tool.name", p.Name))
-		case "prompts/get":
-			span.SetAttributes(attribute.String("gen_ai.prompt.name", p.Name))
-		case "resources/read":
-			span.SetAttributes(attribute.String("mcp.resource.uri", p.URI))
-		}
+	name, _ := stringMember(pm.Name)
+	uri, _ := stringMember(pm.URI)
+	switch req.Method {
+	case "tools/call":
+		span.SetAttributes(attribute.String("gen_ai.tool.name", name))
+	case "prompts/get":
+		span.SetAttributes(attribute.String("gen_ai.prompt.name", name))
+	case "resources/read":
+		span.SetAttributes(attribute.String("mcp.resource.uri", uri))
 	}
 	return ctx, span
 }

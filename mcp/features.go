@@ -85,8 +85,8 @@ type callParams struct {
 }
 
 func (s *Server) callTool(ctx context.Context, req *Request) (any, error) {
-	var p callParams
-	if err := decodeParams(req.Params, &p); err != nil {
+	p, err := req.callParams()
+	if err != nil {
 		return nil, err
 	}
 	if p.Name == "" {

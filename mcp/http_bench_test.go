@@ -5,8 +5,12 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/internal/toolpack/demo"
@@ -17,12 +21,40 @@ import (
 // benchNode is a handler serving the demo pack, driven in process
 // (ServeHTTP with a recorder: no sockets, no client).
 type benchNode struct {
-	h *mcp.HTTPHandler
+	h   *mcp.HTTPHandler
+	rdb *goredis.Client // nil on the memory backend
+}
+
+// redisScripts returns the script calls (EVAL, EVALSHA) Redis has
+// received: each is one round trip of the backend; 0 on memory.
+func (n *benchNode) redisScripts(b *testing.B) float64 {
+	if n.rdb == nil {
+		return 0
+	}
+	info, err := n.rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for line := range strings.Lines(info) {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		f, err := strconv.ParseFloat(calls, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += f
+	}
+	return total
 }
 
 func newBenchNode(b *testing.B, backend string, cacheTTL time.Duration) *benchNode {
 	b.Helper()
 	var be *mcp.Backend
+	n := &benchNode{}
 	switch backend {
 	case "memory":
 		be = mcp.NewMemoryBackend()
@@ -32,6 +64,12 @@ func newBenchNode(b *testing.B, backend string, cacheTTL time.Duration) *benchNo
 		if be, err = redisbackend.Open(context.Background(), srv.URL(), nil); err != nil {
 			b.Fatal(err)
 		}
+		opts, err := goredis.ParseURL(srv.URL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		n.rdb = goredis.NewClient(opts)
+		b.Cleanup(func() { _ = n.rdb.Close() })
 	}
 	b.Cleanup(func() { _ = be.Close() })
 	s := mcp.NewServer(mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ServerOptions{StateKeys: [][]byte{bytes.Repeat([]byte{7}, 32)}})
@@ -43,7 +81,8 @@ func newBenchNode(b *testing.B, backend string, cacheTTL time.Duration) *benchNo
 		b.Fatal(err)
 	}
 	b.Cleanup(h.Close)
-	return &benchNode{h: h}
+	n.h = h
+	return n
 }
 
 // post serves one POST and returns the recorder.
@@ -103,5 +142,47 @@ func BenchmarkToolCall(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkSessionChurn measures a whole 2025-11-25 session per
+// operation, the server side of it: initialize, notifications/initialized,
+// one tools/call of echo and DELETE.
+func BenchmarkSessionChurn(b *testing.B) {
+	for _, backend := range []string{"memory", "redis"} {
+		b.Run(backend, func(b *testing.B) {
+			n := newBenchNode(b, backend, 0)
+			initialize := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+			initialized := []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			call := []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+			b.ReportAllocs()
+			before := n.redisScripts(b)
+			for b.Loop() {
+				rec := n.post(initialize, nil)
+				sid := rec.Header().Get("Mcp-Session-Id")
+				if sid == "" {
+					b.Fatalf("initialize: %d %s", rec.Code, rec.Body)
+				}
+				hdr := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": mcp.Version20251125}
+				if rec := n.post(initialized, hdr); rec.Code != http.StatusAccepted {
+					b.Fatalf("notifications/initialized: %d", rec.Code)
+				}
+				if rec := n.post(call, hdr); rec.Code != http.StatusOK || !bytes.Contains(rec.Body.Bytes(), []byte(`"hello"`)) {
+					b.Fatalf("tools/call: %d %s", rec.Code, rec.Body)
+				}
+				req := httptest.NewRequest(http.MethodDelete, "/mcp", nil)
+				for k, v := range hdr {
+					req.Header.Set(k, v)
+				}
+				del := httptest.NewRecorder()
+				n.h.ServeHTTP(del, req)
+				if del.Code != http.StatusNoContent {
+					b.Fatalf("DELETE: %d %s", del.Code, del.Body)
+				}
+			}
+			if n.rdb != nil {
+				b.ReportMetric((n.redisScripts(b)-before)/float64(b.N), "scripts/op")
+			}
+		})
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/session"
 	"github.com/mcpcluster/mcpcluster/internal/sse"
-	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // serveGet opens the session's standalone stream, or resumes a stream
@@ -181,9 +180,26 @@ func (h *HTTPHandler) endStream(sw *sse.Writer, ctx context.Context, err error) 
 // ends with a JSON-RPC error for the request.
 func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *session.Session, eid sse.EventID) {
 	sid := sess.ID
-	info, err := h.node.OpenResume(r.Context(), sid, eid.Stream, eid.Seq)
-	if err != nil {
-		streamError(w, err)
+	ctx, conn, done := h.liveStream(r, sid, "")
+	defer done()
+	// The stream's check (and the history to replay) and the claim that
+	// keeps its producer going run side by side: one round trip of
+	// waiting, not two. The claim is under the caller's own session and
+	// is given up if the check fails.
+	var head cluster.History
+	var readErr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		head, readErr = h.node.OpenResume(r.Context(), sid, eid.Stream, eid.Seq)
+	}()
+	release, claimErr := h.node.Follow(ctx, sid, eid.Stream, conn)
+	<-read
+	if claimErr == nil {
+		defer release()
+	}
+	if readErr != nil {
+		streamError(w, readErr)
 		return
 	}
 	slot, err := h.openStream(r, sid)
@@ -192,24 +208,20 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *s
 		return
 	}
 	defer slot()
-	ctx, conn, done := h.liveStream(r, sid, "")
-	defer done()
-	defer h.metrics.StreamOpened("resume")()
-	release, err := h.node.Follow(ctx, sid, eid.Stream, conn)
-	if err != nil {
-		streamError(w, err)
+	if claimErr != nil {
+		streamError(w, claimErr)
 		return
 	}
-	defer release()
+	defer h.metrics.StreamOpened("resume")()
 	sw := h.streamWriter(w, conn)
 	defer sw.Close()
 	sw.Start(nil)
 	jobs := coordinator.Upkeep{Conn: conn, Claim: coordinator.FollowKey(sid, eid.Stream)}
-	if !info.Done && info.Owner != "" {
+	if info := head.Info; !info.Done && info.Owner != "" {
 		jobs.Owner = &coordinator.OwnerWatch{Session: sid, Stream: eid.Stream, Info: info}
 	}
 	go h.node.RunUpkeep(ctx, jobs)
-	h.endStream(sw, ctx, h.node.Tail(ctx, sid, eid.Stream, eid.Seq, h.historyWriter(sw, eid.Stream, info.Last)))
+	h.endStream(sw, ctx, h.node.Tail(ctx, sid, eid.Stream, eid.Seq, head, h.historyWriter(sw, eid.Stream, head.Info.Last)))
 }
 
 // serveDelete ends a session everywhere.
@@ -229,13 +241,15 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Only the session's own caller may end it; another gets the answer
-	// for a session that does not exist.
-	live := false
-	_, err := h.ownSession(r.Context(), sid)
-	if err == nil {
-		live, err = h.sessions.End(r.Context(), sid)
+	// for a session that does not exist (the store checks, as it ends it).
+	// The store tells every node as it ends it.
+	notice, err := h.node.SessionEndNotice(sid)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, jsonrpc.ID{}, err)
+		return
 	}
-	if err != nil && !errors.Is(err, cluster.ErrNotFound) {
+	live, err := h.sessions.End(r.Context(), sid, PrincipalFromContext(r.Context()).ID(), notice)
+	if err != nil {
 		writeError(w, statusOf(err, false), jsonrpc.ID{}, rpcError(err))
 		return
 	}
@@ -245,9 +259,6 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	h.metrics.Session("ended")
 	h.callers.releaseSession(r.Context(), callerKey(r, h.callers.trusted), sid)
-	if err := h.node.EndSession(r.Context(), sid); err != nil {
-		h.log.Warn().Err(err).Str("session", telemetry.SessionTag(sid)).Msg("session end not broadcast")
-	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

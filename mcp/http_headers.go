@@ -74,24 +74,17 @@ func (s *Server) checkHeaders(h http.Header, req *Request, version string) error
 	if method != req.Method {
 		return headerMismatch(headerMethod, "header %s is %q but the body's method is %q", headerMethod, method, req.Method)
 	}
-	var p struct {
-		Name      string          `json:"name"`
-		URI       string          `json:"uri"`
-		TaskID    string          `json:"taskId"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	if len(req.Params) > 0 {
-		_ = json.Unmarshal(req.Params, &p)
-	}
+	pm := req.members()
+	toolName, _ := stringMember(pm.Name)
 	var want string
 	switch req.Method {
 	case "tools/call", "prompts/get":
-		want = p.Name
+		want = toolName
 	case "resources/read":
-		want = p.URI
+		want, _ = stringMember(pm.URI)
 	case "tasks/get", "tasks/update", "tasks/cancel":
 		// The tasks extension routes on the task id (SEP-2663).
-		want = p.TaskID
+		want, _ = stringMember(pm.TaskID)
 	default:
 		return nil
 	}
@@ -103,7 +96,7 @@ func (s *Server) checkHeaders(h http.Header, req *Request, version string) error
 		return headerMismatch(headerName, "header %s is %q but the body names %q", headerName, name, want)
 	}
 	if req.Method == "tools/call" {
-		return s.checkParamHeaders(h, p.Name, p.Arguments)
+		return s.checkParamHeaders(h, toolName, pm.Arguments)
 	}
 	return nil
 }

@@ -65,7 +65,8 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 	noteMethod(r.Context(), msg.Method)
 	// The header is judged once the body is read, so that its error
 	// carries the request's id.
-	if err := headerVersionError(version, msg.Params); err != nil {
+	pm := splitParams(msg.Params)
+	if err := headerVersionError(version, pm); err != nil {
 		writeError(w, http.StatusBadRequest, msg.ID, err)
 		return
 	}
@@ -74,7 +75,7 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 	// its header says: checkHeaders then reports a mismatched header.
 	modern := IsModernVersion(version) || (sid == "" && msg.Method != "initialize" && IsModernMessage(msg.Params))
 	if modern {
-		h.postModern(w, r, msg, version, tk)
+		h.postModern(w, r, msg, pm, version, tk)
 		return
 	}
 	if !h.node.BusReady() {
@@ -119,11 +120,11 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 // (-32020), judged before whether either version is served; a header
 // naming a revision this server does not serve is -32022. An absent
 // header is left to the transport path (checkHeaders on 2026-07-28).
-func headerVersionError(version string, params json.RawMessage) error {
+func headerVersionError(version string, pm *paramMembers) error {
 	if version == "" {
 		return nil
 	}
-	if mv, ok := metaVersion(params); ok && mv != version {
+	if mv, ok := metaVersion(pm); ok && mv != version {
 		return headerMismatch(headerVersion, "header %s is %q but _meta says %q", headerVersion, version, mv)
 	}
 	if !IsSupportedVersion(version) {
@@ -278,7 +279,7 @@ func (h *HTTPHandler) legacyRequest(w http.ResponseWriter, r *http.Request, sess
 
 // postModern serves a 2026-07-28 request: headers checked against the
 // body, no session, and a disconnect cancels the handler.
-func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, version string, tk *ticket) {
+func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, pm *paramMembers, version string, tk *ticket) {
 	switch msg.Kind() {
 	case jsonrpc.KindResponse:
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "clients do not send responses in protocol version %s", Version20260728))
@@ -287,7 +288,7 @@ func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *js
 		// Nothing acts on a notification without a session, but the
 		// receiving middleware sees it.
 		if version == "" {
-			version, _ = metaVersion(msg.Params)
+			version, _ = metaVersion(pm)
 		}
 		h.srv.receiveMessage(r.Context(), msg, nil, version, func(context.Context) {})
 		w.WriteHeader(http.StatusAccepted)
@@ -297,7 +298,7 @@ func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *js
 		writeError(w, http.StatusNotFound, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", msg.Method))
 		return
 	}
-	req, err := h.srv.newModernRequest(msg, PrincipalFromContext(r.Context()))
+	req, err := h.srv.newModernRequest(msg, pm, PrincipalFromContext(r.Context()))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, msg.ID, err)
 		return

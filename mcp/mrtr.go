@@ -56,19 +56,21 @@ func binding(req *Request) (seal.Binding, error) {
 // request into req. Anything that fails verification is rejected with
 // -32602.
 func (s *Server) openRound(req *Request) error {
-	if len(req.Params) == 0 {
+	if len(req.Params) == 0 || req.Params[0] != '{' {
 		return nil
 	}
+	pm := req.members()
 	var p mrtrParams
-	if err := json.Unmarshal(req.Params, &p); err != nil {
+	p.InputResponses = pm.InputResponses
+	if rs := pm.RequestState; len(rs) > 0 && string(rs) != "null" {
 		// A requestState that is not a string is refused here: read as
 		// absent it would start a fresh round. Other shape errors are
 		// reported by the method itself.
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field == "requestState" {
+		s, ok := stringMember(rs)
+		if !ok {
 			return invalidParam("requestState", "must be a string")
 		}
-		return nil
+		p.RequestState = &s
 	}
 	inputs := map[string]json.RawMessage{}
 	req.retry = p.RequestState != nil || len(p.InputResponses) > 0 && string(p.InputResponses) != "null"

@@ -96,6 +96,7 @@ type Request struct {
 	principal     *Principal
 	logLevel      LogLevel // threshold; "" sends nothing
 	progressToken json.RawMessage
+	pm            *paramMembers // Params split: see members
 	out           outbound
 	edge          *requestInfo // the HTTP request's, for Logger; nil on stdio
 	logger        *zerolog.Logger

@@ -300,7 +300,7 @@ func (c *stdioConn) prepare(msg *jsonrpc.Message) (*Request, *jsonrpc.Message) {
 	var req *Request
 	var err error
 	if IsModernMessage(msg.Params) || modernOnly[msg.Method] {
-		req, err = s.newModernRequest(msg, nil)
+		req, err = s.newModernRequest(msg, nil, nil)
 	} else {
 		st := c.session()
 		if st == nil && msg.Method != "ping" {

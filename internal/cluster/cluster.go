@@ -92,8 +92,9 @@ type SessionStore interface {
 	Set(ctx context.Context, id string, fields map[string]string) error
 	// End removes the session and everything stored under it: its event
 	// histories, its subscriptions and its claims. It reports whether the
-	// session was live. Ending an unknown session is not an error.
-	End(ctx context.Context, id string) (bool, error)
+	// session was live. Ending an unknown session is not an error. See
+	// EndOptions.
+	End(ctx context.Context, id string, opts EndOptions) (bool, error)
 	// Subscribe records that session id wants notifications/resources/updated
 	// for uri; Unsubscribe removes that. Both need a live session
 	// (ErrNotFound otherwise) and are idempotent.
@@ -107,6 +108,25 @@ type SessionStore interface {
 	Scan(ctx context.Context, cursor string, count int) (ids []string, next string, err error)
 	// Count returns the number of live sessions.
 	Count(ctx context.Context) (int, error)
+}
+
+// EndOptions qualify SessionStore.End.
+type EndOptions struct {
+	// Match, when not empty, names fields a live session must have to be
+	// ended (a missing field counts as ""); one that differs is left as
+	// it is and reported as not live: a caller that must own a session
+	// ends it without reading it first.
+	Match map[string]string
+	// Announce, when not nil, is published on the bus (as Bus.Publish
+	// would) when this call ends a live session, in the same round trip
+	// where the backend allows it; never when the session was not live.
+	Announce *Notice
+}
+
+// Notice is a bus message: Bus.Publish(ctx, Topic, Msg).
+type Notice struct {
+	Topic string
+	Msg   []byte
 }
 
 // StreamMeta describes a stream when it is opened.

@@ -23,6 +23,19 @@ type TailOptions struct {
 	// Buffer bounds the followed events held while fn runs
 	// (DefaultTailBuffer when 0). Past it Tail drops them and re-reads.
 	Buffer int
+	// Head, when not nil, is what the caller's own Read of the stream
+	// after `after` returned. TailWith delivers its events first, before
+	// it follows the stream (a replay then waits for no subscription),
+	// and reads once more after following, so an event appended in
+	// between is not missed; a Head that reaches the final event ends
+	// the call without following at all. TailMerged ignores it.
+	Head *History
+}
+
+// History is what one EventLog.Read returned.
+type History struct {
+	Events []Event
+	Info   StreamInfo
 }
 
 // Tail is TailWith with the default options.
@@ -89,6 +102,11 @@ func tailAll(ctx context.Context, log EventLog, tails []*tail, opts TailOptions)
 		opts.Buffer = DefaultTailBuffer
 	}
 	wake := make(chan struct{}, 1)
+	if h := opts.Head; h != nil && len(tails) == 1 {
+		if done, err := tails[0].take(h.Events, h.Info); done || err != nil {
+			return err
+		}
+	}
 	for _, t := range tails {
 		t.log = log
 		t.buf = tailBuffer{max: opts.Buffer, wake: wake}
@@ -175,6 +193,12 @@ func (t *tail) read(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("cluster: tail %q after %d: %w", t.stream, t.cursor, err)
 	}
+	return t.take(evs, info)
+}
+
+// take delivers the events of a Read after the cursor and reports
+// whether the stream is complete.
+func (t *tail) take(evs []Event, info StreamInfo) (bool, error) {
 	if t.reads > 0 && info.Last < t.info.Last {
 		// A stream's last seq never goes back: this one was lost (a
 		// store restarted without its data) and opened again, and its

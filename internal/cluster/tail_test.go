@@ -331,3 +331,61 @@ func TestTailEndsWhenTheStreamGoesBack(t *testing.T) {
 		t.Fatal("the tail kept waiting behind its cursor")
 	}
 }
+
+// noFollow is an EventLog whose Follow fails.
+type noFollow struct{ cluster.EventLog }
+
+func (noFollow) Follow(context.Context, string, func(cluster.Event)) (func(), error) {
+	return nil, errors.New("no follow")
+}
+
+func TestTailHead(t *testing.T) {
+	b, _ := lossy(t, 0)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendEv := func(x string, final bool) {
+		t.Helper()
+		_, err := b.Events.Append(ctx, "s", x, []byte("e"), final, lim)
+		must(err)
+	}
+	headOf := func(x string, after uint64) *cluster.History {
+		t.Helper()
+		evs, info, err := b.Events.Read(ctx, "s", x, after)
+		must(err)
+		return &cluster.History{Events: evs, Info: info}
+	}
+
+	// The final event lands between the caller's Read and Follow: only
+	// the read after following finds it (polling is off).
+	must(b.Events.Open(ctx, "x", cluster.StreamMeta{Session: "s"}, lim))
+	for range 3 {
+		appendEv("x", false)
+	}
+	head := headOf("x", 1)
+	appendEv("x", true)
+	got, err := collect(ctx, b.Events, "s", "x", 1, cluster.TailOptions{Poll: -1, Head: head}, 0)
+	must(err)
+	if !slices.Equal(got, []uint64{2, 3, 4}) {
+		t.Fatalf("got %v, want [2 3 4]", got)
+	}
+
+	// A head that reaches the final event needs no Follow.
+	must(b.Events.Open(ctx, "y", cluster.StreamMeta{Session: "s"}, lim))
+	appendEv("y", false)
+	appendEv("y", true)
+	got, err = collect(ctx, noFollow{b.Events}, "s", "y", 0, cluster.TailOptions{Head: headOf("y", 0)}, 0)
+	must(err)
+	if !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("got %v, want [1 2]", got)
+	}
+	// Without a head, Follow comes first.
+	if _, err := collect(ctx, noFollow{b.Events}, "s", "y", 0, cluster.TailOptions{}, 0); err == nil {
+		t.Fatal("Tail without a head did not follow")
+	}
+}

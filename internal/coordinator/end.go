@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
@@ -14,6 +16,18 @@ import (
 // the caller has already deleted it from the store.
 func (n *Node) EndSession(ctx context.Context, session string) error {
 	return n.Publish(ctx, SessionEnded{Session: session})
+}
+
+// SessionEndNotice is the bus message of EndSession, for the store to
+// publish as it ends the session (cluster.EndOptions.Announce), which
+// saves a round trip.
+func (n *Node) SessionEndNotice(session string) (*cluster.Notice, error) {
+	b, err := Encode(SessionEnded{Session: session})
+	if err != nil {
+		return nil, err
+	}
+	n.metrics.BusSent()
+	return &cluster.Notice{Topic: TopicAll, Msg: b}, nil
 }
 
 // EndLocal ends what this node holds of an ended session: its cached

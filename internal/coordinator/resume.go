@@ -75,18 +75,19 @@ func (n *Node) TakeGet(ctx context.Context, session string, conn *Conn) (func(),
 }
 
 // OpenResume checks that stream is session's and that its history after
-// seq is kept, and returns its info: ErrNotFound or ErrForbidden when
-// it is not session's (callers answer both alike, so streams of other
-// sessions cannot be probed), ErrEvicted when the history is gone.
-func (n *Node) OpenResume(ctx context.Context, session, stream string, seq uint64) (cluster.StreamInfo, error) {
-	_, info, err := n.be.Events.Read(ctx, session, stream, seq)
+// seq is kept, and returns that history, to pass to Tail: ErrNotFound
+// or ErrForbidden when it is not session's (callers answer both alike,
+// so streams of other sessions cannot be probed), ErrEvicted when the
+// history is gone.
+func (n *Node) OpenResume(ctx context.Context, session, stream string, seq uint64) (cluster.History, error) {
+	evs, info, err := n.be.Events.Read(ctx, session, stream, seq)
 	if err != nil {
-		return cluster.StreamInfo{}, err
+		return cluster.History{}, err
 	}
 	if seq > info.Last {
-		return cluster.StreamInfo{}, cluster.ErrNotFound
+		return cluster.History{}, cluster.ErrNotFound
 	}
-	return info, nil
+	return cluster.History{Events: evs, Info: info}, nil
 }
 
 // Follow claims that conn follows stream (a POST stream's producer
@@ -106,7 +107,9 @@ func (n *Node) Follow(ctx context.Context, session, stream string, conn *Conn) (
 
 // Tail replays stream after seq and follows it live, calling fn for each
 // event, until its final event, ctx ends or fn fails (see cluster.Tail).
-func (n *Node) Tail(ctx context.Context, session, stream string, after uint64, fn func(cluster.Event) error) error {
-	_, err := cluster.TailWith(ctx, n.be.Events, session, stream, after, cluster.TailOptions{Poll: n.be.FollowPoll}, fn)
+// head is the history after seq that OpenGet or OpenResume returned: it
+// is replayed before the stream is followed.
+func (n *Node) Tail(ctx context.Context, session, stream string, after uint64, head cluster.History, fn func(cluster.Event) error) error {
+	_, err := cluster.TailWith(ctx, n.be.Events, session, stream, after, cluster.TailOptions{Poll: n.be.FollowPoll, Head: &head}, fn)
 	return err
 }

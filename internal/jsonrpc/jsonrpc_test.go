@@ -316,8 +316,13 @@ func FuzzDecode(f *testing.F) {
 		_, _, _, _ = jsonrpc.DecodeBatch(data) // must not panic
 		m1, err := jsonrpc.Decode(data)
 		if err != nil {
-			if _, ok := jsonrpc.IsDecodeError(err); !ok {
+			de, ok := jsonrpc.IsDecodeError(err)
+			if !ok {
 				t.Fatalf("Decode(%q): error %v is not a *DecodeError", data, err)
+			}
+			// -32700 exactly when the body is not JSON.
+			if parse := de.Err.Code == jsonrpc.CodeParseError; parse == json.Valid(data) {
+				t.Fatalf("Decode(%q): code %d, but json.Valid is %v", data, de.Err.Code, !parse)
 			}
 			return
 		}

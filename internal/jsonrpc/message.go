@@ -164,10 +164,16 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // JSON-RPC 2.0 message gives -32600. The returned error is a *DecodeError.
 func Decode(data []byte) (*Message, error) {
 	data = trimJSONSpace(data)
-	if !json.Valid(data) {
-		return nil, &DecodeError{Err: Errorf(CodeParseError, "parse error: malformed JSON")}
+	// An object is checked by decodeValue's own decoding (one pass over
+	// the body, not two); anything else is judged here.
+	if (len(data) == 0 || data[0] != '{') && !json.Valid(data) {
+		return nil, errMalformed()
 	}
 	return decodeValue(data)
+}
+
+func errMalformed() error {
+	return &DecodeError{Err: Errorf(CodeParseError, "parse error: malformed JSON")}
 }
 
 // DecodeBatch parses a body that may be a single message or a batch
@@ -198,7 +204,7 @@ func (e *BatchTooLargeError) RPC() *Error { return NewError(CodeInvalidRequest, 
 func DecodeBatchMax(data []byte, max int) (msgs []*Message, errs []error, batch bool, err error) {
 	data = trimJSONSpace(data)
 	if !json.Valid(data) {
-		return nil, nil, false, &DecodeError{Err: Errorf(CodeParseError, "parse error: malformed JSON")}
+		return nil, nil, false, errMalformed()
 	}
 	if len(data) == 0 || data[0] != '[' {
 		m, err := decodeValue(data)
@@ -238,14 +244,16 @@ func invalid(id ID, format string, args ...any) error {
 	return &DecodeError{ID: id, Err: Errorf(CodeInvalidRequest, "invalid request: "+format, args...)}
 }
 
-// decodeValue decodes a value known to be valid JSON.
+// decodeValue decodes a value that is valid JSON unless it starts with
+// '{' (its decoding checks that: malformed JSON gives -32700).
 func decodeValue(data []byte) (*Message, error) {
 	if len(data) == 0 || data[0] != '{' {
 		return nil, invalid(ID{}, "a message must be a JSON object")
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil, invalid(ID{}, "%v", err)
+		// An object decodes into raw members unless it is malformed.
+		return nil, errMalformed()
 	}
 	var m Message
 	// Read the id first so every later error can carry it.

@@ -198,9 +198,12 @@ func (st *Store) Unsubscribe(ctx context.Context, id, uri string) error {
 
 // End removes session id and what is stored under it, drops this node's
 // cached copy, and reports whether the session was live; the caller
-// tells the other nodes.
-func (st *Store) End(ctx context.Context, id string) (bool, error) {
-	live, err := st.be.End(ctx, id)
+// tells the other nodes, or passes announce (published with the end, see
+// cluster.EndOptions). A session of another principal than principal is
+// kept and reported as not live, exactly as one that does not exist. It
+// does not read the session: a record that does not decode is ended too.
+func (st *Store) End(ctx context.Context, id, principal string, announce *cluster.Notice) (bool, error) {
+	live, err := st.be.End(ctx, id, cluster.EndOptions{Match: map[string]string{fieldPrincipal: principal}, Announce: announce})
 	st.Invalidate(id)
 	if err != nil {
 		return live, fmt.Errorf("end session: %w", err)

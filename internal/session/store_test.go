@@ -168,13 +168,13 @@ func TestStore(t *testing.T) {
 			if err := st.Create(ctx, newSession("end")); err != nil {
 				t.Fatal(err)
 			}
-			if live, err := st.End(ctx, "end"); err != nil || !live {
+			if live, err := st.End(ctx, "end", "", nil); err != nil || !live {
 				t.Fatalf("End: got %v, %v; want true", live, err)
 			}
 			if _, err := st.Load(ctx, "end"); !errors.Is(err, cluster.ErrNotFound) {
 				t.Fatalf("Load after End: got %v, want ErrNotFound", err)
 			}
-			if live, err := st.End(ctx, "end"); err != nil || live {
+			if live, err := st.End(ctx, "end", "", nil); err != nil || live {
 				t.Fatalf("End again: got %v, %v; want false", live, err)
 			}
 		})
@@ -328,7 +328,7 @@ func TestStoreCache(t *testing.T) {
 		if got := load(t, st).LogLevel; got != "notice" {
 			t.Fatalf("after SetLogLevel: got level %q, want notice", got)
 		}
-		if _, err := st.End(ctx, "s"); err != nil {
+		if _, err := st.End(ctx, "s", "", nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := st.Load(ctx, "s"); !errors.Is(err, cluster.ErrNotFound) {
@@ -339,7 +339,7 @@ func TestStoreCache(t *testing.T) {
 	t.Run("EndedElsewhereDroppedOnNotFound", func(t *testing.T) {
 		be, st, clk := setup(t, nil)
 		load(t, st)
-		if _, err := be.End(ctx, "s"); err != nil {
+		if _, err := be.End(ctx, "s", cluster.EndOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := st.Touch(ctx, "s"); !errors.Is(err, cluster.ErrNotFound) {

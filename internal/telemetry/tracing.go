@@ -19,29 +19,30 @@ var Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceCont
 // Tracer returns the MCP layer's tracer from the global provider.
 func Tracer() trace.Tracer { return otel.Tracer(TracerName) }
 
-// FromMeta extracts W3C trace context (traceparent, tracestate, baggage)
-// carried in a request's params._meta into ctx. A context already
-// carrying a span from HTTP headers keeps it unless _meta has one.
-func FromMeta(ctx context.Context, params json.RawMessage) context.Context {
-	if len(params) == 0 {
+// FromTraceMeta extracts W3C trace context carried in a request's
+// params._meta (the raw JSON values of its traceparent, tracestate and
+// baggage members) into ctx. A context already carrying a span from HTTP
+// headers keeps it unless _meta has one; a member that is not a string
+// makes the whole trace context ignored.
+func FromTraceMeta(ctx context.Context, traceparent, tracestate, baggage json.RawMessage) context.Context {
+	if len(traceparent) == 0 {
 		return ctx
 	}
-	var p struct {
-		Meta struct {
-			TraceParent string `json:"traceparent"`
-			TraceState  string `json:"tracestate"`
-			Baggage     string `json:"baggage"`
-		} `json:"_meta"`
+	carrier := propagation.MapCarrier{}
+	for name, raw := range map[string]json.RawMessage{"traceparent": traceparent, "tracestate": tracestate, "baggage": baggage} {
+		if len(raw) == 0 || string(raw) == "null" {
+			continue
+		}
+		var v string
+		if json.Unmarshal(raw, &v) != nil {
+			return ctx
+		}
+		if v != "" {
+			carrier[name] = v
+		}
 	}
-	if json.Unmarshal(params, &p) != nil || p.Meta.TraceParent == "" {
+	if carrier["traceparent"] == "" {
 		return ctx
-	}
-	carrier := propagation.MapCarrier{"traceparent": p.Meta.TraceParent}
-	if p.Meta.TraceState != "" {
-		carrier["tracestate"] = p.Meta.TraceState
-	}
-	if p.Meta.Baggage != "" {
-		carrier["baggage"] = p.Meta.Baggage
 	}
 	return Propagator.Extract(ctx, carrier)
 }

@@ -59,7 +59,7 @@ func (s *suite) testSessions(t *testing.T) {
 		wantErr(t, "Set", b.Sessions.Set(ctx, id, map[string]string{"a": "b"}), cluster.ErrNotFound)
 		wantErr(t, "Subscribe", b.Sessions.Subscribe(ctx, id, "file:///a"), cluster.ErrNotFound)
 		wantErr(t, "Unsubscribe", b.Sessions.Unsubscribe(ctx, id, "file:///a"), cluster.ErrNotFound)
-		live, err := b.Sessions.End(ctx, id)
+		live, err := b.Sessions.End(ctx, id, cluster.EndOptions{})
 		if err != nil || live {
 			t.Fatalf("End of unknown: got %v, %v, want false, nil", live, err)
 		}
@@ -112,7 +112,7 @@ func (s *suite) testSessions(t *testing.T) {
 		wantErr(t, "Set after expiry", b.Sessions.Set(ctx, load, map[string]string{"x": "z"}), cluster.ErrNotFound)
 		_, err = b.Sessions.Load(ctx, load, ttl)
 		wantErr(t, "Load after Set on expired", err, cluster.ErrNotFound)
-		live, err := b.Sessions.End(ctx, load)
+		live, err := b.Sessions.End(ctx, load, cluster.EndOptions{})
 		if err != nil || live {
 			t.Fatalf("End of expired: got %v, %v, want false, nil", live, err)
 		}
@@ -139,7 +139,7 @@ func (s *suite) testSessions(t *testing.T) {
 			case 2:
 				if i%2 == 0 {
 					must(t, "Create", b.Sessions.Create(ctx, id, nil, short, 0))
-					if _, err := b.Sessions.End(ctx, id); err != nil {
+					if _, err := b.Sessions.End(ctx, id, cluster.EndOptions{}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -184,7 +184,7 @@ func (s *suite) testSessions(t *testing.T) {
 		wantErr(t, "Create past cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 3), cluster.ErrLimit)
 		must(t, "Create without cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 0))
 		wantErr(t, "Create past cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 4), cluster.ErrLimit)
-		if _, err := b.Sessions.End(ctx, ids[0]); err != nil {
+		if _, err := b.Sessions.End(ctx, ids[0], cluster.EndOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		must(t, "Create after End", b.Sessions.Create(ctx, uniq("s"), nil, time.Second, 4))
@@ -196,6 +196,46 @@ func (s *suite) testSessions(t *testing.T) {
 		n, err := b.Sessions.Count(ctx)
 		if err != nil || n != 4 {
 			t.Fatalf("Count: got %d, %v, want 4", n, err)
+		}
+	})
+
+	t.Run("EndAnnounces", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		topic := uniq("topic")
+		got := make(chan string, 10)
+		stop, err := b.Bus.Subscribe(ctx, topic, func(msg []byte) { got <- string(msg) })
+		must(t, "Subscribe", err)
+		defer stop()
+		id := uniq("s")
+		must(t, "Create", b.Sessions.Create(ctx, id, map[string]string{"p": "ada"}, time.Minute, 0))
+		notice := &cluster.Notice{Topic: topic, Msg: []byte("ended " + id)}
+		// Not ended (another's, then unknown): nothing is published.
+		if live, err := b.Sessions.End(ctx, id, cluster.EndOptions{Match: map[string]string{"p": "eve"}, Announce: notice}); err != nil || live {
+			t.Fatalf("End of another's: got %v, %v, want false, nil", live, err)
+		}
+		if live, err := b.Sessions.End(ctx, uniq("unknown"), cluster.EndOptions{Announce: notice}); err != nil || live {
+			t.Fatalf("End of an unknown session: got %v, %v, want false, nil", live, err)
+		}
+		if live, err := b.Sessions.End(ctx, id, cluster.EndOptions{Match: map[string]string{"p": "ada"}, Announce: notice}); err != nil || !live {
+			t.Fatalf("End: got %v, %v, want true, nil", live, err)
+		}
+		if live, err := b.Sessions.End(ctx, id, cluster.EndOptions{Announce: notice}); err != nil || live {
+			t.Fatalf("second End: got %v, %v, want false, nil", live, err)
+		}
+		select {
+		case m := <-got:
+			if m != string(notice.Msg) {
+				t.Fatalf("announced %q, want %q", m, notice.Msg)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("End did not announce")
+		}
+		select {
+		case m := <-got:
+			t.Fatalf("announced twice (%q)", m)
+		case <-time.After(100 * time.Millisecond):
 		}
 	})
 
@@ -225,7 +265,21 @@ func (s *suite) testSessions(t *testing.T) {
 			}
 		}
 
-		live, err := b.Sessions.End(ctx, id)
+		// A session whose fields differ from match is kept.
+		for _, match := range []map[string]string{{"a": "2"}, {"a": "1", "b": "x"}} {
+			live, err := b.Sessions.End(ctx, id, cluster.EndOptions{Match: match})
+			if err != nil || live {
+				t.Fatalf("End matching %v: got %v, %v, want false, nil", match, live, err)
+			}
+			if _, err := b.Sessions.Load(ctx, id, time.Minute); err != nil {
+				t.Fatalf("Load after End matching %v: %v", match, err)
+			}
+			if _, _, err := b.Events.Read(ctx, id, streams[0], 0); err != nil {
+				t.Fatalf("Read after End matching %v: %v", match, err)
+			}
+		}
+		// A missing field matches "".
+		live, err := b.Sessions.End(ctx, id, cluster.EndOptions{Match: map[string]string{"a": "1", "b": ""}})
 		if err != nil || !live {
 			t.Fatalf("End: got %v, %v, want true, nil", live, err)
 		}
@@ -254,7 +308,7 @@ func (s *suite) testSessions(t *testing.T) {
 				t.Fatalf("Holder(%q) after End: got %q, %v, want %q", k, got, err, want)
 			}
 		}
-		live, err = b.Sessions.End(ctx, id)
+		live, err = b.Sessions.End(ctx, id, cluster.EndOptions{})
 		if err != nil || live {
 			t.Fatalf("second End: got %v, %v, want false, nil", live, err)
 		}
@@ -328,7 +382,7 @@ func (s *suite) testSessions(t *testing.T) {
 				}
 				id := uniq("churn")
 				if b.Sessions.Create(ctx, id, nil, time.Minute, 0) == nil {
-					_, _ = b.Sessions.End(ctx, id)
+					_, _ = b.Sessions.End(ctx, id, cluster.EndOptions{})
 				}
 			}
 		})

@@ -122,7 +122,7 @@ func (s *suite) testTail(t *testing.T) {
 		res := startTail(ctx, b.Events, sess, x, 0, cluster.TailOptions{Poll: time.Minute})
 		time.Sleep(50 * time.Millisecond)
 		began := time.Now()
-		if _, err := b.Sessions.End(ctx, sess); err != nil {
+		if _, err := b.Sessions.End(ctx, sess, cluster.EndOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		r := waitTail(t, res)

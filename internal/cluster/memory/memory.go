@@ -103,6 +103,7 @@ func New(opts Options) *cluster.Backend {
 	}
 	s := newStore(opts)
 	b := &bus{store: s, topics: make(map[string]map[*queue[[]byte]]struct{})}
+	s.bus = b
 	if opts.SweepInterval > 0 {
 		s.wg.Add(1)
 		go s.sweepLoop(opts.SweepInterval)
@@ -143,6 +144,7 @@ var errClosed = fmt.Errorf("memory backend closed: %w", cluster.ErrUnavailable)
 type store struct {
 	opts Options
 	log  zerolog.Logger
+	bus  *bus // publishes the announcements of Sessions.End
 
 	closed atomic.Bool
 

@@ -172,14 +172,33 @@ func (m *sessions) Set(ctx context.Context, id string, fields map[string]string)
 	})
 }
 
-func (m *sessions) End(ctx context.Context, id string) (bool, error) {
+func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) (bool, error) {
 	s := (*store)(m)
 	if err := s.check(ctx, "Sessions.End"); err != nil {
 		return false, err
 	}
+	live, err := s.end(id, opts.Match)
+	if live && err == nil && opts.Announce != nil {
+		// The session is ended either way: a lost announcement is what a
+		// lost bus message is elsewhere.
+		if _, perr := s.bus.Publish(ctx, opts.Announce.Topic, opts.Announce.Msg); perr != nil {
+			s.log.Warn().Err(perr).Msg("session end not announced")
+		}
+	}
+	return live, err
+}
+
+func (s *store) end(id string, match map[string]string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.liveLocked(id, s.now())
+	if ss != nil {
+		for f, v := range match {
+			if ss.fields[f] != v {
+				return false, nil
+			}
+		}
+	}
 	if ss != nil {
 		s.dropSessionLocked(ss)
 	}

@@ -275,7 +275,7 @@ func TestSessionIDsNeedNoCare(t *testing.T) {
 			if err != nil || f["k"] != id {
 				t.Fatalf("Load(%q): got %v, %v", id, f, err)
 			}
-			if live, err := b.Sessions.End(ctx, id); err != nil || !live {
+			if live, err := b.Sessions.End(ctx, id, cluster.EndOptions{}); err != nil || !live {
 				t.Fatalf("End(%q): got %v, %v", id, live, err)
 			}
 		}

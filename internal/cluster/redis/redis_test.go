@@ -248,7 +248,7 @@ func TestRoundTrips(t *testing.T) {
 			}},
 			{"Once", 1, 1, func(i int) error { _, err := b.Claims.Once(ctx, fmt.Sprint("tok", i), time.Minute); return err }},
 			{"Heartbeat", 1, 1, func(i int) error { return b.Members.Heartbeat(ctx, "n", time.Minute) }},
-			{"End", 1, 2, func(i int) error { _, err := b.Sessions.End(ctx, fmt.Sprint("s", i)); return err }},
+			{"End", 1, 2, func(i int) error { _, err := b.Sessions.End(ctx, fmt.Sprint("s", i), cluster.EndOptions{}); return err }},
 		}
 		for _, o := range ops {
 			if err := o.op(0); err != nil { // loads the scripts

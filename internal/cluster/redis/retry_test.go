@@ -123,7 +123,7 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 	if _, err := b.Claims.Once(ctx, "warm", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Sessions.End(ctx, "warm"); err != nil {
+	if _, err := b.Sessions.End(ctx, "warm", cluster.EndOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Limiter.Take(ctx, []cluster.Debit{{Key: "warm", N: 1, Rate: 1, Burst: 1}}); err != nil {
@@ -188,12 +188,12 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 		}
 		n := l.lost.Load()
 		lose(t)
-		live, err := b.Sessions.End(ctx, "s3")
+		live, err := b.Sessions.End(ctx, "s3", cluster.EndOptions{})
 		if err != nil || !live {
 			t.Fatalf("end with a lost reply: live %v, %v; want true", live, err)
 		}
 		check(t, n)
-		if live, err := b.Sessions.End(ctx, "s3"); err != nil || live {
+		if live, err := b.Sessions.End(ctx, "s3", cluster.EndOptions{}); err != nil || live {
 			t.Fatalf("second End: live %v, %v; want false", live, err)
 		}
 	})

@@ -196,15 +196,25 @@ return 1
 
 // KEYS: fields, subs, lru, claim index [, live]. ARGV: id, session key
 // prefix, follow channel prefix, subscriber set prefix, owner key prefix,
-// token, tombstone ttl ms. Returns {live 0|1, uris, streams}; the lists
-// are empty when the global keys were updated here. Ending a live session
-// leaves a tombstone holding the token for a while, so a retry of the
-// call (the reply was lost) still reports the session as live.
+// token, tombstone ttl ms, bus channel (empty for none) and message to
+// publish when the session is ended here, then field, value, ... that a
+// live session must match. Returns {live 0|1, uris, streams}, the lists
+// empty when the global keys were updated here, or {-1} when the live
+// session does not match (it is kept). Ending a live session leaves a
+// tombstone holding the token for a while, so a retry of the call (the
+// reply was lost) still reports the session as live (and does not
+// publish again).
 var endScript = script(`
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  for i = 10, #ARGV, 2 do
+    if (redis.call('HGET', KEYS[1], ARGV[i]) or '') ~= ARGV[i + 1] then return {-1} end
+  end
+end
 local live = redis.call('DEL', KEYS[1])
 local tomb = ARGV[2] .. 'ended'
 if live == 1 then
   redis.call('SET', tomb, ARGV[6], 'PX', ARGV[7])
+  if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[9]) end
 elseif redis.call('GET', tomb) == ARGV[6] then
   live = 1
 end

@@ -230,19 +230,30 @@ func (m *sessions) Set(ctx context.Context, id string, fields map[string]string)
 
 // End costs one round trip on a single server; on Cluster a second,
 // pipelined one cleans the global indexes.
-func (m *sessions) End(ctx context.Context, id string) (bool, error) {
+func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) (bool, error) {
 	b := (*backend)(m)
 	k := b.keys
 	keys := []string{k.fields(id), k.subs(id), k.lru(id), k.claimIndex(id)}
 	if b.single {
 		keys = append(keys, k.live())
 	}
-	res, err := endScript.Run(ctx, b.client, keys,
-		id, k.session(id), k.followPrefix(), k.subPrefix(), k.ownerPrefix(), b.token(), tombstoneMS).Slice()
+	channel, notice := "", []byte(nil)
+	if a := opts.Announce; a != nil {
+		channel, notice = k.busChannel(a.Topic), a.Msg
+	}
+	args := make([]any, 0, 9+2*len(opts.Match))
+	args = append(args, id, k.session(id), k.followPrefix(), k.subPrefix(), k.ownerPrefix(), b.token(), tombstoneMS, channel, notice)
+	for f, v := range opts.Match {
+		args = append(args, f, v)
+	}
+	res, err := endScript.Run(ctx, b.client, keys, args...).Slice()
 	if err != nil {
 		return false, b.fail(ctx, "end session", err)
 	}
 	live, _ := res[0].(int64)
+	if live < 0 {
+		return false, nil // another's: kept
+	}
 	if !b.single {
 		uris, _ := res[1].([]any)
 		streams, _ := res[2].([]any)

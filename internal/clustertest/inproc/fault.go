@@ -268,11 +268,11 @@ func (s sessions) Set(ctx context.Context, id string, fields map[string]string) 
 	return s.SessionStore.Set(ctx, id, fields)
 }
 
-func (s sessions) End(ctx context.Context, id string) (bool, error) {
+func (s sessions) End(ctx context.Context, id string, opts cluster.EndOptions) (bool, error) {
 	if err := s.f.down(); err != nil {
 		return false, err
 	}
-	return s.SessionStore.End(ctx, id)
+	return s.SessionStore.End(ctx, id, opts)
 }
 
 func (s sessions) Subscribe(ctx context.Context, id, uri string) error {
