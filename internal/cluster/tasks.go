@@ -139,6 +139,21 @@ type TaskStore interface {
 	// the first page), and the cursor of the next page ("" at the end).
 	// A cursor that names no position is ErrBadCursor.
 	List(ctx context.Context, ownerKey, owner, cursor string, limit int) ([]Task, string, error)
+
+	// The run index names the tasks of each runner, so the tasks of a
+	// dead process can be found without a reader asking for them. Create
+	// indexes a task under its Runner, and an Update with SetRunner under
+	// the new runner ("" included). Entries are dropped by Unindex or
+	// when the task's TTL ends: a listed task may have ended or moved
+	// since (callers check the record).
+
+	// Runners returns up to limit runners that have index entries.
+	Runners(ctx context.Context, limit int) ([]string, error)
+	// RunnerTasks returns up to limit task ids indexed under runner.
+	RunnerTasks(ctx context.Context, runner string, limit int) ([]string, error)
+	// Unindex drops ids from runner's index (and runner from Runners
+	// once its index is empty).
+	Unindex(ctx context.Context, runner string, ids []string) error
 }
 
 // ErrBadCursor: a List cursor that this store did not make.

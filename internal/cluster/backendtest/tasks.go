@@ -256,4 +256,43 @@ func (s *suite) testTaskList(t *testing.T) {
 			t.Fatalf("Get: got %+v, %v; want failed with its result and error", got, err)
 		}
 	})
+
+	t.Run("RunIndex", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		runner, other := uniq("runner"), uniq("runner")
+		a, c := newTask(uniq("owner"), time.Minute), newTask(uniq("owner"), time.Minute)
+		a.Runner, c.Runner = runner, runner
+		must(t, "Create a", b.Tasks.Create(ctx, a, 0))
+		must(t, "Create c", b.Tasks.Create(ctx, c, 0))
+		ids, err := b.Tasks.RunnerTasks(ctx, runner, 0)
+		must(t, "RunnerTasks", err)
+		slices.Sort(ids)
+		if want := []string{a.ID, c.ID}; !slices.Equal(ids, slices.Sorted(slices.Values(want))) {
+			t.Fatalf("RunnerTasks: got %v, want %v", ids, want)
+		}
+		if ids, err := b.Tasks.RunnerTasks(ctx, runner, 1); err != nil || len(ids) != 1 {
+			t.Fatalf("RunnerTasks limit 1: got %v, %v", ids, err)
+		}
+		rs, err := b.Tasks.Runners(ctx, 0)
+		must(t, "Runners", err)
+		if !slices.Contains(rs, runner) {
+			t.Fatalf("Runners: got %v, want %q among them", rs, runner)
+		}
+		_, err = b.Tasks.Update(ctx, a.ID, cluster.TaskUpdate{IfRunner: runner, SetRunner: &other, NextAttempt: true})
+		must(t, "take over", err)
+		if ids, err := b.Tasks.RunnerTasks(ctx, other, 0); err != nil || !slices.Equal(ids, []string{a.ID}) {
+			t.Fatalf("RunnerTasks of the new runner: got %v, %v; want [%s]", ids, err, a.ID)
+		}
+		must(t, "Unindex", b.Tasks.Unindex(ctx, runner, []string{a.ID, c.ID}))
+		if ids, err := b.Tasks.RunnerTasks(ctx, runner, 0); err != nil || len(ids) != 0 {
+			t.Fatalf("RunnerTasks after Unindex: got %v, %v; want none", ids, err)
+		}
+		rs, err = b.Tasks.Runners(ctx, 0)
+		must(t, "Runners", err)
+		if slices.Contains(rs, runner) || !slices.Contains(rs, other) {
+			t.Fatalf("Runners after Unindex: got %v, want %q and not %q", rs, other, runner)
+		}
+	})
 }

@@ -162,6 +162,7 @@ type store struct {
 	buckets  map[string]*bucket              // Limiter token buckets
 	sets     map[string]map[string]time.Time // Limiter sets: member → lease expiry
 	tasks    map[string]*taskRec
+	runIdx   map[string]map[string]time.Time // runner → task id → expiry
 
 	fmu       sync.Mutex
 	followers map[string]map[*queue[cluster.Event]]struct{}

@@ -102,6 +102,7 @@ func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) error {
 	t.Created = now
 	t.Updated = t.Created
 	s.tasks[t.ID] = &taskRec{t: t, expires: t.Created.Add(t.TTL), used: used}
+	s.indexLocked(t.Runner, t.ID, t.Created.Add(t.TTL))
 	return nil
 }
 
@@ -133,6 +134,9 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 	}
 	if err := applyTaskUpdate(r, u, now); err != nil {
 		return cluster.Task{}, fmt.Errorf("task %q: %w", id, err)
+	}
+	if u.SetRunner != nil {
+		s.indexLocked(r.t.Runner, id, r.expires)
 	}
 	return copyTask(r.t), nil
 }
@@ -281,4 +285,79 @@ func (m *tasks) List(ctx context.Context, ownerKey, owner, cursor string, limit 
 		out[i] = copyTask(r.t)
 	}
 	return out, next, nil
+}
+
+// indexLocked records id under runner in the run index.
+func (s *store) indexLocked(runner, id string, expires time.Time) {
+	if s.runIdx == nil {
+		s.runIdx = make(map[string]map[string]time.Time)
+	}
+	if s.runIdx[runner] == nil {
+		s.runIdx[runner] = make(map[string]time.Time)
+	}
+	s.runIdx[runner][id] = expires
+}
+
+// runnerLocked returns runner's live index entries, dropping expired ones
+// (and the runner once it has none).
+func (s *store) runnerLocked(runner string, now time.Time) map[string]time.Time {
+	idx := s.runIdx[runner]
+	for id, exp := range idx {
+		if expired(exp, now) {
+			delete(idx, id)
+		}
+	}
+	if len(idx) == 0 {
+		delete(s.runIdx, runner)
+		return nil
+	}
+	return idx
+}
+
+func (m *tasks) Runners(ctx context.Context, limit int) ([]string, error) {
+	s := (*store)(m)
+	if err := s.check(ctx, "Tasks.Runners"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var out []string
+	for _, r := range slices.Sorted(maps.Keys(s.runIdx)) {
+		if limit > 0 && len(out) == limit {
+			break
+		}
+		if s.runnerLocked(r, now) != nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (m *tasks) RunnerTasks(ctx context.Context, runner string, limit int) ([]string, error) {
+	s := (*store)(m)
+	if err := s.check(ctx, "Tasks.RunnerTasks"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(s.runnerLocked(runner, s.now())))
+	if limit > 0 && len(ids) > limit {
+		ids = ids[:limit]
+	}
+	return ids, nil
+}
+
+func (m *tasks) Unindex(ctx context.Context, runner string, ids []string) error {
+	s := (*store)(m)
+	if err := s.check(ctx, "Tasks.Unindex"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		delete(s.runIdx[runner], id)
+	}
+	s.runnerLocked(runner, s.now())
+	return nil
 }

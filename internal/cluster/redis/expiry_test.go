@@ -98,8 +98,8 @@ func TestTaskLeavesNothingBehind(t *testing.T) {
 				t.Fatal(err)
 			}
 			keys, err := c.Keys(ctx, "texp:*").Result()
-			if err != nil || len(keys) != 2 {
-				t.Fatalf("keys %v, %v; want the record and the owner index", keys, err)
+			if err != nil || len(keys) != 4 {
+				t.Fatalf("keys %v, %v; want the record, the owner index and the run index (2 keys)", keys, err)
 			}
 			for _, k := range keys {
 				if pttl := c.PTTL(ctx, k).Val(); pttl <= 0 {

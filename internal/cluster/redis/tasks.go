@@ -34,9 +34,9 @@ var _ cluster.TaskStore = (*tasks)(nil)
 func (k keys) task(id string) string       { return k.prefix + ":t:{" + tag(id) + "}" }
 func (k keys) taskOwner(key string) string { return k.prefix + ":towner:" + key }
 
-// KEYS: task [, owner index]. ARGV: id, ttl ms, max, token, field, value,
+// KEYS: task [, owner index, runners, run index]. ARGV: id, ttl ms, max, token, field, value,
 // ... Returns 1, -1 when the task exists, -2 past the owner's cap.
-var taskCreateScript = script(`
+var taskCreateScript = script(indexRun + `
 local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
 if redis.call('EXISTS', KEYS[1]) == 1 then
   if redis.call('HGET', KEYS[1], 'tok') == ARGV[4] then return 1 end
@@ -59,6 +59,9 @@ for i = 5, #ARGV, 2 do
   end
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
+if KEYS[3] then
+  index_run(KEYS[3], KEYS[4], redis.call('HGET', KEYS[1], 'runner'), ARGV[1], now + ttl)
+end
 return 1
 `)
 
@@ -166,9 +169,13 @@ func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) error {
 	var r int64
 	var err error
 	if b.single {
-		r, err = taskCreateScript.Run(ctx, b.client, []string{k.task(t.ID), k.taskOwner(t.OwnerKey)}, args...).Int64()
+		r, err = taskCreateScript.Run(ctx, b.client, []string{k.task(t.ID), k.taskOwner(t.OwnerKey), k.taskRunners(), k.taskRunner(t.Runner)}, args...).Int64()
 	} else {
 		r, err = capScript.Run(ctx, b.client, []string{k.taskOwner(t.OwnerKey)}, t.ID, ttl, max).Int64()
+		if err == nil && r == 1 {
+			// Indexed first: a created task is always in its runner's index.
+			err = m.index(ctx, t.Runner, t.ID, time.Now().Add(t.TTL))
+		}
 		if err == nil && r == 1 {
 			r, err = taskCreateScript.Run(ctx, b.client, []string{k.task(t.ID)}, args...).Int64()
 		}
@@ -249,7 +256,13 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 		v, _ := list[i+1].(string)
 		h[f] = v
 	}
-	return parseTask(id, h), nil
+	t := parseTask(id, h)
+	if u.SetRunner != nil {
+		if err := m.index(ctx, t.Runner, id, t.Created.Add(t.TTL)); err != nil {
+			return t, err
+		}
+	}
+	return t, nil
 }
 
 func (m *tasks) Delete(ctx context.Context, id string) error {
