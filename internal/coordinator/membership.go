@@ -37,6 +37,7 @@ func (n *Node) Start() error {
 	_ = n.refreshMembers(ctx)
 	n.refresh(ctx)
 	n.Go(n.runUpkeep)
+	n.Go(n.sweepTasks)
 	n.Go(func(ctx context.Context) {
 		t := time.NewTicker(n.leaseTTL / 3)
 		defer t.Stop()

@@ -61,6 +61,9 @@ type TaskOptions struct {
 	// recorded (the record after it), in the background: it tells the
 	// task's requestor (2025-11-25 notifications/tasks/status).
 	Changed func(ctx context.Context, t cluster.Task)
+	// SweepBatch bounds the tasks of dead runners one sweep reaps
+	// (DefaultTaskSweepBatch when 0; see tasks_sweep.go).
+	SweepBatch int
 	// ListenMethod, when set, is the notification this node's listen
 	// streams are told of when a task changes (with the task id as uri).
 	ListenMethod string
