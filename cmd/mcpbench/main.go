@@ -91,7 +91,7 @@ func (c *config) settings() map[string]any {
 		m["count"] = c.count
 	}
 	switch c.scenario {
-	case "echo":
+	case "echo", "tasks":
 		m["text_bytes"] = len(c.text)
 	case "progress":
 		m["steps"], m["delay_ms"] = c.steps, c.delayMs
@@ -105,7 +105,7 @@ func (c *config) settings() map[string]any {
 	return m
 }
 
-var scenarios = []string{"echo", "progress", "sampling", "churn", "fanout", "resume", "idle"}
+var scenarios = []string{"echo", "progress", "sampling", "churn", "fanout", "resume", "idle", "tasks"}
 
 const usageText = `Usage: mcpbench [flags]
 
@@ -139,6 +139,11 @@ unless noted:
             step must arrive exactly once. Handshake revisions only.
   idle      opens --streams idle streams and holds them for --duration (to
             measure what an open stream costs the server).
+  tasks     tools/call echo as a durable task (2025-11-25: params.task;
+            2026-07-28: the tasks extension negotiated), tasks/get until
+            it is completed, then its result (tasks/result on 2025-11-25,
+            the completed tasks/get on 2026-07-28); each request on the
+            next endpoint. The tool must allow tasks (the demo pack's echo).
 
 Examples:
   # 16 sessions calling echo for 10 s against a local node
@@ -300,6 +305,8 @@ func newScenario(c *config) scenario {
 		return resumeScenario{}
 	case "idle":
 		return &idleScenario{}
+	case "tasks":
+		return &taskScenario{text: c.text}
 	}
 	return &echoScenario{text: c.text}
 }
@@ -322,6 +329,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Connections: one per worker for requests, one per replying POST,
 	// one per stream.
 	cl := newClient(cfg.urls, cfg.revision, 2*cfg.concurrency+cfg.streams+16)
+	if cfg.scenario == "tasks" && cl.modern {
+		cl.caps["extensions"] = map[string]any{extensionTasks: map[string]any{}}
+	}
 	defer cl.tr.CloseIdleConnections()
 	r := newRunner(cfg, cl, newScenario(cfg), stderr)
 	var progress io.Writer = stderr

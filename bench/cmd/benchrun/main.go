@@ -66,7 +66,7 @@ func run(ctx context.Context) int {
 		st       settings
 		budget   = flag.Duration("budget", 16*time.Minute, "time limit of the whole suite; runs that would start later are skipped")
 		only     = flag.String("only", "", "comma-separated configurations to run (mem, redis, redis3, redis-far, redis3-far, redis3-scale, gosdk, mcpgo, ceiling); default all")
-		scen     = flag.String("scenarios", "", "comma-separated scenarios or kinds of run to keep (echo, progress, sampling, churn, fanout, resume, idle, rtt, scale, profile, capacity); default all")
+		scen     = flag.String("scenarios", "", "comma-separated scenarios or kinds of run to keep (echo, progress, sampling, churn, fanout, resume, tasks, idle, rtt, scale, profile, capacity); default all")
 		render   = flag.String("render", "", "render the page from a results.json of an earlier run instead of running")
 		command  = flag.String("command", "", "the command line to show in the page (default: this one)")
 		profile  = flag.String("profile", "", "SCENARIO/REVISION to profile on one node with Redis (default: the Redis scenario furthest from its goal in this run; none: no profile)")

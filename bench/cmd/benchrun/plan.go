@@ -120,13 +120,13 @@ func plan(targets []*target, st settings) []spec {
 			add("idle", "idle", legacy, t, "", "--streams", strconv.Itoa(st.IdleStreams), "--settle", "1500ms")
 		}
 	}
-	for _, sc := range []string{"echo", "progress", "sampling", "churn", "fanout", "resume"} {
+	for _, sc := range []string{"echo", "progress", "sampling", "churn", "fanout", "resume", "tasks"} {
 		for _, rev := range []string{legacy, modern} {
 			if rev == modern && (sc == "churn" || sc == "resume") {
 				continue
 			}
 			for _, t := range targets {
-				if t.ScaleOnly || !t.supports(sc) || (rev == modern && !t.Modern) {
+				if t.ScaleOnly || !t.supports(sc) || (rev == modern && !t.Modern) || (sc == "tasks" && !t.Ours) {
 					continue
 				}
 				var args []string
@@ -149,7 +149,7 @@ func plan(targets []*target, st settings) []spec {
 		if !t.Redis || t.Far || t.ScaleOnly {
 			continue
 		}
-		for _, sc := range []string{"echo", "progress", "sampling", "churn", "resume", "fanout"} {
+		for _, sc := range []string{"echo", "progress", "sampling", "churn", "resume", "fanout", "tasks"} {
 			for _, rev := range []string{legacy, modern} {
 				if rev == modern && (sc == "churn" || sc == "resume") {
 					continue

@@ -38,6 +38,9 @@ var mainScenarios = []scenarioInfo{
 	{"resume", "resume: cut streams resumed with Last-Event-ID",
 		"Each operation starts `progress {steps: 10, delayMs: 20}`, cuts its SSE stream after 3 notifications, waits 50 ms and resumes with `GET` + `Last-Event-ID` on the next endpoint (on three nodes: another node). The latency is the time from the resuming GET to the first replayed event; every step must arrive exactly once.",
 		true, "first replayed event"},
+	{"tasks", "tasks: a durable task created, polled to completion and read",
+		"Each operation calls `echo` as a durable task — on 2025-11-25 with `params.task` (its record lives 10 s), on 2026-07-28 with the tasks extension negotiated — then `tasks/get` until the task is completed, then reads its result (`tasks/result` on 2025-11-25, the completed `tasks/get` on 2026-07-28). Each request goes to the next endpoint: on three nodes the task is created, polled and read on different nodes. mcpcluster only: the peers have no tasks.",
+		false, "create to result"},
 }
 
 // row is one measured configuration of a scenario.
@@ -227,6 +230,7 @@ func renderScenario(b *strings.Builder, res *suiteResult, sc scenarioInfo, image
 		"fanout":   {"per_stream", "per stream p50 / p99"},
 		"resume":   {"op_total", "whole call p50"},
 		"churn":    {"initialize", "initialize p50"},
+		"tasks":    {"done", "create→completed p50 / p99"},
 	}[sc.name]
 	p("| Configuration | Revision | ops/s | × best peer | × ceiling | p50 (%s) | p90 | p99 | max |", sc.latencyName)
 	if extraCol.key != "" {
@@ -339,7 +343,7 @@ func renderRedis(b *strings.Builder, res *suiteResult) {
 	p("## Redis cost per operation\n\n")
 	p("Short runs (2 s, %d sessions) with Redis's `MONITOR` attached count the commands the nodes send (*round trips*: the backend sends its commands one at a time) apart from the commands its Lua scripts run inside Redis; `INFO commandstats` deltas give all commands executed. Both are divided by the operations completed in the window (fanout: per toggle with 100 streams). Background work in the window (membership heartbeats, claim renewals of open streams) is included.\n\n", res.Settings.Concurrency)
 	p("| Operation | Revision | 1 node: round trips/op | 1 node: commands/op | 3 nodes: round trips/op | 3 nodes: commands/op | round trips by command (1 node) |\n|---|---|---:|---:|---:|---:|---|\n")
-	for _, sc := range []string{"echo", "progress", "sampling", "churn", "resume", "fanout"} {
+	for _, sc := range []string{"echo", "progress", "sampling", "churn", "resume", "fanout", "tasks"} {
 		for _, rev := range []string{legacy, modern} {
 			one, three := rttRow(res, sc, rev, "redis", ""), rttRow(res, sc, rev, "redis3", "")
 			if one == nil && three == nil {

@@ -50,6 +50,9 @@ func renderHeadline(b *strings.Builder, res *suiteResult) {
 	if line := headlineConns(res); line != "" {
 		p("- **Redis connections per node with %d open streams**: %s.\n", res.Settings.IdleStreams, line)
 	}
+	if line := headlineTasks(res); line != "" {
+		p("- **Durable tasks** (create, poll tasks/get to completed, read the result; %d clients): %s.\n", res.Settings.Concurrency, line)
+	}
 	if line := headlineSampling(res); line != "" {
 		p("- **Sampling round trip on 3 nodes** (reply POST → result): %s.\n", line)
 	}
@@ -82,6 +85,7 @@ func headlineRedis(res *suiteResult) string {
 		{"echo", legacy, "legacy echo"}, {"echo", modern, "stateless echo"},
 		{"progress", legacy, "progress call (10 notifications)"}, {"sampling", legacy, "sampling call"},
 		{"churn", legacy, "session life (init+call+DELETE)"},
+		{"tasks", legacy, "task (create, poll, result)"}, {"tasks", modern, "stateless task (create, poll)"},
 	} {
 		if rep := rttRow(res, c.sc, c.rev, "redis", ""); rep != nil && rep.Ops > 0 {
 			parts = append(parts, fmt.Sprintf("%s %.2f", c.name, rep.Redis.RoundTripsPerOp))
@@ -150,4 +154,23 @@ func headlineSampling(res *suiteResult) string {
 	}
 	c, s := cross.rep.Extra["reply_to_result"], same.rep.Extra["reply_to_result"]
 	return fmt.Sprintf("cross-node p50 %s / p99 %s, same-node p50 %s / p99 %s", ms(c.P50), ms(c.P99), ms(s.P50), ms(s.P99))
+}
+
+// headlineTasks gives each mcpcluster configuration's task rate and
+// latency, with the Redis round trips per task where counted.
+func headlineTasks(res *suiteResult) string {
+	var parts []string
+	for _, rev := range []string{legacy, modern} {
+		for _, r := range rows(res, "tasks", rev, "main") {
+			if !r.t.Ours || !r.ok() || r.t.Far {
+				continue
+			}
+			s := fmt.Sprintf("%s on %s **%s tasks/s**, p50 %s", r.label(), rev, rate(r.rep.Throughput), ms(r.rep.Latency.P50))
+			if rep := rttRow(res, "tasks", rev, r.t.Key, ""); rep != nil && rep.Ops > 0 {
+				s += fmt.Sprintf(", %.1f Redis round trips/task", rep.Redis.RoundTripsPerOp)
+			}
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, "; ")
 }

@@ -139,6 +139,7 @@ func renderCapacity(b *strings.Builder, res *suiteResult) {
 	for _, o := range []struct{ sc, rev, name string }{
 		{"echo", legacy, "echo"}, {"progress", legacy, "progress, 10 events"}, {"sampling", legacy, "sampling"},
 		{"churn", legacy, "session (init, call, DELETE)"}, {"resume", legacy, "resume"}, {"echo", modern, "stateless echo"},
+		{"tasks", legacy, "task (create, poll, result)"}, {"tasks", modern, "stateless task (create, poll)"},
 	} {
 		rep := rttRow(res, o.sc, o.rev, "redis", "")
 		r, ok := mainRow(res, o.sc, o.rev, "redis", "")

@@ -139,7 +139,9 @@ func startTargets(bins *binaries, dir string, want map[string]bool, logf func(st
 		// measured) at a rate the load never reaches: every bench client
 		// is the same address.
 		args := []string{"--addr", addr, "--node-id", fmt.Sprintf("%s-%d", t.Key, i+1), "--state-key", key, "--log-level", "warn", "--metrics-addr", "127.0.0.1:0", "--pprof",
-			"--caller-rate", "100000000", "--caller-burst", "100000000"}
+			"--caller-rate", "100000000", "--caller-burst", "100000000",
+			// The tasks scenario keeps every task it ran for --task-ttl.
+			"--max-tasks-per-owner", "10000000", "--task-ttl", "10s"}
 		if redisURL != "" {
 			args = append(args, "--redis-url", redisURL)
 		}

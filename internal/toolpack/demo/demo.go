@@ -57,8 +57,10 @@ type ElicitIn struct {
 
 // Register adds the demo pack to s.
 func Register(s *mcp.Server) {
-	mcp.AddTool(s, mcp.Tool{Name: "echo", Description: "Returns its text argument.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: ptr(true), OpenWorldHint: ptr(false)}},
+	// echo runs as a durable task when the client asks for one (the
+	// mcpbench tasks scenario measures the task machinery with it).
+	mcp.AddTool(s, mcp.Tool{Name: "echo", Description: "Returns its text argument.", TaskSupport: mcp.TaskOptional,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: ptr(true), OpenWorldHint: ptr(false), IdempotentHint: ptr(true)}},
 		func(_ context.Context, _ *mcp.Request, in EchoIn) (string, error) { return in.Text, nil })
 
 	mcp.AddTool(s, mcp.Tool{Name: "add", Title: "Add", Description: "Adds two numbers and returns the sum as structured output."},
