@@ -1,0 +1,86 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/coordinator"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+)
+
+// A lost node's idempotent task, swept by b while c's readers reap it and
+// c sweeps too: the store's conditioned update lets exactly one of them
+// take it over, so it runs again exactly once; the runner's index entry
+// is dropped once the task moved.
+func TestTaskSweepTakesOverOnce(t *testing.T) {
+	be, nodes := startNodes(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	var runs atomic.Int32
+	resolve := coordinator.TaskOptions{Resolve: func(rec cluster.Task) coordinator.TaskFunc {
+		return func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+			runs.Add(1)
+			time.Sleep(50 * time.Millisecond)
+			return json.RawMessage(`"again"`), nil
+		}
+	}}
+	b.ConfigureTasks(resolve)
+	c.ConfigureTasks(resolve)
+	rec, err := a.StartTask(t.Context(), newTaskRecord(true), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+		<-ctx.Done()
+		return nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := a.Instance()
+	a.Close(errors.New("killed"))
+	a.Leave()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, race := range []func(){
+		func() { _, _ = b.SweepTasks(ctx) },
+		func() { _, _ = c.SweepTasks(ctx) },
+		func() { _, _ = c.GetTask(ctx, rec.ID) },
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				race()
+				if r, err := be.Tasks.Get(ctx, rec.ID); err == nil && terminal(r) {
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	r, err := be.Tasks.Get(t.Context(), rec.ID)
+	if err != nil || r.Status != cluster.TaskCompleted || r.Attempt != 2 {
+		t.Fatalf("got %+v, %v; want completed by attempt 2", r.Status, err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("taken over %d times, want once", n)
+	}
+	// One sweep of the dead runner per LeaseTTL/3 (1 s here) drops its
+	// entry of the moved task.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := b.SweepTasks(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := be.Tasks.RunnerTasks(t.Context(), dead, 0)
+		if err == nil && len(ids) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead runner's index: %v, %v; want it empty", ids, err)
+		}
+	}
+}
