@@ -189,6 +189,9 @@ type HTTPOptions struct {
 	// TaskAttempts bounds the runs of an idempotent task whose node was
 	// lost (default 3): past it the task fails.
 	TaskAttempts int
+	// TaskSweepBatch bounds the tasks of lost nodes one sweep of this node
+	// ends (default 100; the sweep runs every third of the lease).
+	TaskSweepBatch int
 	// Logger receives transport logs, among them one access line per
 	// request at info level (see ServeHTTP).
 	Logger *zerolog.Logger
@@ -271,7 +274,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.tasks = &taskEngine{node: h.node, opts: &h.opts}
 	h.node.ConfigureTasks(coordinator.TaskOptions{Resolve: s.resolveTask(h.tasks), MaxAttempts: h.opts.TaskAttempts,
 		MaxResultBytes: h.opts.MaxTaskResultBytes, MaxWaiters: h.opts.MaxWaiters, ListenMethod: taskNotification,
-		Changed: h.taskStatus})
+		SweepBatch: h.opts.TaskSweepBatch, Changed: h.taskStatus})
 	s.taskEngine.Store(true)
 	h.admit = newLimits(&h.opts)
 	h.callers = newCallers(h.be.Limiter, &h.opts, h.log.With().Str("component", "callers").Logger(), h.metrics)

@@ -55,6 +55,7 @@ func DefaultHTTPOptions() HTTPOptions {
 		MaxTasksPerOwner:     cluster.DefaultMaxTasks,
 		MaxTaskResultBytes:   coordinator.DefaultTaskResultBytes,
 		TaskAttempts:         coordinator.DefaultTaskAttempts,
+		TaskSweepBatch:       coordinator.DefaultTaskSweepBatch,
 	}
 }
 
@@ -173,6 +174,7 @@ func (o *HTTPOptions) defaults() {
 	o.MaxTasksPerOwner = orDefault(o.MaxTasksPerOwner, d.MaxTasksPerOwner)
 	o.MaxTaskResultBytes = orDefault(o.MaxTaskResultBytes, d.MaxTaskResultBytes)
 	o.TaskAttempts = orDefault(o.TaskAttempts, d.TaskAttempts)
+	o.TaskSweepBatch = orDefault(o.TaskSweepBatch, d.TaskSweepBatch)
 	o.MaxTaskTTL = max(o.MaxTaskTTL, o.TaskTTL)
 	o.MinTaskTTL = min(o.MinTaskTTL, o.TaskTTL)
 	o.MaxInflightBytes = max(o.MaxInflightBytes, o.MaxBodyBytes)

@@ -55,6 +55,7 @@ type Config struct {
 	MaxTasks        int
 	MaxTaskResult   int
 	TaskAttempts    int
+	TaskSweep       int
 	SessionCache    time.Duration
 	MaxHandlers     int
 	MaxSessionHdl   int
@@ -210,6 +211,7 @@ func settings() []setting {
 		{"max-tasks-per-owner", "MCP_MAX_TASKS_PER_OWNER", itoa(h.MaxTasksPerOwner), "live task records of one principal (or one client address without authorization); past it a call that would start a task is refused", intSetter(func(c *Config) *int { return &c.MaxTasks })},
 		{"max-task-result-bytes", "MCP_MAX_TASK_RESULT_BYTES", itoa(h.MaxTaskResultBytes), "largest result (encoded) a task keeps; a larger one fails the task with an error saying so", intSetter(func(c *Config) *int { return &c.MaxTaskResult })},
 		{"task-attempts", "MCP_TASK_ATTEMPTS", itoa(h.TaskAttempts), "runs of an idempotent task (idempotentHint) whose node was lost: it is taken over by a live node until this many attempts, then fails", intSetter(func(c *Config) *int { return &c.TaskAttempts })},
+		{"task-sweep-batch", "MCP_TASK_SWEEP_BATCH", itoa(h.TaskSweepBatch), "tasks of lost nodes one sweep ends (every third of the lease, one live node per lost node): each fails, or is taken over when idempotent, although no client reads it", intSetter(func(c *Config) *int { return &c.TaskSweep })},
 		{"session-cache-ttl", "MCP_SESSION_CACHE_TTL", dur(h.SessionCacheTTL), "reuse a loaded session this long instead of reading Redis on every request (0 reads every time; a positive value lets a change made on another node be seen up to this late)", durationSetter(func(c *Config) *time.Duration { return &c.SessionCache })},
 		{"page-size", "MCP_PAGE_SIZE", itoa(sv.PageSize), "items per page of list results", intSetter(func(c *Config) *int { return &c.PageSize })},
 		{"allowed-origins", "MCP_ALLOWED_ORIGINS", "", "comma-separated Origin values accepted besides loopback ones on a loopback address (* for any)", stringSetter(func(c *Config) *string { return &c.AllowedOrigins })},
@@ -351,7 +353,7 @@ func (c *Config) Validate() error {
 	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "max-subscriptions": c.MaxSubs, "max-client-info-bytes": c.MaxClientInfo, "max-capabilities-bytes": c.MaxCaps, "max-uri-bytes": c.MaxURI, "max-fanouts": c.MaxFanOuts, "page-size": c.PageSize,
 		"max-handlers": c.MaxHandlers, "max-session-handlers": c.MaxSessionHdl, "max-batch": c.MaxBatch, "max-open-streams": c.MaxOpenStreams,
 		"caller-max-sessions": c.CallerSessions, "caller-max-streams": c.CallerStreams, "caller-rate": c.CallerRate, "caller-burst": c.CallerBurst,
-		"max-tasks-per-owner": c.MaxTasks, "max-task-result-bytes": c.MaxTaskResult, "task-attempts": c.TaskAttempts} {
+		"max-tasks-per-owner": c.MaxTasks, "max-task-result-bytes": c.MaxTaskResult, "task-attempts": c.TaskAttempts, "task-sweep-batch": c.TaskSweep} {
 		if n <= 0 {
 			bad(name, "must be positive, not %d", n)
 		}
@@ -479,6 +481,7 @@ func (c *Config) httpOptions() mcp.HTTPOptions {
 		MaxTasksPerOwner:     c.MaxTasks,
 		MaxTaskResultBytes:   c.MaxTaskResult,
 		TaskAttempts:         c.TaskAttempts,
+		TaskSweepBatch:       c.TaskSweep,
 		SessionCacheTTL:      c.SessionCache,
 		MaxHandlers:          c.MaxHandlers,
 		MaxSessionHandlers:   c.MaxSessionHdl,
