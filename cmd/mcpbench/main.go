@@ -258,6 +258,9 @@ func (c *config) validate() error {
 	if c.revision == rev20260728 && (c.scenario == "churn" || c.scenario == "resume") {
 		bad("scenario", "%s needs sessions and resumable streams, which %s does not have", c.scenario, rev20260728)
 	}
+	if c.scenario == "tasks" && c.revision != rev20251125 && c.revision != rev20260728 {
+		bad("scenario", "tasks exist on %s and %s only, not on %s", rev20251125, rev20260728, c.revision)
+	}
 	if c.concurrency < 1 {
 		bad("c", "must be at least 1")
 	}
