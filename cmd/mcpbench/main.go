@@ -143,7 +143,7 @@ unless noted:
             2026-07-28: the tasks extension negotiated), tasks/get until
             it is completed, then its result (tasks/result on 2025-11-25,
             the completed tasks/get on 2026-07-28); each request on the
-            next endpoint. The tool must allow tasks (the demo pack's echo).
+            next endpoint. Calls the demo pack's echo_task.
 
 Examples:
   # 16 sessions calling echo for 10 s against a local node

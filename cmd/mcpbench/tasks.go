@@ -9,7 +9,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
-// taskScenario: tools/call echo as a durable task, then tasks/get until it
+// taskScenario: tools/call echo_task (echo) as a durable task, then tasks/get until it
 // is completed, then its result: on 2025-11-25 the call asks for a task
 // (params.task) and the result is fetched with tasks/result; on
 // 2026-07-28 the client negotiates the tasks extension, the server
@@ -56,12 +56,12 @@ func (s *taskScenario) request(ctx context.Context, w *worker, method, name stri
 
 func (s *taskScenario) op(ctx context.Context, w *worker) (time.Duration, error) {
 	cl := w.r.cl
-	params := map[string]any{"name": "echo", "arguments": map[string]any{"text": s.text}}
+	params := map[string]any{"name": "echo_task", "arguments": map[string]any{"text": s.text}}
 	if !cl.modern {
 		params["task"] = map[string]any{"ttl": 10000}
 	}
 	start := time.Now()
-	created, _, err := s.request(ctx, w, "tools/call", "echo", params)
+	created, _, err := s.request(ctx, w, "tools/call", "echo_task", params)
 	if err != nil {
 		return time.Since(start), err
 	}

@@ -39,7 +39,7 @@ var mainScenarios = []scenarioInfo{
 		"Each operation starts `progress {steps: 10, delayMs: 20}`, cuts its SSE stream after 3 notifications, waits 50 ms and resumes with `GET` + `Last-Event-ID` on the next endpoint (on three nodes: another node). The latency is the time from the resuming GET to the first replayed event; every step must arrive exactly once.",
 		true, "first replayed event"},
 	{"tasks", "tasks: a durable task created, polled to completion and read",
-		"Each operation calls `echo` as a durable task — on 2025-11-25 with `params.task` (its record lives 10 s), on 2026-07-28 with the tasks extension negotiated — then `tasks/get` until the task is completed, then reads its result (`tasks/result` on 2025-11-25, the completed `tasks/get` on 2026-07-28). Each request goes to the next endpoint: on three nodes the task is created, polled and read on different nodes. mcpcluster only: the peers have no tasks.",
+		"Each operation calls `echo_task` (the demo `echo`, allowed to run as a task) as a durable task — on 2025-11-25 with `params.task` (its record lives 10 s), on 2026-07-28 with the tasks extension negotiated — then `tasks/get` until the task is completed, then reads its result (`tasks/result` on 2025-11-25, the completed `tasks/get` on 2026-07-28). Each request goes to the next endpoint: on three nodes the task is created, polled and read on different nodes. mcpcluster only: the peers have no tasks.",
 		false, "create to result"},
 }
 

@@ -57,9 +57,12 @@ type ElicitIn struct {
 
 // Register adds the demo pack to s.
 func Register(s *mcp.Server) {
-	// echo runs as a durable task when the client asks for one (the
-	// mcpbench tasks scenario measures the task machinery with it).
-	mcp.AddTool(s, mcp.Tool{Name: "echo", Description: "Returns its text argument.", TaskSupport: mcp.TaskOptional,
+	mcp.AddTool(s, mcp.Tool{Name: "echo", Description: "Returns its text argument.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: ptr(true), OpenWorldHint: ptr(false)}},
+		func(_ context.Context, _ *mcp.Request, in EchoIn) (string, error) { return in.Text, nil })
+	// echo_task is echo run as a durable task when the client takes one
+	// (the mcpbench tasks scenario measures the task machinery with it).
+	mcp.AddTool(s, mcp.Tool{Name: "echo_task", Description: "Returns its text argument, as a task when the client takes tasks.", TaskSupport: mcp.TaskOptional,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: ptr(true), OpenWorldHint: ptr(false), IdempotentHint: ptr(true)}},
 		func(_ context.Context, _ *mcp.Request, in EchoIn) (string, error) { return in.Text, nil })
 
