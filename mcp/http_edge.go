@@ -25,13 +25,24 @@ import (
 // order a request crosses it, then route.
 func (h *HTTPHandler) edge() http.Handler {
 	return chi.Chain(
-		requestID,     // X-Request-Id: the client's, or a new one
-		h.accessLog,   // one line per request, and the request's logger
-		h.boundBody,   // the body's read deadline
-		h.checkHost,   // DNS rebinding: the Host header
-		h.checkOrigin, // the Origin header
-		h.limitCaller, // the caller's request rate (http_callers.go)
+		requestID,   // X-Request-Id: the client's, or a new one
+		h.accessLog, // one line per request, and the request's logger
+		h.checks,    // the body's deadline, Host, Origin, the caller's rate
 	).HandlerFunc(h.route)
+}
+
+// checks runs the edge's checks, each of which may answer the request
+// (then the request goes no further), in one step of the chain: a
+// stream's handler runs for the stream's life, and every step of the
+// chain stays on its stack meanwhile, so fewer steps let the runtime
+// shrink the stacks of idle streams.
+func (h *HTTPHandler) checks(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.boundBody(w, r)
+		if h.checkHost(w, r) && h.checkOrigin(w, r) && h.limitCaller(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 // ServeHTTP serves the MCP endpoint's methods (POST, GET, DELETE)
@@ -180,35 +191,29 @@ var _ http.Flusher = (*statusRecorder)(nil)
 // boundBody sets the read deadline of a request with a body, whether
 // the body is read or, after an early answer, discarded by the server;
 // readBody lifts it once the body is read.
-func (h *HTTPHandler) boundBody(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 {
-			h.bodyDeadline(w)
-		}
-		next.ServeHTTP(w, r)
-	})
+func (h *HTTPHandler) boundBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		h.bodyDeadline(w)
+	}
 }
 
-// checkHost refuses (403) a request whose Host header is not allowed:
-// see hostAllowed.
-func (h *HTTPHandler) checkHost(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !h.hostAllowed(r) {
-			writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "host %q is not allowed", r.Host))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// checkHost refuses (403) a request whose Host header is not allowed
+// (see hostAllowed), and reports whether the request may go on.
+func (h *HTTPHandler) checkHost(w http.ResponseWriter, r *http.Request) bool {
+	if !h.hostAllowed(r) {
+		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "host %q is not allowed", r.Host))
+		return false
+	}
+	return true
 }
 
 // checkOrigin refuses (403) a request whose Origin header is not
-// allowed: see originAllowed.
-func (h *HTTPHandler) checkOrigin(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !h.originAllowed(r) {
-			writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "origin %q is not allowed", r.Header.Get("Origin")))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// allowed (see originAllowed), and reports whether the request may go
+// on.
+func (h *HTTPHandler) checkOrigin(w http.ResponseWriter, r *http.Request) bool {
+	if !h.originAllowed(r) {
+		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "origin %q is not allowed", r.Header.Get("Origin")))
+		return false
+	}
+	return true
 }
