@@ -42,33 +42,64 @@ func BenchmarkIdleGetStreams(b *testing.B) {
 	}
 	for _, backend := range []string{"memory", "redis"} {
 		b.Run(backend, func(b *testing.B) {
-			var be *mcp.Backend
-			if backend == "redis" {
-				srv := redistest.Start(b)
-				var err error
-				if be, err = redisbackend.Open(context.Background(), srv.URL(), nil); err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = be.Close() })
-			}
-			s := mcp.NewServer(mcp.Implementation{Name: "bench", Version: "1"}, nil)
-			h, err := s.NewHTTPHandler(&mcp.HTTPOptions{Backend: be, CallerRate: 1 << 30, CallerBurst: 1 << 30,
-				MaxCallerStreams: 1 << 20, MaxCallerSessions: 1 << 20, MaxSessions: 1 << 21})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ts := httptest.NewServer(h)
-			b.Cleanup(func() { ts.CloseClientConnections(); h.Close(); ts.Close() })
+			url := idleStreamServer(b, backend)
 			for b.Loop() {
-				measureIdleStreams(b, ts.URL, n)
+				c := measureIdleStreams(b, url, n)
+				b.ReportMetric(c.heap, "heap-B/stream")
+				b.ReportMetric(c.stack, "stack-B/stream")
+				b.ReportMetric(c.goroutines, "goroutines/stream")
 			}
 		})
 	}
 }
 
-// measureIdleStreams opens n sessions and then n GET streams, and reports
-// the streams' cost.
-func measureIdleStreams(b *testing.B, url string, n int) {
+// An idle GET stream on Redis keeps two goroutines (net/http's: the
+// connection's, which runs the handler, and its background read), and
+// the handler parks on a stack shallow enough for the runtime to shrink
+// it to 8 KiB: a deeper one stays at 16 KiB.
+func TestIdleGetStreamStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 200 streams")
+	}
+	c := measureIdleStreams(t, idleStreamServer(t, "redis"), 200)
+	if c.goroutines > 2.05 {
+		t.Errorf("%.2f goroutines per idle GET stream, want 2", c.goroutines)
+	}
+	if c.stack > 13<<10 {
+		t.Errorf("%.0f bytes of goroutine stack per idle GET stream, want about 8 KiB + 2 KiB (a handler stack that shrinks)", c.stack)
+	}
+}
+
+// idleStreamServer starts a node on backend (memory or redis) on a
+// loopback server and returns its URL.
+func idleStreamServer(tb testing.TB, backend string) string {
+	var be *mcp.Backend
+	if backend == "redis" {
+		srv := redistest.Start(tb)
+		var err error
+		if be, err = redisbackend.Open(context.Background(), srv.URL(), nil); err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = be.Close() })
+	}
+	s := mcp.NewServer(mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	h, err := s.NewHTTPHandler(&mcp.HTTPOptions{Backend: be, CallerRate: 1 << 30, CallerBurst: 1 << 30,
+		MaxCallerStreams: 1 << 20, MaxCallerSessions: 1 << 20, MaxSessions: 1 << 21})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	tb.Cleanup(func() { ts.CloseClientConnections(); h.Close(); ts.Close() })
+	return ts.URL
+}
+
+// idleCost is what one idle stream costs: heap and stack bytes, and
+// goroutines.
+type idleCost struct{ heap, stack, goroutines float64 }
+
+// measureIdleStreams opens n sessions and then n GET streams, and
+// returns the streams' cost.
+func measureIdleStreams(b testing.TB, url string, n int) idleCost {
 	sids := make([]string, n)
 	client := &http.Client{}
 	for i := range sids {
@@ -95,9 +126,11 @@ func measureIdleStreams(b *testing.B, url string, n int) {
 		_ = f.Close()
 	}
 	f := float64(n)
-	b.ReportMetric(float64(int64(after.HeapInuse)-int64(before.HeapInuse))/f, "heap-B/stream")
-	b.ReportMetric(float64(int64(after.StackInuse)-int64(before.StackInuse))/f, "stack-B/stream")
-	b.ReportMetric(float64(after.goroutines-before.goroutines)/f, "goroutines/stream")
+	cost := idleCost{
+		heap:       float64(int64(after.HeapInuse)-int64(before.HeapInuse)) / f,
+		stack:      float64(int64(after.StackInuse)-int64(before.StackInuse)) / f,
+		goroutines: float64(after.goroutines-before.goroutines) / f,
+	}
 	if testing.Verbose() {
 		var out []string
 		for stack, c := range goAfter {
@@ -111,6 +144,7 @@ func measureIdleStreams(b *testing.B, url string, n int) {
 	for _, c := range conns {
 		_ = c.Close()
 	}
+	return cost
 }
 
 type memSample struct {
@@ -160,7 +194,7 @@ func goroutineStacks() map[string]int {
 }
 
 // openIdleSession initializes a 2025-11-25 session and returns its id.
-func openIdleSession(b *testing.B, client *http.Client, url string) string {
+func openIdleSession(b testing.TB, client *http.Client, url string) string {
 	post := func(body, sid string) *http.Response {
 		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -194,7 +228,7 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // openIdleGet opens the GET stream of session sid on a raw connection
 // and returns once the priming event arrived.
-func openIdleGet(b *testing.B, url, sid string) net.Conn {
+func openIdleGet(b testing.TB, url, sid string) net.Conn {
 	host := strings.TrimPrefix(url, "http://")
 	c, err := net.Dial("tcp", host)
 	if err != nil {
