@@ -384,17 +384,16 @@ func (c *callers) pruneLocked(now time.Time) {
 
 // limitCaller is the edge step of the request rate: it works out the
 // caller's key once (kept in the request's info) and refuses a caller
-// over its rate with 429 and Retry-After.
-func (h *HTTPHandler) limitCaller(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := callerKey(r, h.callers.trusted)
-		if err := h.callers.allow(key, time.Now()); err != nil {
-			h.writeRefusal(w, jsonrpc.ID{}, err)
-			return
-		}
-		noteCaller(r.Context(), key)
-		next.ServeHTTP(w, r)
-	})
+// over its rate with 429 and Retry-After; it reports whether the request
+// may go on.
+func (h *HTTPHandler) limitCaller(w http.ResponseWriter, r *http.Request) bool {
+	key := callerKey(r, h.callers.trusted)
+	if err := h.callers.allow(key, time.Now()); err != nil {
+		h.writeRefusal(w, jsonrpc.ID{}, err)
+		return false
+	}
+	noteCaller(r.Context(), key)
+	return true
 }
 
 // openStream takes a stream place on this node and one of the caller's

@@ -25,13 +25,23 @@ import (
 // order a request crosses it, then route.
 func (h *HTTPHandler) edge() http.Handler {
 	return chi.Chain(
-		requestID,     // X-Request-Id: the client's, or a new one
-		h.accessLog,   // one line per request, and the request's logger
-		h.boundBody,   // the body's read deadline
-		h.checkHost,   // DNS rebinding: the Host header
-		h.checkOrigin, // the Origin header
-		h.limitCaller, // the caller's request rate (http_callers.go)
+		h.accessLog, // X-Request-Id, one line per request, and the request's logger
+		h.checks,    // the body's deadline, Host, Origin, the caller's rate
 	).HandlerFunc(h.route)
+}
+
+// checks runs the edge's checks, each of which may answer the request
+// (then the request goes no further), in one step of the chain: a
+// stream's handler runs for the stream's life, and every step of the
+// chain stays on its stack meanwhile, so fewer steps let the runtime
+// shrink the stacks of idle streams.
+func (h *HTTPHandler) checks(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.boundBody(w, r)
+		if h.checkHost(w, r) && h.checkOrigin(w, r) && h.limitCaller(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 // ServeHTTP serves the MCP endpoint's methods (POST, GET, DELETE)
@@ -40,30 +50,29 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.handler.ServeHTTP(w, r)
 }
 
-type requestIDKey struct{}
-
 // maxRequestID bounds an incoming X-Request-Id; a longer one is replaced.
 const maxRequestID = 128
 
-// requestID gives every request an id: an incoming X-Request-Id is kept
+// requestID gives a request its id: an incoming X-Request-Id is kept
 // (when at most maxRequestID bytes), else a random one is made. It is
-// echoed in the response's X-Request-Id and kept in the context
-// (requestIDFrom).
-func requestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rid := r.Header.Get("X-Request-Id")
-		if rid == "" || len(rid) > maxRequestID {
-			rid = randomToken(12)
-		}
-		w.Header().Set("X-Request-Id", rid)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, rid)))
-	})
+// echoed in the response's X-Request-Id; accessLog keeps it in the
+// request's information in the context (requestIDFrom).
+func requestID(w http.ResponseWriter, r *http.Request) string {
+	rid := r.Header.Get("X-Request-Id")
+	if rid == "" || len(rid) > maxRequestID {
+		rid = randomToken(12)
+	}
+	w.Header().Set("X-Request-Id", rid)
+	return rid
 }
 
-// requestIDFrom returns the request id requestID put in ctx.
+// requestIDFrom returns the id of the request ctx belongs to ("" outside
+// the HTTP edge).
 func requestIDFrom(ctx context.Context) string {
-	rid, _ := ctx.Value(requestIDKey{}).(string)
-	return rid
+	if info, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		return info.id
+	}
+	return ""
 }
 
 // requestInfo is filled in while a request is served, for its log line.
@@ -101,28 +110,37 @@ type requestInfoKey struct{}
 // info), with the node, the request id, the session's tag, the HTTP and
 // MCP methods, the status and the duration. Handlers log through the
 // request's logger, which has the same fields (Request.Logger).
+//
+// It also gives the request its id (requestID): one step of the chain,
+// and one copy of the request, for both.
 func (h *HTTPHandler) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		info := &requestInfo{base: &h.log, id: requestIDFrom(r.Context()), session: r.Header.Get(headerSession)}
+		rid := requestID(w, r)
+		info := &requestInfo{base: &h.log, id: rid, session: r.Header.Get(headerSession)}
 		rec := &statusRecorder{ResponseWriter: w}
 		start := time.Now()
 		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info)))
-		var ev *zerolog.Event
-		switch {
-		case rec.status >= 500:
-			ev = info.logger().Warn()
-		case h.opts.NoAccessLog || !infoEnabled(&h.log):
-			return
-		default:
-			ev = info.logger().Info()
-		}
-		method := ""
-		if m := info.method.Load(); m != nil {
-			method = *m
-		}
-		ev.Str("http_method", r.Method).Str("mcp_method", method).Int("status", rec.status).
-			Float64("duration_ms", telemetry.Ms(time.Since(start))).Msg("request")
+		h.logAccess(info, r.Method, rec.status, start)
 	})
+}
+
+// logAccess writes a request's access line (see accessLog).
+func (h *HTTPHandler) logAccess(info *requestInfo, httpMethod string, status int, start time.Time) {
+	var ev *zerolog.Event
+	switch {
+	case status >= 500:
+		ev = info.logger().Warn()
+	case h.opts.NoAccessLog || !infoEnabled(&h.log):
+		return
+	default:
+		ev = info.logger().Info()
+	}
+	method := ""
+	if m := info.method.Load(); m != nil {
+		method = *m
+	}
+	ev.Str("http_method", httpMethod).Str("mcp_method", method).Int("status", status).
+		Float64("duration_ms", telemetry.Ms(time.Since(start))).Msg("request")
 }
 
 // infoEnabled reports whether l writes info lines.
@@ -180,35 +198,29 @@ var _ http.Flusher = (*statusRecorder)(nil)
 // boundBody sets the read deadline of a request with a body, whether
 // the body is read or, after an early answer, discarded by the server;
 // readBody lifts it once the body is read.
-func (h *HTTPHandler) boundBody(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 {
-			h.bodyDeadline(w)
-		}
-		next.ServeHTTP(w, r)
-	})
+func (h *HTTPHandler) boundBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		h.bodyDeadline(w)
+	}
 }
 
-// checkHost refuses (403) a request whose Host header is not allowed:
-// see hostAllowed.
-func (h *HTTPHandler) checkHost(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !h.hostAllowed(r) {
-			writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "host %q is not allowed", r.Host))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// checkHost refuses (403) a request whose Host header is not allowed
+// (see hostAllowed), and reports whether the request may go on.
+func (h *HTTPHandler) checkHost(w http.ResponseWriter, r *http.Request) bool {
+	if !h.hostAllowed(r) {
+		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "host %q is not allowed", r.Host))
+		return false
+	}
+	return true
 }
 
 // checkOrigin refuses (403) a request whose Origin header is not
-// allowed: see originAllowed.
-func (h *HTTPHandler) checkOrigin(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !h.originAllowed(r) {
-			writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "origin %q is not allowed", r.Header.Get("Origin")))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// allowed (see originAllowed), and reports whether the request may go
+// on.
+func (h *HTTPHandler) checkOrigin(w http.ResponseWriter, r *http.Request) bool {
+	if !h.originAllowed(r) {
+		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "origin %q is not allowed", r.Header.Get("Origin")))
+		return false
+	}
+	return true
 }

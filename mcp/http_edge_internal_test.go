@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// requestID keeps a client's X-Request-Id of a bounded size, makes one
+// The edge keeps a client's X-Request-Id of a bounded size, makes one
 // otherwise, and hands the same id to the next handler and the client.
 func TestRequestIDMiddleware(t *testing.T) {
 	long := strings.Repeat("x", maxRequestID+1)
@@ -23,7 +23,7 @@ func TestRequestIDMiddleware(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var seen string
-			h := requestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := (&HTTPHandler{}).accessLog(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				seen = requestIDFrom(r.Context())
 			}))
 			r := httptest.NewRequest(http.MethodPost, "/mcp", nil)

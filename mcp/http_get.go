@@ -17,46 +17,15 @@ import (
 )
 
 // serveGet opens the session's standalone stream, or resumes a stream
-// (POST or GET) from Last-Event-ID.
+// (POST or GET) from Last-Event-ID. An idle stream parks under it, so
+// the checks run in getRequest, which returns first.
 func (h *HTTPHandler) serveGet(w http.ResponseWriter, r *http.Request) {
-	if v := r.Header.Get(headerVersion); v != "" && IsModernVersion(v) {
-		w.Header().Set("Allow", "POST")
-		writeError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "protocol version %s has no GET stream; use subscriptions/listen", v))
-		return
-	}
-	if v := r.Header.Get(headerVersion); v != "" && !IsSupportedVersion(v) {
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, UnsupportedVersionError(v))
-		return
-	}
-	if !acceptable(r, "text/event-stream") {
-		writeError(w, http.StatusNotAcceptable, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Accept must allow text/event-stream"))
-		return
-	}
-	sid := r.Header.Get(headerSession)
-	if sid == "" {
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "missing %s header", headerSession))
-		return
-	}
-	if !h.node.BusReady() {
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, coordinator.ErrBusDown)
-		return
-	}
-	sess, ok := h.loadSession(w, r, sid, jsonrpc.ID{})
+	sess, eid, ok := h.getRequest(w, r)
 	if !ok {
 		return
 	}
-	if h.node.Draining() {
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, jsonrpc.ErrDraining)
-		return
-	}
-	last := r.Header.Get(headerLastID)
-	if last == "" {
+	if eid.Stream == "" {
 		h.followGet(w, r, sess, coordinator.GetCursor{}, false, false)
-		return
-	}
-	eid, err := sse.ParseEventID(last)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "malformed Last-Event-ID"))
 		return
 	}
 	if b, hasB, ok := coordinator.ParseGetEventStream(sess.ID, eid.Stream); ok {
@@ -64,6 +33,51 @@ func (h *HTTPHandler) serveGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.resumePost(w, r, sess, eid)
+}
+
+// getRequest checks a GET request, and returns its session and its
+// Last-Event-ID (zero without one), or answers it and returns false.
+func (h *HTTPHandler) getRequest(w http.ResponseWriter, r *http.Request) (*session.Session, sse.EventID, bool) {
+	if v := r.Header.Get(headerVersion); v != "" && IsModernVersion(v) {
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "protocol version %s has no GET stream; use subscriptions/listen", v))
+		return nil, sse.EventID{}, false
+	}
+	if v := r.Header.Get(headerVersion); v != "" && !IsSupportedVersion(v) {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, UnsupportedVersionError(v))
+		return nil, sse.EventID{}, false
+	}
+	if !acceptable(r, "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Accept must allow text/event-stream"))
+		return nil, sse.EventID{}, false
+	}
+	sid := r.Header.Get(headerSession)
+	if sid == "" {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "missing %s header", headerSession))
+		return nil, sse.EventID{}, false
+	}
+	if !h.node.BusReady() {
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, coordinator.ErrBusDown)
+		return nil, sse.EventID{}, false
+	}
+	sess, ok := h.loadSession(w, r, sid, jsonrpc.ID{})
+	if !ok {
+		return nil, sse.EventID{}, false
+	}
+	if h.node.Draining() {
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, jsonrpc.ErrDraining)
+		return nil, sse.EventID{}, false
+	}
+	last := r.Header.Get(headerLastID)
+	if last == "" {
+		return sess, sse.EventID{}, true
+	}
+	eid, err := sse.ParseEventID(last)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "malformed Last-Event-ID"))
+		return nil, sse.EventID{}, false
+	}
+	return sess, eid, true
 }
 
 // streamError writes the answer for a stream that cannot be read.
@@ -94,41 +108,17 @@ func (h *HTTPHandler) liveStream(r *http.Request, session, getFor string) (conte
 // (one connection per session holds it, the newest wins), replays from
 // after when resuming, and follows new events until the client leaves.
 // Its event ids carry both positions of the cursor (GetEventStream).
+// An idle stream parks in here for its whole life, so the set-up, with
+// its many locals, runs in openGet, which returns first: the shallower
+// the parked stack, the smaller the runtime shrinks it.
 func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *session.Session, after coordinator.GetCursor, resume, resumeBroadcast bool) {
-	sid := sess.ID
-	after, last, err := h.node.OpenGet(r.Context(), sid, after, resume, resumeBroadcast)
-	if err != nil {
-		streamError(w, err)
+	g := h.openGet(w, r, sess, after, resume, resumeBroadcast)
+	if g == nil {
 		return
 	}
-	slot, err := h.openStream(r, sid)
-	if err != nil {
-		h.writeRefusal(w, jsonrpc.ID{}, err)
-		return
-	}
-	defer slot()
-	ctx, conn, done := h.liveStream(r, sid, sid)
-	defer done()
-	defer time.AfterFunc(h.opts.MaxStreamLifetime, func() { conn.Cancel(errLifetime) }).Stop()
-	defer h.metrics.StreamOpened("get")()
-	release, err := h.node.TakeGet(ctx, sid, conn)
-	if err != nil {
-		streamError(w, err)
-		return
-	}
-	defer release()
-	sw := h.streamWriter(w, conn)
-	defer sw.Close()
-	sw.Start(nil)
-	if atLeast(sess.Version, Version20251125) {
-		// Priming: the client gets a cursor to resume from even if the
-		// stream carries nothing before the connection ends.
-		_ = sw.Event(sse.Event{ID: getEventID(sid, after), Retry: h.opts.RetryHint})
-	} else {
-		_ = sw.Retry(h.opts.RetryHint)
-	}
-	go h.node.RunUpkeep(ctx, coordinator.Upkeep{Conn: conn, Claim: coordinator.GetKey(sid), Session: sid})
-	h.endStream(sw, ctx, h.node.TailGet(ctx, sid, after, func(ev cluster.Event, cur coordinator.GetCursor, broadcast bool) error {
+	defer g.close()
+	sid, sw, last := sess.ID, g.sw, g.last
+	h.endStream(sw, g.ctx, h.node.TailGet(g.ctx, sid, g.after, func(ev cluster.Event, cur coordinator.GetCursor, broadcast bool) error {
 		if len(ev.Data) == 0 {
 			return nil
 		}
@@ -137,6 +127,71 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *se
 		}
 		return sw.Event(sse.Event{ID: getEventID(sid, cur), Data: ev.Data})
 	}))
+}
+
+// getStream is a GET stream between its set-up and its end.
+type getStream struct {
+	ctx   context.Context
+	sw    *sse.Writer
+	after coordinator.GetCursor
+	last  uint64
+	undo  []func() // the set-up's clean-ups, in the order they were taken
+}
+
+// close runs the clean-ups, the last taken first.
+func (g *getStream) close() {
+	for i := len(g.undo) - 1; i >= 0; i-- {
+		g.undo[i]()
+	}
+}
+
+// openGet sets up the GET stream of followGet, or answers the request
+// with the refusal and returns nil.
+func (h *HTTPHandler) openGet(w http.ResponseWriter, r *http.Request, sess *session.Session, after coordinator.GetCursor, resume, resumeBroadcast bool) *getStream {
+	sid := sess.ID
+	g := &getStream{}
+	ok := false
+	defer func() {
+		if !ok {
+			g.close()
+		}
+	}()
+	after, last, err := h.node.OpenGet(r.Context(), sid, after, resume, resumeBroadcast)
+	if err != nil {
+		streamError(w, err)
+		return nil
+	}
+	g.after, g.last = after, last
+	slot, err := h.openStream(r, sid)
+	if err != nil {
+		h.writeRefusal(w, jsonrpc.ID{}, err)
+		return nil
+	}
+	g.undo = append(g.undo, slot)
+	ctx, conn, done := h.liveStream(r, sid, sid)
+	g.ctx = ctx
+	g.undo = append(g.undo, done)
+	lifetime := time.AfterFunc(h.opts.MaxStreamLifetime, func() { conn.Cancel(errLifetime) })
+	g.undo = append(g.undo, func() { lifetime.Stop() }, h.metrics.StreamOpened("get"))
+	release, err := h.node.TakeGet(ctx, sid, conn)
+	if err != nil {
+		streamError(w, err)
+		return nil
+	}
+	g.undo = append(g.undo, release)
+	g.sw = h.streamWriter(w, conn)
+	g.undo = append(g.undo, g.sw.Close)
+	g.sw.Start(nil)
+	if atLeast(sess.Version, Version20251125) {
+		// Priming: the client gets a cursor to resume from even if the
+		// stream carries nothing before the connection ends.
+		_ = g.sw.Event(sse.Event{ID: getEventID(sid, after), Retry: h.opts.RetryHint})
+	} else {
+		_ = g.sw.Retry(h.opts.RetryHint)
+	}
+	go h.node.RunUpkeep(ctx, coordinator.Upkeep{Conn: conn, Claim: coordinator.GetKey(sid), Session: sid})
+	ok = true
+	return g
 }
 
 // getEventID is the id of a GET stream's event at cur.
