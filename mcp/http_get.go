@@ -189,7 +189,10 @@ func (h *HTTPHandler) openGet(w http.ResponseWriter, r *http.Request, sess *sess
 	} else {
 		_ = g.sw.Retry(h.opts.RetryHint)
 	}
-	go h.node.RunUpkeep(ctx, coordinator.Upkeep{Conn: conn, Claim: coordinator.GetKey(sid), Session: sid})
+	go h.node.RunUpkeep(ctx, coordinator.Upkeep{
+		Conn: conn, Claim: coordinator.GetKey(sid), Session: sid,
+		History: cluster.StreamRef{Session: sid, Stream: coordinator.GetStreamID(sid)},
+	})
 	ok = true
 	return g
 }
@@ -271,7 +274,8 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *s
 	sw := h.streamWriter(w, conn)
 	defer sw.Close()
 	sw.Start(nil)
-	jobs := coordinator.Upkeep{Conn: conn, Claim: coordinator.FollowKey(sid, eid.Stream)}
+	jobs := coordinator.Upkeep{Conn: conn, Claim: coordinator.FollowKey(sid, eid.Stream),
+		History: cluster.StreamRef{Session: sid, Stream: eid.Stream}}
 	if info := head.Info; !info.Done && info.Owner != "" {
 		jobs.Owner = &coordinator.OwnerWatch{Session: sid, Stream: eid.Stream, Info: info}
 	}

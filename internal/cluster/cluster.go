@@ -234,7 +234,16 @@ type EventLog interface {
 	// removed) and must Read again. Follow does not authorise: callers
 	// Read first, which checks the session. fn must not block for long.
 	Follow(ctx context.Context, stream string, fn func(Event)) (cancel func(), err error)
+	// SlideMany makes the history of each stream that still exists live
+	// ttl from now, as an append would (missing streams are skipped, not
+	// recreated), in one batch: a node slides the streams its open
+	// connections read, so an idle stream's history outlives it by ttl.
+	// The keys of one stream stay in one slot (Redis Cluster).
+	SlideMany(ctx context.Context, streams []StreamRef, ttl time.Duration) error
 }
+
+// StreamRef names a stream of a session.
+type StreamRef struct{ Session, Stream string }
 
 // ReceiversUnknown is what Bus.Publish reports when the backend cannot
 // count the subscribers that received a message.

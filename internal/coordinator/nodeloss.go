@@ -67,10 +67,15 @@ func (p *producing) remove(stream string) (*produced, bool) {
 // as produced by this process until the returned function is called. If
 // its final was not recorded (see Record) by then, the stream is ended
 // with AbandonedError, retried while the store is down, for up to the
-// stream's history TTL.
+// stream's history TTL. Its history is slid while it is held (see
+// RunUpkeep), so a call that runs silent longer than the history TTL can
+// still be resumed.
 func (n *Node) HoldStream(session, stream, request string) func() {
 	n.producing.add(stream, &produced{session: session, request: request})
+	h := &held{history: cluster.StreamRef{Session: session, Stream: stream}}
+	n.upkeep.add(h)
 	return func() {
+		n.upkeep.remove(h)
 		s, ended := n.producing.remove(stream)
 		if ended {
 			return

@@ -21,6 +21,10 @@ type Upkeep struct {
 	Session string
 	// Owner is the producer to watch on a resumed POST stream.
 	Owner *OwnerWatch
+	// History is the stream the connection reads: its history is slid
+	// while the connection is open, so that an idle stream can still be
+	// resumed (Last-Event-ID) for the history TTL after it closes.
+	History cluster.StreamRef
 }
 
 // RunUpkeep keeps a stream's claim and session alive, and watches its
@@ -34,13 +38,17 @@ type Upkeep struct {
 //     GetTakeover message, or re-checked when the bus comes back);
 //   - the session is slid every SessionTTL/4 for all streams in one
 //     TouchMany;
+//   - the history of the stream read is slid every HistoryTTL/3 to
+//     HistoryTTL for all streams in one SlideMany (appends slide it too,
+//     but an idle stream has none), so it expires HistoryTTL after the
+//     stream closed, not while it is open;
 //   - the owner's membership is checked against the node's view of live
 //     instances, loaded every LeaseTTL/3 (see OwnerLost).
 //
 // SSE keep-alives are the stream writer's own (see sse.Writer).
 func (n *Node) RunUpkeep(ctx context.Context, j Upkeep) {
-	if j.Claim != "" || j.Session != "" {
-		h := &held{conn: j.Conn, claim: j.Claim, session: j.Session}
+	if j.Claim != "" || j.Session != "" || j.History.Stream != "" {
+		h := &held{conn: j.Conn, claim: j.Claim, session: j.Session, history: j.History}
 		n.upkeep.add(h)
 		context.AfterFunc(ctx, func() { n.upkeep.remove(h) })
 	}
@@ -55,11 +63,12 @@ func (n *Node) RunUpkeep(ctx context.Context, j Upkeep) {
 // membership lease, not this TTL, decides whether it still holds it).
 func (n *Node) ClaimTTL() time.Duration { return max(n.sessionTTL, 10*n.leaseTTL) }
 
-// held is what an open stream keeps alive: its claim, its session, or
-// both.
+// held is what an open stream keeps alive: its claim, its session, its
+// history, or several.
 type held struct {
 	conn           *Conn
 	claim, session string
+	history        cluster.StreamRef
 }
 
 // maxRetries bounds the store writes waiting to be retried (releases of
@@ -174,11 +183,14 @@ func (u *upkeep) end(hs []*held, kept []bool, cause error) {
 
 func claimOf(h *held) string   { return h.claim }
 func sessionOf(h *held) string { return h.session }
+func historyOf(h *held) string { return h.history.Stream }
 
 // runUpkeep runs everyHeartbeat every LeaseTTL/3, slides the claims of
 // every open stream of this node every ClaimTTL/4 in one RenewMany, and
-// their sessions every SessionTTL/4 in one TouchMany, so an idle stream costs the store a share of a batched
-// call every few minutes instead of calls of its own. A stream whose
+// their sessions every SessionTTL/4 in one TouchMany, and their
+// histories every HistoryTTL/3 in one SlideMany, so an idle stream costs
+// the store a share of a batched call every few minutes instead of calls
+// of its own. A stream whose
 // claim was taken over, or whose session is gone, is ended. A failed
 // batch changes nothing: the next one retries.
 func (n *Node) runUpkeep(ctx context.Context) {
@@ -188,6 +200,8 @@ func (n *Node) runUpkeep(ctx context.Context) {
 	defer touch.Stop()
 	beat := time.NewTicker(n.leaseTTL / 3)
 	defer beat.Stop()
+	slide := time.NewTicker(max(n.lim.WithDefaults().TTL/3, 50*time.Millisecond))
+	defer slide.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -198,6 +212,8 @@ func (n *Node) runUpkeep(ctx context.Context) {
 			cancel()
 		case <-renew.C:
 			n.renewClaims(ctx)
+		case <-slide.C:
+			n.slideHistories(ctx)
 		case <-touch.C:
 			hs := n.upkeep.list(sessionOf)
 			if len(hs) == 0 {
@@ -233,6 +249,26 @@ func (n *Node) renewClaims(ctx context.Context) {
 	cancel()
 	if err == nil {
 		n.upkeep.end(hs, ok, ErrTakenOver)
+	}
+}
+
+// slideHistories slides the history of every stream an open connection
+// of this node reads, in one SlideMany; a failed batch is retried by the
+// next, well before the history's TTL runs out.
+func (n *Node) slideHistories(ctx context.Context) {
+	hs := n.upkeep.list(historyOf)
+	if len(hs) == 0 {
+		return
+	}
+	refs := make([]cluster.StreamRef, len(hs))
+	for i, h := range hs {
+		refs[i] = h.history
+	}
+	ttl := n.lim.WithDefaults().TTL
+	cctx, cancel := context.WithTimeout(ctx, max(ttl/6, time.Second))
+	defer cancel()
+	if err := n.be.Events.SlideMany(cctx, refs, ttl); err != nil {
+		n.log.Debug().Err(err).Int("streams", len(refs)).Msg("histories of open streams not slid")
 	}
 }
 

@@ -273,6 +273,50 @@ func (s *suite) testEvents(t *testing.T) {
 		wantErr(t, "Append to an expired stream", err, cluster.ErrNotFound)
 	})
 
+	// SlideMany keeps idle streams' histories (and their events) alive
+	// with no append, skips streams that do not exist (it creates
+	// nothing), and once it stops the streams expire within their TTL.
+	t.Run("SlideMany", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		l := cluster.Limits{MaxEvents: 10, MaxStreams: 10, TTL: time.Second}
+		sess, other := uniq("s"), uniq("other")
+		xs := []string{uniq("x"), uniq("x"), uniq("x")}
+		refs := []cluster.StreamRef{{Session: sess, Stream: uniq("never")}}
+		for _, x := range xs {
+			must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess}, l))
+			appendN(t, b, sess, x, 2, l)
+			refs = append(refs, cluster.StreamRef{Session: sess, Stream: x})
+		}
+		// Another session naming a stream slides nothing of it.
+		must(t, "Open", b.Events.Open(ctx, "o"+xs[0], cluster.StreamMeta{Session: other}, l))
+		refs = append(refs, cluster.StreamRef{Session: sess, Stream: "o" + xs[0]})
+		for range 12 { // 3 TTLs
+			time.Sleep(l.TTL / 4)
+			must(t, "SlideMany", b.Events.SlideMany(ctx, refs, l.TTL))
+		}
+		for _, x := range xs {
+			evs, info, err := b.Events.Read(ctx, sess, x, 0)
+			if err != nil || info.Last != 2 || !slices.Equal(seqs(evs), span(1, 2)) {
+				t.Fatalf("Read of a slid stream after 3 TTLs: %v, last %d, %v", seqs(evs), info.Last, err)
+			}
+		}
+		_, _, err := b.Events.Read(ctx, sess, refs[0].Stream, 0)
+		wantErr(t, "Read of a stream SlideMany named but nobody opened", err, cluster.ErrNotFound)
+		_, _, err = b.Events.Read(ctx, other, "o"+xs[0], 0)
+		wantErr(t, "Read of another session's stream after 3 TTLs", err, cluster.ErrNotFound)
+		must(t, "SlideMany of nothing", b.Events.SlideMany(ctx, nil, l.TTL))
+		start := time.Now()
+		waitFor(t, 10*time.Second, "the streams to expire once no longer slid", func() bool {
+			_, _, err := b.Events.Read(ctx, sess, xs[2], 0)
+			return errors.Is(err, cluster.ErrNotFound)
+		})
+		if d := time.Since(start); d > l.TTL+500*time.Millisecond {
+			t.Fatalf("a stream no longer slid lived %v, TTL %v", d, l.TTL)
+		}
+	})
+
 	// Appends slide the stream's ownership with its history: a stream
 	// older than its TTL, appended to meanwhile, is still refused to
 	// another session (on Redis Cluster the owner record lives in

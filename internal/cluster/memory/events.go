@@ -183,6 +183,25 @@ func (m *events) Read(ctx context.Context, session, id string, after uint64) ([]
 	return append([]cluster.Event(nil), st.events[after+1-first:]...), info, nil
 }
 
+func (m *events) SlideMany(ctx context.Context, streams []cluster.StreamRef, ttl time.Duration) error {
+	s := (*store)(m)
+	if err := s.check(ctx, "Events.SlideMany"); err != nil {
+		return err
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("slide streams: ttl must be positive")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for _, ref := range streams {
+		if st, err := s.ownedLocked(ref.Session, ref.Stream, now); err == nil {
+			st.expires = now.Add(ttl)
+		}
+	}
+	return nil
+}
+
 // Follow registers fn before returning, so every event appended after
 // Follow returns is queued for it. Delivery runs on the follower's own
 // goroutine; when its queue overflows, events are dropped and fn then

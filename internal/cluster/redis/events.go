@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 )
@@ -134,6 +137,44 @@ func (m *events) Read(ctx context.Context, session, x string, after uint64) ([]c
 		}
 	}
 	return evs, info, nil
+}
+
+// SlideMany runs one script per manyBatch streams on a single server,
+// all sent in one pipeline; on Cluster, one per stream (its meta and
+// events share the session's slot), with a PEXPIRE of its owner key,
+// which lives in a slot of its own.
+func (m *events) SlideMany(ctx context.Context, streams []cluster.StreamRef, ttl time.Duration) error {
+	b := (*backend)(m)
+	if ttl <= 0 {
+		return fmt.Errorf("slide streams: ttl must be positive")
+	}
+	if len(streams) == 0 {
+		return nil
+	}
+	size, step := manyBatch, "3"
+	if !b.single {
+		size, step = 1, "2"
+	}
+	k := b.keys
+	_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for batch := range slices.Chunk(streams, size) {
+			keys := make([]string, 0, 3*len(batch))
+			for _, s := range batch {
+				keys = append(keys, k.meta(s.Session, s.Stream), k.events(s.Session, s.Stream))
+				if b.single {
+					keys = append(keys, k.owner(s.Stream))
+				} else {
+					p.PExpire(ctx, k.owner(s.Stream), ownerTTL(ttl))
+				}
+			}
+			slideStreamsScript.Eval(ctx, p, keys, ms(ttl), ms(ownerTTL(ttl)), step)
+		}
+		return nil
+	})
+	if err != nil {
+		return b.fail(ctx, "slide streams", err)
+	}
+	return nil
 }
 
 // Follow subscribes to the stream's channel on the backend's one pub/sub

@@ -308,6 +308,20 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 `)
 
+// KEYS: meta, events [, owner] of each stream. ARGV: ttl ms, owner ttl
+// ms, keys per stream (2 or 3). Slides the keys of the streams whose meta
+// still exists (a missing stream is not brought back).
+var slideStreamsScript = script(`
+local ttl, ottl, step = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+for i = 1, #KEYS, step do
+  if redis.call('PEXPIRE', KEYS[i], ttl) == 1 then
+    redis.call('PEXPIRE', KEYS[i + 1], ttl)
+    if step == 3 then redis.call('PEXPIRE', KEYS[i + 2], ottl) end
+  end
+end
+return 1
+`)
+
 // KEYS: meta, lru [, owner]. ARGV: session, stream, owner node, request,
 // ttl ms, max streams, session key prefix, follow channel prefix.
 // Returns 1 when created, 0 when it existed, -1 when another session owns

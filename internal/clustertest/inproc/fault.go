@@ -336,6 +336,13 @@ func (e events) Read(ctx context.Context, session, stream string, after uint64) 
 	return e.EventLog.Read(ctx, session, stream, after)
 }
 
+func (e events) SlideMany(ctx context.Context, streams []cluster.StreamRef, ttl time.Duration) error {
+	if err := e.f.down(); err != nil {
+		return err
+	}
+	return e.EventLog.SlideMany(ctx, streams, ttl)
+}
+
 func (e events) Follow(ctx context.Context, stream string, fn func(cluster.Event)) (func(), error) {
 	if err := e.f.down(); err != nil {
 		return nil, err
