@@ -29,3 +29,25 @@ func TestIdleGetStreamResumedAfterHistoryTTL(t *testing.T) {
 	text(t, callAt(t, cl, r.Nodes[0].URL, "tools/call", map[string]any{"name": "touch"}).Final())
 	mustWait(t, resumed, "later update", mcptest.Has(updated, 1))
 }
+
+// A call silent for longer than the history TTL keeps its POST stream's
+// history while it runs: cut, the stream resumes on another node and
+// gets the final response.
+func TestSilentCallStreamResumedAfterHistoryTTL(t *testing.T) {
+	const ttl = 2 * time.Second
+	r := newRig(t, inproc.Options{HTTP: mcp.HTTPOptions{HistoryTTL: ttl}})
+	cl := r.session(t, 0, nil)
+	id, st := mcptest.OpenCall(t, cl, r.Nodes[1].URL, "tools/call", tool("gated", gatedIn{Steps: 1}))
+	r.waitStep(t, "n1 1")
+	mustWait(t, st, "progress", mcptest.Has("notifications/progress", 1))
+	time.Sleep(3 * ttl)
+	st.Close()
+	last := lastID(st)
+
+	resumed := mcptest.OpenGet(t, cl, r.Nodes[2].URL, last)
+	r.release <- struct{}{}
+	mustWait(t, resumed, "final response", hasFinal)
+	if f := mcptest.Final(resumed.Messages()); f.ID != id || text(t, f) != "done on n1" {
+		t.Fatalf("resumed stream: %s", describe(resumed.Messages()))
+	}
+}
