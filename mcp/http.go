@@ -55,7 +55,8 @@ type HTTPOptions struct {
 	// their final response) are never evicted for it.
 	MaxStreams int
 	// HistoryTTL is how long a stream's history lives after its last
-	// event (default 10m).
+	// event or, while a connection of the cluster reads or produces it,
+	// after that connection closed (default 10m).
 	HistoryTTL time.Duration
 	// MaxWaiters bounds pending server→client requests on this node
 	// (default 10000).

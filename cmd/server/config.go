@@ -192,7 +192,7 @@ func settings() []setting {
 		{"keepalive", "MCP_KEEPALIVE", dur(h.KeepAlive), "interval of SSE comment keep-alives", durationSetter(func(c *Config) *time.Duration { return &c.KeepAlive })},
 		{"max-events", "MCP_MAX_EVENTS", itoa(h.MaxEvents), "events kept per stream for resumption", intSetter(func(c *Config) *int { return &c.MaxEvents })},
 		{"max-streams", "MCP_MAX_STREAMS", itoa(h.MaxStreams), "ended streams per session keeping history for resumption (LRU); a stream not yet ended (a live GET or POST stream) is always kept", intSetter(func(c *Config) *int { return &c.MaxStreams })},
-		{"history-ttl", "MCP_HISTORY_TTL", dur(h.HistoryTTL), "how long a stream's history lives after its last event", durationSetter(func(c *Config) *time.Duration { return &c.HistoryTTL })},
+		{"history-ttl", "MCP_HISTORY_TTL", dur(h.HistoryTTL), "how long a stream's history lives after its last event, or after its connection closed while one was open", durationSetter(func(c *Config) *time.Duration { return &c.HistoryTTL })},
 		{"request-timeout", "MCP_REQUEST_TIMEOUT", dur(sv.RequestTimeout), "how long a server→client request waits for its reply", durationSetter(func(c *Config) *time.Duration { return &c.RequestTimeout })},
 		{"resume-grace", "MCP_RESUME_GRACE", dur(h.ResumeGrace), "how long a request waits for a dropped stream to be resumed", durationSetter(func(c *Config) *time.Duration { return &c.ResumeGrace })},
 		{"max-waiters", "MCP_MAX_WAITERS", itoa(h.MaxWaiters), "pending server→client requests per node", intSetter(func(c *Config) *int { return &c.MaxWaiters })},
