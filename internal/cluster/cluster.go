@@ -221,6 +221,14 @@ type EventLog interface {
 	// when the stream is unknown (never opened, expired, evicted or its
 	// session ended); ErrForbidden when it is another session's.
 	Append(ctx context.Context, session, stream string, data []byte, final bool, lim Limits) (uint64, error)
+	// AppendBatch appends events (data, nil for a priming event) in
+	// order, as many Appends would, in one round trip where the backend
+	// allows, and returns the seq of the first; the others follow it
+	// without a gap. final ends the stream with the last event. With
+	// open set, the stream is first opened as Open would (of session
+	// open.Session), so a producer folds its stream's creation into its
+	// first append. A call the backend retries appends once.
+	AppendBatch(ctx context.Context, session, stream string, data [][]byte, final bool, open *StreamMeta, lim Limits) (uint64, error)
 	// Read returns the events with Seq > after, oldest first, and the
 	// stream's info (also returned with ErrEvicted). ErrNotFound when the stream is unknown; ErrForbidden
 	// when it is another session's (so a caller cannot probe streams);

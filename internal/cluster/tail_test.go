@@ -175,6 +175,10 @@ func (s *scripted) SlideMany(context.Context, []cluster.StreamRef, time.Duration
 	return errors.New("not supported")
 }
 
+func (s *scripted) AppendBatch(context.Context, string, string, [][]byte, bool, *cluster.StreamMeta, cluster.Limits) (uint64, error) {
+	return 0, errors.New("not supported")
+}
+
 // Read exposes the first half of the events on the first call and all of
 // them afterwards, while Follow delivers a scrambled copy.
 func (s *scripted) Read(_ context.Context, _, _ string, after uint64) ([]cluster.Event, cluster.StreamInfo, error) {

@@ -38,6 +38,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) *cluster.Backend) {
 		{"Backend", s.testBackend},
 		{"Sessions", s.testSessions},
 		{"Events", s.testEvents},
+		{"Batch", s.testAppendBatch},
 		{"Tail", s.testTail},
 		{"Bus", s.testBus},
 		{"Members", s.testMembers},

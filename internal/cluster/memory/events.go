@@ -115,7 +115,12 @@ func (m *events) Open(ctx context.Context, id string, meta cluster.StreamMeta, l
 	lim = lim.WithDefaults()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
+	return s.openLocked(id, meta, lim, s.now())
+}
+
+// openLocked opens stream id unless it exists (ErrForbidden when it is
+// another session's).
+func (s *store) openLocked(id string, meta cluster.StreamMeta, lim cluster.Limits, now time.Time) error {
 	if st := s.liveStreamLocked(id, now); st != nil {
 		if st.meta.Session != meta.Session {
 			return fmt.Errorf("stream %q: %w", id, cluster.ErrForbidden)
@@ -134,9 +139,6 @@ func (m *events) Append(ctx context.Context, session, id string, data []byte, fi
 		return 0, err
 	}
 	lim = lim.WithDefaults()
-	// The history keeps its own copy, exactly sized so that a caller
-	// appending to a Data it got back cannot write into the history.
-	data = append(data[:0:0], data...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -147,6 +149,13 @@ func (m *events) Append(ctx context.Context, session, id string, data []byte, fi
 	if st.done {
 		return 0, fmt.Errorf("stream %q: %w", id, errDone)
 	}
+	return s.appendLocked(st, data, final, lim, now), nil
+}
+
+// appendLocked adds an event to st, which has not ended, and returns its
+// seq. The history keeps its own copy of data.
+func (s *store) appendLocked(st *stream, data []byte, final bool, lim cluster.Limits, now time.Time) uint64 {
+	data = append(data[:0:0], data...)
 	st.last++
 	ev := cluster.Event{Seq: st.last, Data: data, Final: final}
 	st.events = append(st.events, ev)
@@ -157,8 +166,37 @@ func (m *events) Append(ctx context.Context, session, id string, data []byte, fi
 	st.done = final
 	st.expires = now.Add(lim.TTL)
 	s.useLocked(st, lim.MaxStreams)
-	s.notifyLocked(id, ev)
-	return ev.Seq, nil
+	s.notifyLocked(st.id, ev)
+	return ev.Seq
+}
+
+func (m *events) AppendBatch(ctx context.Context, session, id string, data [][]byte, final bool, open *cluster.StreamMeta, lim cluster.Limits) (uint64, error) {
+	s := (*store)(m)
+	if err := s.check(ctx, "Events.Append"); err != nil {
+		return 0, err
+	}
+	if len(data) == 0 {
+		return 0, fmt.Errorf("stream %q: an empty batch", id)
+	}
+	lim = lim.WithDefaults()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if open != nil {
+		_ = s.openLocked(id, *open, lim, now) // another session's: ownedLocked says so
+	}
+	st, err := s.ownedLocked(session, id, now)
+	if err != nil {
+		return 0, err
+	}
+	if st.done {
+		return 0, fmt.Errorf("stream %q: %w", id, errDone)
+	}
+	first := st.last + 1
+	for i, d := range data {
+		s.appendLocked(st, d, final && i == len(data)-1, lim, now)
+	}
+	return first, nil
 }
 
 func (m *events) Read(ctx context.Context, session, id string, after uint64) ([]cluster.Event, cluster.StreamInfo, error) {

@@ -100,6 +100,60 @@ func (m *events) Append(ctx context.Context, session, x string, data []byte, fin
 	return uint64(seq), nil
 }
 
+func (m *events) AppendBatch(ctx context.Context, session, x string, data [][]byte, final bool, open *cluster.StreamMeta, lim cluster.Limits) (uint64, error) {
+	b := (*backend)(m)
+	if len(data) == 0 {
+		return 0, fmt.Errorf("stream %q: an empty batch", x)
+	}
+	lim = lim.WithDefaults()
+	k := b.keys
+	keys := []string{k.meta(session, x), k.events(session, x), k.lru(session)}
+	if b.single {
+		keys = append(keys, k.owner(x))
+	}
+	args := make([]any, 0, 12+len(data))
+	args = append(args, session, x, flag(final), lim.MaxEvents, lim.MaxStreams, ms(lim.TTL),
+		k.session(session), k.followPrefix(), b.token())
+	if open != nil {
+		if !b.single {
+			ok, err := ownerScript.Run(ctx, b.client, []string{k.owner(x)}, session, ms(lim.TTL)).Int64()
+			if err != nil {
+				return 0, b.fail(ctx, "open stream", err)
+			}
+			if ok == 0 {
+				return 0, fmt.Errorf("stream %q: %w", x, cluster.ErrForbidden)
+			}
+		}
+		args = append(args, "1", open.Owner, open.Request)
+	} else {
+		args = append(args, "0", "", "")
+	}
+	for _, d := range data {
+		args = append(args, d)
+	}
+	seq, err := appendBatchScript.Run(ctx, b.client, keys, args...).Int64()
+	if err != nil {
+		return 0, b.fail(ctx, "append", err)
+	}
+	switch seq {
+	case -1:
+		return 0, b.missing(ctx, session, x)
+	case -2:
+		return 0, fmt.Errorf("stream %q: %w", x, errDone)
+	case -3:
+		return 0, fmt.Errorf("stream %q: %w", x, cluster.ErrForbidden)
+	}
+	return uint64(seq), nil
+}
+
+// flag is a boolean argument of a script.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
 func (m *events) Read(ctx context.Context, session, x string, after uint64) ([]cluster.Event, cluster.StreamInfo, error) {
 	b := (*backend)(m)
 	k := b.keys

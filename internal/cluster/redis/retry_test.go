@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"fmt"
 	"bytes"
 	"context"
 	"net"
@@ -120,6 +121,9 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 	if _, err := b.Events.Append(ctx, "warm", "warm", nil, false, lim); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := b.Events.AppendBatch(ctx, "warm", "warm", [][]byte{nil}, false, nil, lim); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := b.Claims.Once(ctx, "warm", time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +173,39 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 		}
 		if len(got) != 3 || got[0] != "a" || got[1] != "b" || got[2] != "fin" || info.Last != 3 || !info.Done {
 			t.Fatalf("history %q (last %d, done %v), want [a b fin] once each", got, info.Last, info.Done)
+		}
+	})
+	t.Run("AppendBatch", func(t *testing.T) {
+		if err := b.Sessions.Create(ctx, "s4", nil, time.Minute, 0); err != nil {
+			t.Fatal(err)
+		}
+		open := &cluster.StreamMeta{Session: "s4", Owner: "n", Request: "n:1"}
+		for i, batch := range [][]string{{"", "a"}, {"b", "c"}, {"fin"}} {
+			data := make([][]byte, len(batch))
+			for j, d := range batch {
+				data[j] = []byte(d)
+			}
+			n := l.lost.Load()
+			lose(t)
+			first, err := b.Events.AppendBatch(ctx, "s4", "x4", data, i == 2, open, lim)
+			if err != nil {
+				t.Fatalf("batch %q: %v", batch, err)
+			}
+			check(t, n)
+			if want := uint64(2*i + 1); first != want {
+				t.Errorf("batch %q: first seq %d, want %d", batch, first, want)
+			}
+		}
+		evs, info, err := b.Events.Read(ctx, "s4", "x4", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ev := range evs {
+			got = append(got, string(ev.Data))
+		}
+		if fmt.Sprint(got) != "[ a b c fin]" || info.Last != 5 || !info.Done {
+			t.Fatalf("history %q (last %d, done %v), want [ a b c fin] once each", got, info.Last, info.Done)
 		}
 	})
 	t.Run("Create", func(t *testing.T) {

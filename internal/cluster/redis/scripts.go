@@ -402,6 +402,73 @@ end
 return {seq, refresh}
 `)
 
+// appendBatchScript is appendScript for several events, their stream
+// opened first as openScript does when asked. KEYS: meta, events, lru
+// [, owner]. ARGV: session, stream, final 0|1 (of the last event), max
+// events, max streams, ttl ms, session key prefix, follow channel
+// prefix, token, open 0|1, owner node, request, data... Returns the
+// first event's seq (the others follow it), -1 when the stream is
+// unknown (and not to be opened), -2 when done, -3 when another session
+// owns the stream. The token is kept with the first seq as appendScript
+// keeps its own, so a retried batch is not appended twice.
+var appendBatchScript = script(touchLRU + `
+local ttl, maxev = tonumber(ARGV[6]), tonumber(ARGV[4])
+local m = redis.call('HMGET', KEYS[1], 'done', 'touched', 'toks')
+local opened = false
+if not m[1] then
+  if ARGV[10] ~= '1' then return -1 end
+  if KEYS[4] then
+    local o = redis.call('GET', KEYS[4])
+    if o and o ~= ARGV[1] then return -3 end
+  end
+  redis.call('HSET', KEYS[1], 'owner', ARGV[11], 'request', ARGV[12], 'last', 0, 'done', 0)
+  m = {'0', nil, nil}
+  opened = true
+end
+local toks, tok = m[3] or '', ';' .. ARGV[9] .. '='
+local at = string.find(toks, tok, 1, true)
+if at then
+  local from = at + #tok
+  local to = string.find(toks, ';', from, true)
+  return tonumber(string.sub(toks, from, (to or 0) - 1))
+end
+if m[1] == '1' then return -2 end
+local n = #ARGV - 12
+local last = redis.call('HINCRBY', KEYS[1], 'last', n)
+local first = last - n + 1
+if ARGV[3] == '1' then
+  toks = tok .. first
+else
+  toks = toks .. tok .. first
+  while #toks > ` + tokensBytes + ` do
+    toks = string.sub(toks, (string.find(toks, ';', 2, true)))
+  end
+end
+redis.call('HSET', KEYS[1], 'toks', toks)
+for i = 13, #ARGV, 500 do
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 499, #ARGV)))
+end
+if last > maxev then redis.call('LTRIM', KEYS[2], -maxev, -1) end
+local now = now_ms()
+if opened or ARGV[3] == '1' or now - tonumber(m[2] or '0') >= ttl / 8 then
+  if ARGV[3] == '1' then
+    redis.call('HSET', KEYS[1], 'done', '1', 'touched', now)
+  else
+    redis.call('HSET', KEYS[1], 'touched', now)
+  end
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  if KEYS[4] then redis.call('SET', KEYS[4], ARGV[1], 'PX', ttl) end
+  touch_lru(KEYS[3], ARGV[2], ttl, tonumber(ARGV[5]), ARGV[7], ARGV[8])
+end
+for i = 13, #ARGV do
+  local fin = '0'
+  if i == #ARGV then fin = ARGV[3] end
+  redis.call('PUBLISH', ARGV[8] .. ARGV[2], (first + i - 13) .. ':' .. fin .. ':' .. ARGV[i])
+end
+return first
+`)
+
 // KEYS: meta, events. ARGV: after. Returns -1 when the stream is
 // unknown, else {owner, request, last, done, first kept seq, events after}
 // where events is empty when the cursor is past last or was trimmed. A
