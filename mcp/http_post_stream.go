@@ -19,7 +19,10 @@ import (
 // that upgrades to an SSE stream the first time the handler sends
 // something before its result. On handshake-era revisions every event is
 // appended to the stream's shared history before it is written, so the
-// client can resume the stream on any node.
+// client can resume the stream on any node. Its events are recorded in
+// group commits (coordinator.Producer): a notification is queued and
+// written to the client once recorded, while the handler goes on; a
+// server request and the final response wait for theirs.
 type postOut struct {
 	h       *HTTPHandler
 	req     *Request
@@ -39,7 +42,14 @@ type postOut struct {
 	detached chan struct{} // closed when the server closed the connection early
 	detachMu sync.Once
 	unhold   func() // ends producing the stream (legacy streams; see coordinator.HoldStream)
+	prod     *coordinator.Producer
+	primed   bool  // the stream's start was recorded and written
+	lost     error // an *unrecorded notification the handler was not told of
 }
+
+// maxBacklog bounds the notifications a handler may have queued for
+// recording before it waits for them.
+const maxBacklog = 1024
 
 func (h *HTTPHandler) newPostOut(w http.ResponseWriter, r *http.Request, req *Request, session string) *postOut {
 	req.edge = noteMethod(r.Context(), req.Method)
@@ -59,8 +69,16 @@ func (p *postOut) closeStream() {
 	// priming event on 2025-11-25) if the handler has sent nothing yet.
 	p.mu.Lock()
 	err := p.upgrade(context.WithoutCancel(p.conn))
+	prod := p.prod
 	p.mu.Unlock()
-	if err == nil {
+	if err != nil {
+		return
+	}
+	<-prod.Sync()
+	p.mu.Lock()
+	primed := p.primed
+	p.mu.Unlock()
+	if primed {
 		p.detach()
 	}
 }
@@ -97,20 +115,27 @@ func (p *postOut) upgrade(ctx context.Context) error {
 	sw := p.h.sseWriter(p.w, onFail)
 	if p.legacy {
 		p.stream = sse.NewStreamID()
-		unhold, err := p.h.node.OpenStream(ctx, p.session, p.stream, p.req.id.Key())
-		if err != nil {
-			return rpcError(err)
-		}
-		p.unhold = unhold
+		p.unhold = p.h.node.HoldStream(p.session, p.stream, p.req.id.Key())
+		// The stream is opened with its first batch of events.
+		p.prod = p.h.node.Produce(p.session, p.stream, p.req.id.Key())
 	}
 	p.sw = sw
 	sw.Start(nil)
 	if p.legacy && atLeast(p.req.version, Version20251125) {
 		// The priming event gives the client an id to resume from
 		// (2025-11-25; older clients may not expect an empty event):
-		// the start of the stream, sequence 0, which the open recorded,
-		// so it costs no append (a resume from it replays every event).
-		_ = sw.Event(sse.Event{ID: sse.EventID{Stream: p.stream}.String(), Retry: p.h.opts.RetryHint})
+		// the start of the stream, sequence 0, which costs no append. It
+		// is written once the stream's open, folded into its first batch
+		// of events, is recorded, so a resume from it finds the stream.
+		p.prod.Start(func(err error) {
+			if err != nil {
+				return // the events after it fail alike and say so
+			}
+			_ = sw.Event(sse.Event{ID: sse.EventID{Stream: p.stream}.String(), Retry: p.h.opts.RetryHint})
+			p.mu.Lock()
+			p.primed = true
+			p.mu.Unlock()
+		})
 	}
 	if p.legacy {
 		// Drain and session end close the connection of a live stream.
@@ -123,37 +148,87 @@ func (p *postOut) upgrade(ctx context.Context) error {
 	return nil
 }
 
-// emit appends (legacy) and writes one message on the stream.
-func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final bool) error {
+// emit writes one message on the stream. On handshake-era revisions it
+// is recorded first, and written once recorded: a notification is
+// queued (emit returns at once, unless maxBacklog are queued) and a
+// failure to record it is the error of the handler's next emit (or of
+// the call, see lostError); a server request and the final (wait set)
+// return once recorded, or with the failure.
+func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final, wait bool) error {
 	data, err := jsonrpc.Encode(msg)
 	if err != nil {
 		return err
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if err := p.upgrade(ctx); err != nil {
+		p.mu.Unlock()
 		return err
 	}
-	ev := sse.Event{Data: data}
-	if p.legacy {
-		seq, err := p.h.node.Record(ctx, p.session, p.stream, data, final)
+	sw := p.sw
+	if !p.legacy {
+		p.mu.Unlock()
+		_ = sw.Event(sse.Event{Data: data})
+		return nil
+	}
+	if lost := p.lost; lost != nil && !final {
+		p.lost = nil
+		p.mu.Unlock()
+		return lost
+	}
+	var failed error
+	done, backlog := p.prod.Add(data, final, func(seq uint64, err error) {
+		ev := sse.Event{Data: data}
 		if err != nil {
 			if final {
 				// The live connection gets its final message whatever
 				// happens to the history (without an id: it cannot
 				// be resumed from); the caller records it later.
-				_ = p.sw.Event(ev)
+				_ = sw.Event(ev)
 			}
-			return &unrecorded{data: data, err: rpcError(err), cause: err}
+			failed = &unrecorded{data: data, err: rpcError(err), cause: err}
+			if !wait {
+				p.mu.Lock()
+				if p.lost == nil {
+					p.lost = failed
+				}
+				p.mu.Unlock()
+			}
+			return
 		}
 		ev.ID = sse.EventID{Stream: p.stream, Seq: seq}.String()
+		_ = sw.Event(ev) // a dead connection is not an error: the history has it
+	})
+	p.mu.Unlock()
+	if wait || backlog > maxBacklog {
+		<-done
 	}
-	_ = p.sw.Event(ev) // a dead connection is not an error: the history has it
+	if wait {
+		return failed
+	}
 	return nil
 }
 
+// lostError waits until the stream's queued events are recorded and
+// returns the failure to record a notification the handler was not told
+// of (it returned before), once: the call fails with it, as a handler
+// that had been told would have.
+func (p *postOut) lostError() error {
+	p.mu.Lock()
+	prod := p.prod
+	p.mu.Unlock()
+	if prod == nil {
+		return nil
+	}
+	<-prod.Sync()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	lost := p.lost
+	p.lost = nil
+	return lost
+}
+
 func (p *postOut) notify(ctx context.Context, msg *jsonrpc.Message) error {
-	return p.emit(ctx, msg, false)
+	return p.emit(ctx, msg, false, false)
 }
 
 func (p *postOut) streaming() bool {
@@ -165,14 +240,10 @@ func (p *postOut) streaming() bool {
 func (p *postOut) nextEventID() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.legacy || p.stream == "" {
+	if !p.legacy || p.prod == nil {
 		return ""
 	}
-	last, err := p.h.node.LastRecorded(context.Background(), p.session, p.stream)
-	if err != nil {
-		return ""
-	}
-	return sse.EventID{Stream: p.stream, Seq: last + 1}.String()
+	return sse.EventID{Stream: p.stream, Seq: p.prod.Next()}.String()
 }
 
 // request sends a server→client request on this stream and waits for the
@@ -194,7 +265,7 @@ func (p *postOut) request(ctx context.Context, method string, params any) (json.
 		waiter.Cancel()
 		return nil, err
 	}
-	if err := p.emit(ctx, msg, false); err != nil {
+	if err := p.emit(ctx, msg, false, true); err != nil {
 		waiter.Cancel()
 		if errors.Is(err, errNotAcceptable) {
 			return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "the client does not accept text/event-stream, which a server request needs", nil)

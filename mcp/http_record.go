@@ -33,6 +33,9 @@ func (u *unrecorded) Unwrap() error { return u.err }
 // finish sends the final response: the terminating SSE event, or a JSON
 // body (406 when the response needed a stream the client refused).
 func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
+	if lost := p.lostError(); lost != nil && err == nil {
+		res, err = nil, lost
+	}
 	p.h.observe(p.req, res, err, time.Since(p.start))
 	var msg *jsonrpc.Message
 	if err != nil {
@@ -45,7 +48,7 @@ func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
 	p.mu.Unlock()
 	if upgraded {
 		unhold := p.unhold
-		if err := p.emit(context.WithoutCancel(ctx), msg, true); err != nil {
+		if err := p.emit(context.WithoutCancel(ctx), msg, true, true); err != nil {
 			var u *unrecorded
 			if errors.As(err, &u) && errors.Is(u.cause, cluster.ErrUnavailable) {
 				// Resumers wait for the final: record it once the

@@ -12,9 +12,10 @@ import (
 // Flow 2 (DESIGN §3): a call's response upgrades to a stream, and each
 // of its events is appended to the stream's shared history before it is
 // written, under an id unique in the cluster, so the client can resume
-// it on any node (resume.go). The producer holds the stream while it
-// runs (nodeloss.go), and a final response the store refused is recorded
-// once it answers again (RecordLater).
+// it on any node (resume.go); the appends are group commits, the
+// stream's open folded into the first (produce.go). The producer holds
+// the stream while it runs (nodeloss.go), and a final response the
+// store refused is recorded once it answers again (RecordLater).
 
 // OpenStream opens the history of stream, a response stream of request
 // (its id key) of session produced by this process, and holds it until
@@ -35,12 +36,6 @@ func (n *Node) Record(ctx context.Context, session, stream string, data []byte, 
 		n.producing.ended(stream)
 	}
 	return seq, err
-}
-
-// LastRecorded returns the sequence number of the last event of stream.
-func (n *Node) LastRecorded(ctx context.Context, session, stream string) (uint64, error) {
-	_, info, err := n.be.Events.Read(ctx, session, stream, ^uint64(0))
-	return info.Last, err
 }
 
 // RecordLater appends a final message the store refused, retrying with

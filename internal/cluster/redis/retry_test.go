@@ -1,9 +1,9 @@
 package redis_test
 
 import (
-	"fmt"
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
