@@ -1,12 +1,19 @@
 package mcp_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/bench"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/internal/toolpack/demo"
 	"github.com/mcpcluster/mcpcluster/mcp"
@@ -52,10 +59,11 @@ func TestRedisRoundTripsPerToolCall(t *testing.T) {
 
 // TestRedisRoundTripsPerStreamedCall counts the round trips of a legacy
 // tools/call whose answer is an SSE stream (progress, 2 steps) on a
-// cached session: the stream's open, its producer claim, and one append
-// per event (2 progress notifications, the tool's log message and the
-// result). The priming
-// event costs none: its id is the open stream's start.
+// cached session: the group commits of its events (2 progress
+// notifications, the tool's log message and the result), the stream's
+// open folded into the first: with the handler not waiting for its
+// notifications, two or three. The priming event costs none: its id is
+// the open stream's start.
 func TestRedisRoundTripsPerStreamedCall(t *testing.T) {
 	srv := redistest.Start(t)
 	be, err := redisbackend.Open(t.Context(), srv.URL(), nil)
@@ -72,7 +80,7 @@ func TestRedisRoundTripsPerStreamedCall(t *testing.T) {
 		}
 	}
 	call()
-	const want = 2 + 4
+	const want = 3
 	perCall, debits := roundTripsPerCall(t, srv.URL(), call)
 	t.Logf("%.2f round trips per streamed tools/call", perCall)
 	if perCall > want+float64(2+debits)/roundTripCalls {
@@ -145,4 +153,92 @@ func (n roundTripNode) call(t *testing.T, hdr map[string]string) {
 	if rec.Code != 200 || rec.Header().Get("Content-Type") != "application/json" {
 		t.Fatalf("tools/call: %d %s %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body)
 	}
+}
+
+// TestRedisRoundTripsPerGroupCommit counts the Redis round trips of
+// tools/calls answered on an SSE stream over HTTP on Redis (session
+// cache on): one that sends 10 progress notifications, and one that asks
+// the client for sampling and waits for the answer. The stream's events
+// are recorded in group commits (coordinator.Producer) with its open
+// folded into the first, so a burst of notifications costs a few
+// appends, not one each.
+func TestRedisRoundTripsPerGroupCommit(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, c := range []struct {
+		name, call string
+		max        float64
+	}{
+		{"progress", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"progress","arguments":{"steps":10},"_meta":{"progressToken":"p"}}}`, 4},
+		{"sampling", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sample","arguments":{"prompt":"hi"}}}`, 2.5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			be, err := redisbackend.Open(t.Context(), srv.URL(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = be.Close() })
+			n := newRoundTripNode(t, &mcp.HTTPOptions{Backend: be, SessionCacheTTL: time.Hour, LeaseTTL: time.Minute})
+			hs := httptest.NewServer(n.h)
+			t.Cleanup(hs.Close)
+			hdr := n.initialize(t)
+			call := func() { streamCall(t, hs.URL, hdr, c.call) }
+			call() // warms the cache
+			perCall, debits := roundTripsPerCall(t, srv.URL(), call)
+			t.Logf("%s: %.2f round trips per call", c.name, perCall)
+			if perCall > c.max+float64(2+debits)/roundTripCalls {
+				t.Errorf("got %.2f round trips per call, want at most %v", perCall, c.max)
+			}
+		})
+	}
+}
+
+// streamCall POSTs a tools/call that answers on an SSE stream, answers a
+// sampling request on it, and reads it to the final response.
+func streamCall(t *testing.T, url string, hdr map[string]string, body string) {
+	t.Helper()
+	post := func(body string) *http.Response {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := post(body)
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); res.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("tools/call: %d %s", res.StatusCode, ct)
+	}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "" { // the priming event has no data
+			continue
+		}
+		var msg jsonrpc.Message
+		if err := json.Unmarshal([]byte(data), &msg); err != nil {
+			t.Fatalf("event %s: %v", data, err)
+		}
+		switch {
+		case msg.Method == "sampling/createMessage":
+			id, _ := json.Marshal(msg.ID)
+			r := post(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"role":"assistant","content":{"type":"text","text":"hello"},"model":"m"}}`)
+			_, _ = io.Copy(io.Discard, r.Body)
+			_ = r.Body.Close()
+			if r.StatusCode != http.StatusAccepted {
+				t.Fatalf("sampling answer: %d", r.StatusCode)
+			}
+		case msg.Method == "" && (msg.Result != nil || msg.Error != nil):
+			if msg.Error != nil {
+				t.Fatalf("tools/call: %v", msg.Error)
+			}
+			return
+		}
+	}
+	t.Fatalf("stream ended without a response: %v", sc.Err())
 }
