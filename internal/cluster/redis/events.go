@@ -14,9 +14,10 @@ import (
 )
 
 // events implements cluster.EventLog. Every call is one round trip
-// (Open on Cluster: two; Append on Cluster: two once per eighth of the
-// stream's TTL, to slide its owner key), and Append publishes the event
-// to followers in the same script.
+// (Open, and AppendBatch that opens, on Cluster: two; an append on
+// Cluster: two once per eighth of the stream's TTL, to slide its owner
+// key), and an append publishes its events to followers in the same
+// script.
 type events backend
 
 var _ cluster.EventLog = (*events)(nil)
@@ -65,39 +66,7 @@ func (b *backend) missing(ctx context.Context, session, x string) error {
 }
 
 func (m *events) Append(ctx context.Context, session, x string, data []byte, final bool, lim cluster.Limits) (uint64, error) {
-	b := (*backend)(m)
-	lim = lim.WithDefaults()
-	k := b.keys
-	keys := []string{k.meta(session, x), k.events(session, x), k.lru(session)}
-	if b.single {
-		keys = append(keys, k.owner(x))
-	}
-	fin := "0"
-	if final {
-		fin = "1"
-	}
-	r, err := appendScript.Run(ctx, b.client, keys, session, x, data, fin,
-		lim.MaxEvents, lim.MaxStreams, ms(lim.TTL), k.session(session), k.followPrefix(), b.token()).Int64Slice()
-	if err == nil && len(r) != 2 {
-		err = fmt.Errorf("append answered %v", r)
-	}
-	if err != nil {
-		return 0, b.fail(ctx, "append", err)
-	}
-	seq := r[0]
-	if r[1] == 1 {
-		// Cluster: the owner key is in another slot than the stream.
-		if err := ownerScript.Run(ctx, b.client, []string{k.owner(x)}, session, ms(ownerTTL(lim.TTL))).Err(); err != nil {
-			b.log.Debug().Err(err).Str("stream", x).Msg("owner of a stream not slid")
-		}
-	}
-	switch seq {
-	case -1:
-		return 0, b.missing(ctx, session, x)
-	case -2:
-		return 0, fmt.Errorf("stream %q: %w", x, errDone)
-	}
-	return uint64(seq), nil
+	return m.AppendBatch(ctx, session, x, [][]byte{data}, final, nil, lim)
 }
 
 func (m *events) AppendBatch(ctx context.Context, session, x string, data [][]byte, final bool, open *cluster.StreamMeta, lim cluster.Limits) (uint64, error) {
@@ -116,7 +85,7 @@ func (m *events) AppendBatch(ctx context.Context, session, x string, data [][]by
 		k.session(session), k.followPrefix(), b.token())
 	if open != nil {
 		if !b.single {
-			ok, err := ownerScript.Run(ctx, b.client, []string{k.owner(x)}, session, ms(lim.TTL)).Int64()
+			ok, err := ownerScript.Run(ctx, b.client, []string{k.owner(x)}, session, ms(ownerTTL(lim.TTL))).Int64()
 			if err != nil {
 				return 0, b.fail(ctx, "open stream", err)
 			}
@@ -131,9 +100,19 @@ func (m *events) AppendBatch(ctx context.Context, session, x string, data [][]by
 	for _, d := range data {
 		args = append(args, d)
 	}
-	seq, err := appendBatchScript.Run(ctx, b.client, keys, args...).Int64()
+	r, err := appendBatchScript.Run(ctx, b.client, keys, args...).Int64Slice()
+	if err == nil && len(r) != 2 {
+		err = fmt.Errorf("append answered %v", r)
+	}
 	if err != nil {
 		return 0, b.fail(ctx, "append", err)
+	}
+	seq := r[0]
+	if r[1] == 1 {
+		// Cluster: the owner key is in another slot than the stream.
+		if err := ownerScript.Run(ctx, b.client, []string{k.owner(x)}, session, ms(ownerTTL(lim.TTL))).Err(); err != nil {
+			b.log.Debug().Err(err).Str("stream", x).Msg("owner of a stream not slid")
+		}
 	}
 	switch seq {
 	case -1:

@@ -69,8 +69,8 @@ func script(src string) *goredis.Script { return goredis.NewScript(prelude + src
 // append, once) take a token unique to the call (backend.token) and
 // answer a second run of the same call as they answered the first.
 
-// tokensBytes bounds the appendScript's record of recent append tokens
-// per stream (about 40 appends).
+// tokensBytes bounds the appendBatchScript's record of recent append
+// tokens per stream (about 40 appends).
 const tokensBytes = "1024"
 
 // tombstoneMS is how long endScript remembers the token of the call that
@@ -340,89 +340,39 @@ touch_lru(KEYS[2], ARGV[2], ttl, tonumber(ARGV[6]), ARGV[7], ARGV[8])
 return 1
 `)
 
-// KEYS: meta, events, lru [, owner]. ARGV: session, stream, data, final
-// 0|1, max events, max streams, ttl ms, session key prefix, follow channel
-// prefix, token. Returns {seq, refresh}, seq -1 when the stream is
-// unknown, -2 when done. Without the owner key (Cluster: it lives in
-// another slot) refresh is 1 when the caller must slide the owner key,
-// which happens when an eighth of the TTL passed since it was last slid
-// (the meta field 'ot'), so it outlives the history (see ownerTTL). The tokens of the stream's latest appends are kept with their
-// seqs in the meta field 'toks' (";token=seq", at most tokensBytes
-// long; only the final's once the stream is done), so a retry of an
-// append that already happened (its reply was lost) returns the
-// original seq instead of storing the event twice.
-// The TTLs and the stream's place in the session's LRU are refreshed only
-// when an eighth of the TTL passed since the last refresh (and on the
-// final event), so a busy stream costs a handful of commands per event;
-// LRU order is exact to within that eighth.
-var appendScript = script(touchLRU + `
-local m = redis.call('HMGET', KEYS[1], 'done', 'touched', 'toks', 'ot')
-local done = m[1]
-if not done then return {-1, 0} end
-local toks, tok = m[3] or '', ';' .. ARGV[10] .. '='
-local at = string.find(toks, tok, 1, true)
-if at then
-  local from = at + #tok
-  local to = string.find(toks, ';', from, true)
-  return {tonumber(string.sub(toks, from, (to or 0) - 1)), 0}
-end
-if done == '1' then return {-2, 0} end
-local seq = redis.call('HINCRBY', KEYS[1], 'last', 1)
-if ARGV[4] == '1' then
-  toks = tok .. seq
-else
-  toks = toks .. tok .. seq
-  while #toks > ` + tokensBytes + ` do
-    toks = string.sub(toks, (string.find(toks, ';', 2, true)))
-  end
-end
-redis.call('HSET', KEYS[1], 'toks', toks)
-redis.call('RPUSH', KEYS[2], ARGV[3])
-local maxev = tonumber(ARGV[5])
-if seq > maxev then redis.call('LTRIM', KEYS[2], -maxev, -1) end
-local ttl = tonumber(ARGV[7])
-local now = now_ms()
-if ARGV[4] == '1' or now - tonumber(m[2] or '0') >= ttl / 8 then
-  if ARGV[4] == '1' then
-    redis.call('HSET', KEYS[1], 'done', '1', 'touched', now)
-  else
-    redis.call('HSET', KEYS[1], 'touched', now)
-  end
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  if KEYS[4] then redis.call('SET', KEYS[4], ARGV[1], 'PX', ttl) end
-  touch_lru(KEYS[3], ARGV[2], ttl, tonumber(ARGV[6]), ARGV[8], ARGV[9])
-end
-redis.call('PUBLISH', ARGV[9] .. ARGV[2], seq .. ':' .. ARGV[4] .. ':' .. ARGV[3])
-local refresh = 0
-if not KEYS[4] and now - tonumber(m[4] or '0') >= ttl / 8 then
-  redis.call('HSET', KEYS[1], 'ot', now)
-  refresh = 1
-end
-return {seq, refresh}
-`)
-
-// appendBatchScript is appendScript for several events, their stream
-// opened first as openScript does when asked. KEYS: meta, events, lru
-// [, owner]. ARGV: session, stream, final 0|1 (of the last event), max
-// events, max streams, ttl ms, session key prefix, follow channel
-// prefix, token, open 0|1, owner node, request, data... Returns the
+// appendBatchScript appends events to a stream, opening it first as
+// openScript does when asked. KEYS: meta, events, lru [, owner]. ARGV:
+// session, stream, final 0|1 (of the last event), max events, max
+// streams, ttl ms, session key prefix, follow channel prefix, token,
+// open 0|1, owner node, request, data... Returns {first, refresh}: the
 // first event's seq (the others follow it), -1 when the stream is
 // unknown (and not to be opened), -2 when done, -3 when another session
-// owns the stream. The token is kept with the first seq as appendScript
-// keeps its own, so a retried batch is not appended twice.
+// owns the stream. Without the owner key (Cluster: it lives in another
+// slot) refresh is 1 when the caller must slide the owner key, which
+// happens when an eighth of the TTL passed since it was last slid (the
+// meta field 'ot'), so it outlives the history (see ownerTTL). The
+// tokens of the stream's latest batches are kept with their first seqs
+// in the meta field 'toks' (";token=seq", at most tokensBytes long;
+// only the final's once the stream is done), so a retry of a batch that
+// already happened (its reply was lost) returns the original seq
+// instead of storing the events twice.
+// The TTLs and the stream's place in the session's LRU are refreshed only
+// when an eighth of the TTL passed since the last refresh (and on the
+// open and the final event), so a busy stream costs a handful of
+// commands per batch; LRU order is exact to within that eighth.
 var appendBatchScript = script(touchLRU + `
 local ttl, maxev = tonumber(ARGV[6]), tonumber(ARGV[4])
-local m = redis.call('HMGET', KEYS[1], 'done', 'touched', 'toks')
+local m = redis.call('HMGET', KEYS[1], 'done', 'touched', 'toks', 'ot')
 local opened = false
 if not m[1] then
-  if ARGV[10] ~= '1' then return -1 end
+  if ARGV[10] ~= '1' then return {-1, 0} end
   if KEYS[4] then
     local o = redis.call('GET', KEYS[4])
-    if o and o ~= ARGV[1] then return -3 end
+    if o and o ~= ARGV[1] then return {-3, 0} end
   end
-  redis.call('HSET', KEYS[1], 'owner', ARGV[11], 'request', ARGV[12], 'last', 0, 'done', 0)
-  m = {'0', nil, nil}
+  local now = now_ms()
+  redis.call('HSET', KEYS[1], 'owner', ARGV[11], 'request', ARGV[12], 'last', 0, 'done', 0, 'ot', now)
+  m = {'0', nil, nil, tostring(now)}
   opened = true
 end
 local toks, tok = m[3] or '', ';' .. ARGV[9] .. '='
@@ -430,9 +380,9 @@ local at = string.find(toks, tok, 1, true)
 if at then
   local from = at + #tok
   local to = string.find(toks, ';', from, true)
-  return tonumber(string.sub(toks, from, (to or 0) - 1))
+  return {tonumber(string.sub(toks, from, (to or 0) - 1)), 0}
 end
-if m[1] == '1' then return -2 end
+if m[1] == '1' then return {-2, 0} end
 local n = #ARGV - 12
 local last = redis.call('HINCRBY', KEYS[1], 'last', n)
 local first = last - n + 1
@@ -466,7 +416,12 @@ for i = 13, #ARGV do
   if i == #ARGV then fin = ARGV[3] end
   redis.call('PUBLISH', ARGV[8] .. ARGV[2], (first + i - 13) .. ':' .. fin .. ':' .. ARGV[i])
 end
-return first
+local refresh = 0
+if not KEYS[4] and now - tonumber(m[4] or '0') >= ttl / 8 then
+  redis.call('HSET', KEYS[1], 'ot', now)
+  refresh = 1
+end
+return {first, refresh}
 `)
 
 // KEYS: meta, events. ARGV: after. Returns -1 when the stream is
