@@ -109,6 +109,11 @@ type HTTPOptions struct {
 	// MaxBatch bounds the members of a 2025-03-26 batch (default
 	// 64); a larger batch is refused with 413.
 	MaxBatch int
+	// MaxStreamBacklog bounds the notifications a handler may have
+	// queued on its response stream for recording (default 1024): past
+	// it, the handler's next send waits until the queue drains. The
+	// queue is recorded in group commits of up to 256 events.
+	MaxStreamBacklog int
 	// MaxInflightBytes is the budget of request bodies held by this node
 	// at once, each counted from the moment its reading starts until its
 	// handler returns (default 64 MiB, at least

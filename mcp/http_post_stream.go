@@ -47,10 +47,6 @@ type postOut struct {
 	lost     error // an *unrecorded notification the handler was not told of
 }
 
-// maxBacklog bounds the notifications a handler may have queued for
-// recording before it waits for them.
-const maxBacklog = 1024
-
 func (h *HTTPHandler) newPostOut(w http.ResponseWriter, r *http.Request, req *Request, session string) *postOut {
 	req.edge = noteMethod(r.Context(), req.Method)
 	return &postOut{
@@ -150,7 +146,7 @@ func (p *postOut) upgrade(ctx context.Context) error {
 
 // emit writes one message on the stream. On handshake-era revisions it
 // is recorded first, and written once recorded: a notification is
-// queued (emit returns at once, unless maxBacklog are queued) and a
+// queued (emit returns at once, unless HTTPOptions.MaxStreamBacklog are queued) and a
 // failure to record it is the error of the handler's next emit (or of
 // the call, see lostError); a server request and the final (wait set)
 // return once recorded, or with the failure.
@@ -199,7 +195,7 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final, wait bo
 		_ = sw.Event(ev) // a dead connection is not an error: the history has it
 	})
 	p.mu.Unlock()
-	if wait || backlog > maxBacklog {
+	if wait || backlog > p.h.opts.MaxStreamBacklog {
 		<-done
 	}
 	if wait {

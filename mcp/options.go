@@ -38,6 +38,7 @@ func DefaultHTTPOptions() HTTPOptions {
 		MaxHandlers:          1024,
 		MaxSessionHandlers:   64,
 		MaxBatch:             64,
+		MaxStreamBacklog:     1024,
 		MaxInflightBytes:     64 << 20,
 		BodyReadTimeout:      30 * time.Second,
 		MaxOpenStreams:       5000,
@@ -157,6 +158,7 @@ func (o *HTTPOptions) defaults() {
 	o.MaxHandlers = orDefault(o.MaxHandlers, d.MaxHandlers)
 	o.MaxSessionHandlers = orDefault(o.MaxSessionHandlers, d.MaxSessionHandlers)
 	o.MaxBatch = orDefault(o.MaxBatch, d.MaxBatch)
+	o.MaxStreamBacklog = orDefault(o.MaxStreamBacklog, d.MaxStreamBacklog)
 	o.MaxInflightBytes = orDefault(o.MaxInflightBytes, d.MaxInflightBytes)
 	o.BodyReadTimeout = orDefault(o.BodyReadTimeout, d.BodyReadTimeout)
 	o.MaxOpenStreams = orDefault(o.MaxOpenStreams, d.MaxOpenStreams)

@@ -60,6 +60,7 @@ type Config struct {
 	MaxHandlers     int
 	MaxSessionHdl   int
 	MaxBatch        int
+	StreamBacklog   int
 	MaxInflight     int64
 	BodyTimeout     time.Duration
 	MaxOpenStreams  int
@@ -182,6 +183,7 @@ func settings() []setting {
 		{"max-body-bytes", "MCP_MAX_BODY_BYTES", itoa(h.MaxBodyBytes), "maximum POST body size", int64Setter(func(c *Config) *int64 { return &c.MaxBodyBytes })},
 		{"max-handlers", "MCP_MAX_HANDLERS", itoa(h.MaxHandlers), "request handlers running at once on a node (each batch member counts); more get 503 with Retry-After", intSetter(func(c *Config) *int { return &c.MaxHandlers })},
 		{"max-session-handlers", "MCP_MAX_SESSION_HANDLERS", itoa(h.MaxSessionHandlers), "one session's share of --max-handlers on a node; more get 429 with Retry-After (over stdio, the connection's bound: more get -31000)", intSetter(func(c *Config) *int { return &c.MaxSessionHdl })},
+		{"max-stream-backlog", "MCP_MAX_STREAM_BACKLOG", itoa(h.MaxStreamBacklog), "notifications a handler may have queued on its response stream for recording; past it the handler waits until the queue drains", intSetter(func(c *Config) *int { return &c.StreamBacklog })},
 		{"max-batch", "MCP_MAX_BATCH", itoa(h.MaxBatch), "members of a 2025-03-26 JSON-RPC batch; a larger batch gets 413 (over stdio, one error)", intSetter(func(c *Config) *int { return &c.MaxBatch })},
 		{"max-inflight-bytes", "MCP_MAX_INFLIGHT_BYTES", itoa(h.MaxInflightBytes), "request body bytes a node holds at once (at least --max-body-bytes); new work past it gets 503 with Retry-After before its body is read", int64Setter(func(c *Config) *int64 { return &c.MaxInflight })},
 		{"body-read-timeout", "MCP_BODY_READ_TIMEOUT", dur(h.BodyReadTimeout), "time to receive a POST body after its headers; a stalled body gets 408 (streams are not affected)", durationSetter(func(c *Config) *time.Duration { return &c.BodyTimeout })},
@@ -351,7 +353,7 @@ func (c *Config) Validate() error {
 		bad("session-cache-ttl", "must not be negative, not %s", c.SessionCache)
 	}
 	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "max-subscriptions": c.MaxSubs, "max-client-info-bytes": c.MaxClientInfo, "max-capabilities-bytes": c.MaxCaps, "max-uri-bytes": c.MaxURI, "max-fanouts": c.MaxFanOuts, "page-size": c.PageSize,
-		"max-handlers": c.MaxHandlers, "max-session-handlers": c.MaxSessionHdl, "max-batch": c.MaxBatch, "max-open-streams": c.MaxOpenStreams,
+		"max-handlers": c.MaxHandlers, "max-session-handlers": c.MaxSessionHdl, "max-batch": c.MaxBatch, "max-stream-backlog": c.StreamBacklog, "max-open-streams": c.MaxOpenStreams,
 		"caller-max-sessions": c.CallerSessions, "caller-max-streams": c.CallerStreams, "caller-rate": c.CallerRate, "caller-burst": c.CallerBurst,
 		"max-tasks-per-owner": c.MaxTasks, "max-task-result-bytes": c.MaxTaskResult, "task-attempts": c.TaskAttempts, "task-sweep-batch": c.TaskSweep} {
 		if n <= 0 {
@@ -486,6 +488,7 @@ func (c *Config) httpOptions() mcp.HTTPOptions {
 		MaxHandlers:          c.MaxHandlers,
 		MaxSessionHandlers:   c.MaxSessionHdl,
 		MaxBatch:             c.MaxBatch,
+		MaxStreamBacklog:     c.StreamBacklog,
 		MaxInflightBytes:     c.MaxInflight,
 		BodyReadTimeout:      c.BodyTimeout,
 		MaxOpenStreams:       c.MaxOpenStreams,
