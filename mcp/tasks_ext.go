@@ -118,9 +118,6 @@ func (s *Server) tasksMethod(ctx context.Context, req *Request) (any, error) {
 	if err := decodeParams(req.Params, &p); err != nil {
 		return nil, err
 	}
-	if p.TaskID == "" {
-		return nil, invalidParam("taskId", "is required")
-	}
 	t, err := req.visibleTask(ctx, p.TaskID)
 	if err != nil {
 		return nil, err

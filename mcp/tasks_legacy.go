@@ -122,9 +122,6 @@ func (s *Server) legacyTasksMethod(ctx context.Context, req *Request) (any, erro
 	if req.Method == "tasks/list" {
 		return s.listTasks(ctx, req, p.Cursor)
 	}
-	if p.TaskID == "" {
-		return nil, invalidParam("taskId", "is required")
-	}
 	t, err := req.visibleTask(ctx, p.TaskID)
 	if err != nil {
 		return nil, err

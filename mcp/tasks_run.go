@@ -268,7 +268,10 @@ func (e *taskEngine) taskTTL(requested time.Duration) (time.Duration, error) {
 
 // visibleTask loads a task for req: one of another principal is unknown.
 func (r *Request) visibleTask(ctx context.Context, id string) (cluster.Task, error) {
-	if r.tasks == nil || id == "" {
+	if id == "" {
+		return cluster.Task{}, invalidParam("taskId", "is required")
+	}
+	if r.tasks == nil {
 		return cluster.Task{}, unknownTask(id)
 	}
 	t, err := r.tasks.node.GetTask(ctx, id)
