@@ -145,7 +145,7 @@ func TestOpenTracesCommandsWithoutArguments(t *testing.T) {
 	for _, s := range spans {
 		for _, a := range s.Attributes() {
 			if k := string(a.Key); k == "db.statement" || k == "db.query.text" || strings.HasPrefix(k, "code.") {
-				t.Errorf("span %q has %s = %q", s.Name(), k, a.Value.Emit())
+				t.Errorf("span %q has %s = %q", s.Name(), k, a.Value.String())
 			}
 		}
 	}
