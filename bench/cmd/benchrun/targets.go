@@ -135,11 +135,13 @@ func startTargets(bins *binaries, dir string, want map[string]bool, logf func(st
 		if err != nil {
 			return err
 		}
-		// The per-caller rate is checked on every request (its cost is
-		// measured) at a rate the load never reaches: every bench client
-		// is the same address.
+		// The per-caller limits are checked on every request (their cost
+		// is measured) at bounds the load never reaches: every bench
+		// client is the same address, and the fan-out holds 1000 streams
+		// plus its control session.
 		args := []string{"--addr", addr, "--node-id", fmt.Sprintf("%s-%d", t.Key, i+1), "--state-key", key, "--log-level", "warn", "--metrics-addr", "127.0.0.1:0", "--pprof",
 			"--caller-rate", "100000000", "--caller-burst", "100000000",
+			"--caller-max-sessions", "5000", "--caller-max-streams", "5000",
 			// The tasks scenario keeps every task it ran for --task-ttl.
 			"--max-tasks-per-owner", "10000000", "--task-ttl", "10s"}
 		if redisURL != "" {
