@@ -295,7 +295,7 @@ if [[ "${MCP_SKIP_CLIENTS:-}" == 1 ]]; then
   skip "inspector" "MCP_SKIP_CLIENTS=1"
 else
   stage "go sdk clients" go_sdk_clients
-  stage "ts sdk clients" node_clients '(TestTypeScriptSDK|TestTypeScriptSDKOAuth)'
+  stage "ts sdk clients" node_clients '(TestTypeScriptSDK|TestTypeScriptSDKOAuth|TestTypeScriptSDKTasks)'
   stage "inspector" node_clients TestInspectorCLI
 fi
 
