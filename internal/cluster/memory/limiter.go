@@ -129,14 +129,21 @@ func (m *limiter) Release(ctx context.Context, key, member string) error {
 // pruneSetLocked drops the expired members of set key (and the set when
 // it is left empty) and returns what remains, nil for none.
 func (s *store) pruneSetLocked(key string, now time.Time) map[string]time.Time {
-	set := s.sets[key]
+	return pruneExpired(s.sets, key, now)
+}
+
+// pruneExpired drops the members of sets[key] whose expiry has passed,
+// and sets[key] itself once it is empty; it returns what remains, nil
+// for none.
+func pruneExpired(sets map[string]map[string]time.Time, key string, now time.Time) map[string]time.Time {
+	set := sets[key]
 	for m, exp := range set {
 		if expired(exp, now) {
 			delete(set, m)
 		}
 	}
 	if len(set) == 0 {
-		delete(s.sets, key)
+		delete(sets, key)
 		return nil
 	}
 	return set

@@ -301,17 +301,7 @@ func (s *store) indexLocked(runner, id string, expires time.Time) {
 // runnerLocked returns runner's live index entries, dropping expired ones
 // (and the runner once it has none).
 func (s *store) runnerLocked(runner string, now time.Time) map[string]time.Time {
-	idx := s.runIdx[runner]
-	for id, exp := range idx {
-		if expired(exp, now) {
-			delete(idx, id)
-		}
-	}
-	if len(idx) == 0 {
-		delete(s.runIdx, runner)
-		return nil
-	}
-	return idx
+	return pruneExpired(s.runIdx, runner, now)
 }
 
 func (m *tasks) Runners(ctx context.Context, limit int) ([]string, error) {
