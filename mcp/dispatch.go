@@ -252,10 +252,15 @@ func (s *Server) call(ctx context.Context, req *Request, sess sessionOps) (json.
 
 // startSpan starts the span of one MCP request, a child of the trace
 // context in the request's _meta (traceparent) or else of ctx (HTTP
-// headers). Attributes are computed only when the span records.
+// headers). Attributes are computed only when the span records; with no
+// tracer provider installed nothing is made (telemetry.Enabled), but ctx
+// keeps the trace context for the bus messages the request sends.
 func (s *Server) startSpan(ctx context.Context, req *Request) (context.Context, trace.Span) {
 	pm := req.members()
 	ctx = telemetry.FromTraceMeta(ctx, pm.meta.TraceParent, pm.meta.TraceState, pm.meta.Baggage)
+	if !telemetry.Enabled() {
+		return ctx, telemetry.NoSpan()
+	}
 	ctx, span := telemetry.Tracer().Start(ctx, "mcp "+req.Method, trace.WithSpanKind(trace.SpanKindServer))
 	if !span.IsRecording() {
 		return ctx, span

@@ -42,6 +42,10 @@ func (c *Coordinator) Start(ctx context.Context) (cancel func(), err error) {
 			}
 			return
 		}
+		if !telemetry.Enabled() {
+			c.settle(key{r.Session, r.Principal, r.ID}, r.Result, r.Error)
+			return
+		}
 		_, span := telemetry.Tracer().Start(telemetry.Extract(context.Background(), r.Trace), "mcp reply routed",
 			trace.WithSpanKind(trace.SpanKindConsumer),
 			trace.WithAttributes(attribute.String("mcp.node.id", c.display), attribute.String("jsonrpc.request.id", r.ID)))

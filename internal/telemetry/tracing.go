@@ -19,6 +19,24 @@ var Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceCont
 // Tracer returns the MCP layer's tracer from the global provider.
 func Tracer() trace.Tracer { return otel.Tracer(TracerName) }
 
+// defaultProvider is the global tracer provider before any program sets
+// one: OpenTelemetry's delegating no-op.
+var defaultProvider = otel.GetTracerProvider()
+
+// Enabled reports whether the program installed a tracer provider
+// (otel.SetTracerProvider). Until it does, spans would record nothing,
+// and the MCP layer and the Redis backend skip making them: starting a
+// span through the default provider still costs a lock, a context and
+// the span's attributes. It is an atomic load, cheap enough per request.
+func Enabled() bool { return otel.GetTracerProvider() != defaultProvider }
+
+// NoSpan returns a span that does nothing, for code paths that skip
+// making one when tracing is not Enabled.
+func NoSpan() trace.Span { return noSpan }
+
+// noSpan is the non-recording span of a context without one.
+var noSpan = trace.SpanFromContext(context.Background())
+
 // FromTraceMeta extracts W3C trace context carried in a request's
 // params._meta (the raw JSON values of its traceparent, tracestate and
 // baggage members) into ctx. A context already carrying a span from HTTP
