@@ -7,6 +7,15 @@
 // New takes a go-redis client the program made and configured (a
 // standalone server, Sentinel or Cluster: any redis.UniversalClient);
 // Open makes one from a URL.
+//
+// Tracing: Open makes each Redis command a span (named after the
+// command, without its arguments) when the program installed a tracer
+// provider (otel.SetTracerProvider) before calling it. With none
+// installed it adds no hook to the client: a span per command through
+// OpenTelemetry's default no-op provider would still cost allocations
+// and time on every command, for spans nobody records. A program that
+// traces installs its provider first; New never instruments the client
+// it is given.
 package redisbackend
 
 import (
@@ -20,6 +29,7 @@ import (
 
 	"github.com/mcpcluster/mcpcluster/internal/backendwrap"
 	clusterredis "github.com/mcpcluster/mcpcluster/internal/cluster/redis"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 	"github.com/mcpcluster/mcpcluster/mcp"
 )
 
@@ -62,8 +72,9 @@ func New(ctx context.Context, client redis.UniversalClient, opts *Options) (*mcp
 // client it made: closing the backend closes it. url is redis://,
 // rediss:// or unix://, or redis-sentinel://host1:port,host2:port/master
 // and redis-cluster://host1:port,host2:port for Sentinel and Cluster.
-// Redis commands become spans of the caller's trace, named after the
-// command, without its arguments.
+// When a tracer provider is installed (see the package doc), Redis
+// commands become spans of the caller's trace, named after the command,
+// without its arguments.
 func Open(ctx context.Context, url string, opts *Options) (*mcp.Backend, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -77,9 +88,11 @@ func Open(ctx context.Context, url string, opts *Options) (*mcp.Backend, error) 
 	// session's commands carry its id, a bearer credential, and its
 	// data), nor the caller's file and line (a stack walk per command,
 	// whether or not a tracer records).
-	if err := redisotel.InstrumentTracing(client, redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false)); err != nil {
-		_ = client.Close()
-		return nil, fmt.Errorf("redisbackend: tracing: %w", err)
+	if telemetry.Enabled() {
+		if err := redisotel.InstrumentTracing(client, redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false)); err != nil {
+			_ = client.Close()
+			return nil, fmt.Errorf("redisbackend: tracing: %w", err)
+		}
 	}
 	b, err := newBackend(ctx, client, opts, true)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -149,4 +151,61 @@ func TestOpenTracesCommandsWithoutArguments(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Open with no tracer provider installed adds no hook to its client: a
+// span per command through OpenTelemetry's default provider costs
+// allocations on every command for nothing recorded. A provider set
+// after Open thus sees no Redis span. It runs in a process of its own:
+// once any test has installed a provider, the default one delegates to
+// it for the rest of the process.
+func TestOpenWithoutTracerAddsNoHook(t *testing.T) {
+	if !inFreshProcess(t) {
+		return
+	}
+	rs := redistest.Start(t)
+	ctx := context.Background()
+	be, err := redisbackend.Open(ctx, rs.URL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	s := mcp.NewServer(mcp.Implementation{Name: "t", Version: "1"}, &mcp.ServerOptions{StateKeys: [][]byte{make([]byte, 32)}})
+	h, err := s.NewHTTPHandler(&mcp.HTTPOptions{Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	for _, sp := range exp.GetSpans() {
+		for _, a := range sp.Attributes {
+			if a.Key == "db.system" || a.Key == "db.system.name" {
+				t.Fatalf("Redis command traced without a tracer at Open: span %q", sp.Name)
+			}
+		}
+	}
+}
+
+// inFreshProcess runs t alone in a new process of the test binary, with
+// OpenTelemetry's globals as a program starts with them. It reports
+// whether the caller is that process (and should go on).
+func inFreshProcess(t *testing.T) bool {
+	t.Helper()
+	const env = "REDISBACKEND_FRESH_PROCESS"
+	if os.Getenv(env) == t.Name() {
+		return true
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), env+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("in a process of its own: %v\n%s", err, out)
+	}
+	return false
 }
