@@ -25,8 +25,6 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/rs/zerolog"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 	"github.com/mcpcluster/mcpcluster/internal/toolpack/conformance"
 	"github.com/mcpcluster/mcpcluster/internal/toolpack/demo"
@@ -150,16 +148,12 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 	if cfg.MetricsAddr == "" {
 		r.Handle("/metrics", http.HandlerFunc(g.metrics))
 	}
-	// HTTP server spans; the MCP layer adds a span per method and takes
-	// trace context from headers or from the request's _meta.
 	mcpHandler, ok := protect(r, cfg, ln.Addr(), nodeLog)
 	if !ok {
 		_ = ln.Close()
 		return 1
 	}
-	r.Handle(cfg.Path, otelhttp.NewHandler(mcpHandler(http.HandlerFunc(g.serveMCP)), "mcp", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-		return "HTTP " + r.Method + " " + cfg.Path
-	})))
+	r.Handle(cfg.Path, traceHTTP(mcpHandler(http.HandlerFunc(g.serveMCP)), cfg.Path))
 	hs := &http.Server{
 		Handler:           r,
 		ReadHeaderTimeout: 10 * time.Second,
