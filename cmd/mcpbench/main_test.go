@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -192,5 +193,61 @@ func TestStoreMax(t *testing.T) {
 	}
 	if got := a.Load(); got != 9 {
 		t.Errorf("got %d, want 9", got)
+	}
+}
+
+// The fan-out sends every toggle to the first endpoint (a node that did
+// not make the last change may not have seen it yet, toggle to the state
+// already set and notify nobody), and its report counts the streams the
+// server closed (counted while closing, before the report is made).
+func TestFanoutTogglesOnTheFirstEndpoint(t *testing.T) {
+	s := mcp.NewServer(mcp.Implementation{Name: "mcpbench-test", Version: "1"}, &mcp.ServerOptions{
+		StateKeys: [][]byte{bytes.Repeat([]byte{9}, 32)},
+	})
+	demo.Register(s)
+	h, err := s.NewHTTPHandler(&mcp.HTTPOptions{RetryHint: 50 * time.Millisecond, CallerRate: 1e6, CallerBurst: 1e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var toggles [2]atomic.Int64
+	var urls []string
+	for i := range toggles {
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				body, _ := io.ReadAll(r.Body)
+				if bytes.Contains(body, []byte(`"toggle_extra_tool"`)) {
+					toggles[i].Add(1)
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			h.ServeHTTP(w, r)
+		}))
+		t.Cleanup(func() { ts.CloseClientConnections(); ts.Close() })
+		urls = append(urls, ts.URL+"/mcp")
+	}
+	t.Cleanup(h.Close)
+	for _, rev := range []string{rev20251125, rev20260728} {
+		toggles[0].Store(0)
+		toggles[1].Store(0)
+		out := filepath.Join(t.TempDir(), "report.json")
+		args := []string{"--url", strings.Join(urls, ","), "--scenario", "fanout", "--revision", rev, "-c", "1",
+			"--warmup", "0", "--streams", "10", "--settle", "10ms", "--count", "6", "-d", "30s", "-q", "--json", out}
+		var stdout, stderr bytes.Buffer
+		if code := run(t.Context(), args, &stdout, &stderr); code != 0 {
+			t.Fatalf("%s: exit %d\n%s", rev, code, stderr.String())
+		}
+		rep, err := bench.ReadReport(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Ops != 6 || rep.Errors != 0 {
+			t.Fatalf("%s: %d ops, errors %v", rev, rep.Ops, rep.ErrorKinds)
+		}
+		if toggles[0].Load() < 6 || toggles[1].Load() != 0 {
+			t.Errorf("%s: tools/call on the endpoints: %d and %d, want every toggle on the first", rev, toggles[0].Load(), toggles[1].Load())
+		}
+		if _, ok := rep.Counters["streams_closed_by_server"]; !ok {
+			t.Errorf("%s: no streams_closed_by_server in the report's counters %v", rev, rep.Counters)
+		}
 	}
 }

@@ -138,7 +138,10 @@ func (r *runner) run(ctx context.Context, progress io.Writer) (*bench.Report, er
 	if err := r.sc.prepare(ctx, r); err != nil {
 		return nil, fmt.Errorf("preparing %s: %w", cfg.scenario, err)
 	}
-	defer r.sc.finish(r)
+	// The scenario's finish counts what it saw while closing (streams
+	// the server closed early): it runs before the report is made.
+	finish := sync.OnceFunc(func() { r.sc.finish(r) })
+	defer finish()
 
 	workers := make([]*worker, cfg.concurrency)
 	var alive atomic.Int64
@@ -268,6 +271,7 @@ func (r *runner) run(ctx context.Context, progress io.Writer) (*bench.Report, er
 		}
 		procs[p.name] = pc
 	}
+	finish()
 	rep := r.report(end.Sub(start), start, cpu)
 	rep.Redis = redisStats
 	rep.Processes = procs
@@ -304,8 +308,9 @@ func (r *runner) loop(ctx context.Context, w *worker) {
 		cancel()
 		if ctx.Err() != nil {
 			// Interrupted by the end of the run: not counted, but an
-			// operation stuck for long should not go unnoticed.
-			if measured && !errors.Is(err, errHold) && time.Since(began) >= min(time.Second, cfg.timeout) {
+			// operation stuck for long should not go unnoticed, even
+			// one begun in the warm-up (it held the whole window).
+			if !errors.Is(err, errHold) && time.Since(began) >= min(time.Second, cfg.timeout) {
 				r.count("stuck_at_end", 1, true)
 			}
 			return

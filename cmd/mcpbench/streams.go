@@ -189,13 +189,18 @@ type fanoutScenario struct {
 	streams []*openStream
 	control *session
 
-	round    atomic.Int64
-	started  atomic.Int64 // unix ns of the round's start
-	last     atomic.Int64 // unix ns of the round's latest arrival
-	arrived  atomic.Int64
-	expected atomic.Int64
+	round   atomic.Int64
+	started atomic.Int64 // unix ns of the round's start
+	last    atomic.Int64 // unix ns of the round's latest arrival
+
+	// The round's progress: a stream the server closes before its
+	// notification arrived is lost to the round, which then ends with
+	// an error instead of waiting for it until the timeout.
 	mu       sync.Mutex
-	done     chan struct{}
+	arrived  int64
+	lost     int64
+	expected int64
+	done     chan struct{} // closed when every stream arrived or was lost
 }
 
 func (s *fanoutScenario) prepare(ctx context.Context, r *runner) error {
@@ -225,7 +230,13 @@ func (s *fanoutScenario) follow(st *openStream) {
 	for {
 		ev, err := st.rd.Next()
 		if err != nil {
+			s.mu.Lock()
 			st.closed.Store(true)
+			if st.lastRound.Load() != s.round.Load() {
+				s.lost++
+				s.settleLocked()
+			}
+			s.mu.Unlock()
 			return
 		}
 		if len(ev.Data) == 0 {
@@ -236,23 +247,33 @@ func (s *fanoutScenario) follow(st *openStream) {
 			continue
 		}
 		now := time.Now()
+		s.mu.Lock()
 		round := s.round.Load()
 		if st.lastRound.Swap(round) == round {
+			s.mu.Unlock()
 			s.r.count("duplicate_notifications", 1, true)
 			continue
 		}
+		s.arrived++
+		s.settleLocked()
+		s.mu.Unlock()
 		s.r.extra("per_stream", now.Sub(time.Unix(0, s.started.Load())))
 		storeMax(&s.last, now.UnixNano())
-		if s.arrived.Add(1) == s.expected.Load() {
-			s.mu.Lock()
-			close(s.done)
-			s.mu.Unlock()
-		}
+	}
+}
+
+// settleLocked ends the round once every stream arrived or was lost.
+func (s *fanoutScenario) settleLocked() {
+	if s.done != nil && s.arrived+s.lost == s.expected {
+		close(s.done)
+		s.done = nil
 	}
 }
 
 func (s *fanoutScenario) op(ctx context.Context, w *worker) (time.Duration, error) {
 	cl := w.r.cl
+	done := make(chan struct{})
+	s.mu.Lock()
 	open := int64(0)
 	for _, st := range s.streams {
 		if !st.closed.Load() {
@@ -260,29 +281,40 @@ func (s *fanoutScenario) op(ctx context.Context, w *worker) (time.Duration, erro
 		}
 	}
 	if open == 0 {
+		s.mu.Unlock()
 		return 0, bench.Errorf("streams_closed", "every stream was closed by the server")
 	}
-	done := make(chan struct{})
-	s.mu.Lock()
-	s.done = done
-	s.mu.Unlock()
-	s.arrived.Store(0)
-	s.expected.Store(open)
+	s.done, s.arrived, s.lost, s.expected = done, 0, 0, open
 	start := time.Now()
 	s.started.Store(start.UnixNano())
 	s.round.Add(1)
+	s.mu.Unlock()
 
+	// Every toggle goes to the first endpoint. The tool flips what its
+	// node last saw of the cluster's state, which a node learns from a
+	// bus message after the change: on another node, a toggle right
+	// after a round could find the state already set, change nothing
+	// and notify no stream (the round then waited until the timeout).
+	// The node that made every change always sees the latest.
 	id := s.control.newID()
 	body := cl.requestBody(id, "tools/call", map[string]any{"name": "toggle_extra_tool", "arguments": map[string]any{}}, nil)
-	if _, err := cl.call(ctx, cl.urls[cl.pick()], s.control, id, body, "tools/call", "toggle_extra_tool", nil); err != nil {
+	if _, err := cl.call(ctx, cl.urls[0], s.control, id, body, "tools/call", "toggle_extra_tool", nil); err != nil {
 		return time.Since(start), fmt.Errorf("toggle_extra_tool: %w", err)
 	}
 	w.r.extra("toggle_call", time.Since(start))
 	select {
 	case <-done:
+		s.mu.Lock()
+		lost := s.lost
+		s.mu.Unlock()
+		if lost > 0 {
+			return time.Since(start), bench.Errorf("stream_closed", "%d of %d streams were closed by the server before tools/list_changed arrived", lost, open)
+		}
 		return time.Unix(0, s.last.Load()).Sub(start), nil
 	case <-ctx.Done():
-		got := s.arrived.Load()
+		s.mu.Lock()
+		got := s.arrived
+		s.mu.Unlock()
 		return time.Since(start), bench.Errorf("fanout_incomplete", "%d of %d streams got tools/list_changed within %s", got, open, w.r.cfg.timeout)
 	}
 }
