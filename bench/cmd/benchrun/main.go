@@ -232,6 +232,9 @@ func summarize(r *result) string {
 	}
 	rep := r.Report
 	s := fmt.Sprintf("%s: %.0f ops/s, p50 %.2fms, p99 %.2fms, %d errors", id, rep.Throughput, rep.Latency.P50, rep.Latency.P99, rep.Errors)
+	if noOperation(r) {
+		s += ": NO OPERATION COMPLETED"
+	}
 	if r.Idle != nil {
 		s += fmt.Sprintf(", %.1f kB/stream", r.Idle.PerStreamKB())
 	}

@@ -163,6 +163,9 @@ func serverMicros(rep *bench.Report) (nodes, redis float64, ok bool) {
 }
 
 func errorsCell(rep *bench.Report) string {
+	if rep.Ops == 0 && rep.Errors == 0 {
+		return "**no operation completed**"
+	}
 	if rep.Errors == 0 {
 		return "0"
 	}
@@ -463,6 +466,9 @@ func renderProblems(b *strings.Builder, res *suiteResult) {
 			continue
 		}
 		rep := r.Report
+		if noOperation(r) {
+			lines = append(lines, fmt.Sprintf("- %s: **no operation completed** in the measured window (%d failed); its numbers are not measurements", name, rep.Errors))
+		}
 		for _, k := range bench.SortedKinds(rep.ErrorKinds) {
 			e := rep.ErrorKinds[k]
 			lines = append(lines, fmt.Sprintf("- %s: %d × `%s`, e.g. `%s`", name, e.Count, k, oneLine(e.Example)))
@@ -487,6 +493,13 @@ func renderProblems(b *strings.Builder, res *suiteResult) {
 	}
 	p("Every failed operation of the suite, by run and kind (the tables above leave failed operations out of the latencies).\n\n")
 	p("%s\n", strings.Join(lines, "\n"))
+}
+
+// noOperation reports a run meant to count operations (every kind but
+// idle, which holds streams open) that completed none: a failure to
+// flag, not a throughput of 0.
+func noOperation(r *result) bool {
+	return r.Report != nil && r.Report.Ops == 0 && r.Spec.Kind != "idle"
 }
 
 func oneLine(s string) string {
