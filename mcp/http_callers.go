@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/netip"
 	"sync"
@@ -17,10 +18,12 @@ import (
 // Per-caller limits, kept cluster-wide in the backend's Limiter: live
 // sessions, open streams and a request rate per caller (callerKey).
 //
-// Sessions and streams are leases in a set per caller, taken with one
-// round trip when a session is created or a stream opens, and released
-// when it ends. A session's lease is as long as its idle timeout and is
-// renewed every eighth of it, in one batch, for the sessions this node
+// Sessions and streams are leases in a set per caller. A session's is
+// taken and released by the session store in the round trips that
+// create and end the session (cluster.CreateOptions, EndOptions); a
+// stream's with one round trip of its own when it opens and ends. A
+// session's lease is as long as its idle timeout and is renewed every
+// eighth of it, in one batch, for the sessions this node
 // served since the last renewal and those with a stream open here; so
 // an expired session frees its place by itself. A stream's lease is
 // streamLeases·LeaseTTL, renewed every 2·LeaseTTL while it is open (an
@@ -183,24 +186,40 @@ func (c *callers) sawSession(key, sid string) {
 	}
 }
 
-// acquireSession takes a place among key's live sessions for sid.
-func (c *callers) acquireSession(ctx context.Context, key, sid string) error {
+// sessionLease is the lease a session of key takes as it is created
+// (with the session, in one round trip: cluster.CreateOptions), nil
+// when the limits are off.
+func (c *callers) sessionLease(key string) *cluster.SessionLease {
 	if c.off {
 		return nil
 	}
-	ok, wait, err := c.lim.Acquire(ctx, sessionsKey(key), sid, c.o.SessionTTL, c.o.MaxCallerSessions)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		c.refused[1]()
-		return tooMany(wait, "this caller holds as many live sessions as it may (%d); end one (DELETE) or wait for one to expire", c.o.MaxCallerSessions)
-	}
-	return nil
+	return &cluster.SessionLease{Key: sessionsKey(key), TTL: c.o.SessionTTL, Max: c.o.MaxCallerSessions}
 }
 
-// releaseSession gives sid's place back (DELETE, or a failed create).
-func (c *callers) releaseSession(ctx context.Context, key, sid string) {
+// refusedSession reports whether err is a session lease refused by the
+// store, and turns it into the 429 of a caller at its cap of live
+// sessions.
+func (c *callers) refusedSession(err error) (*refusal, bool) {
+	var lr *cluster.LeaseRefused
+	if !errors.As(err, &lr) {
+		return nil, false
+	}
+	c.refused[1]()
+	return tooMany(lr.Wait, "this caller holds as many live sessions as it may (%d); end one (DELETE) or wait for one to expire", c.o.MaxCallerSessions), true
+}
+
+// sessionsSet is the set of key's session leases, which the store
+// releases a session's from as it ends it (cluster.EndOptions), "" when
+// the limits are off.
+func (c *callers) sessionsSet(key string) string {
+	if c.off {
+		return ""
+	}
+	return sessionsKey(key)
+}
+
+// endedSession stops renewing the lease of sid, which key ended.
+func (c *callers) endedSession(key, sid string) {
 	if c.off {
 		return
 	}
@@ -209,9 +228,6 @@ func (c *callers) releaseSession(ctx context.Context, key, sid string) {
 		delete(cl.sessions, sid)
 	}
 	c.mu.Unlock()
-	if err := c.lim.Release(ctx, sessionsKey(key), sid); err != nil {
-		c.log.Warn().Err(err).Msg("caller's session place not released; it frees when the session's lease ends")
-	}
 }
 
 // openStream takes one of key's open-stream places for a stream of

@@ -307,7 +307,9 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, jsonrpc.ID{}, err)
 		return
 	}
-	live, err := h.sessions.End(r.Context(), sid, PrincipalFromContext(r.Context()).ID(), notice)
+	// The caller's lease of the session is released with it.
+	caller := callerKey(r, h.callers.trusted)
+	live, err := h.sessions.End(r.Context(), sid, PrincipalFromContext(r.Context()).ID(), notice, h.callers.sessionsSet(caller))
 	if err != nil {
 		writeError(w, statusOf(err, false), jsonrpc.ID{}, rpcError(err))
 		return
@@ -317,7 +319,7 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.metrics.Session("ended")
-	h.callers.releaseSession(r.Context(), callerKey(r, h.callers.trusted), sid)
+	h.callers.endedSession(caller, sid)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -190,14 +190,13 @@ func (h *HTTPHandler) initialize(w http.ResponseWriter, r *http.Request, msg *js
 	st.Principal = PrincipalFromContext(r.Context()).ID()
 	noteMethod(r.Context(), msg.Method)
 	start := time.Now()
-	caller := callerKey(r, h.callers.trusted)
-	if err := h.callers.acquireSession(r.Context(), caller, sid); err != nil {
-		h.metrics.Request("initialize", "refused", time.Since(start))
-		h.writeRefusal(w, msg.ID, err)
-		return
-	}
-	if err := h.sessions.Create(r.Context(), st); err != nil {
-		h.callers.releaseSession(context.WithoutCancel(r.Context()), caller, sid)
+	lease := h.callers.sessionLease(callerKey(r, h.callers.trusted))
+	if err := h.sessions.Create(r.Context(), st, lease); err != nil {
+		if rf, ok := h.callers.refusedSession(err); ok {
+			h.metrics.Request("initialize", "refused", time.Since(start))
+			h.writeRefusal(w, msg.ID, rf)
+			return
+		}
 		if errors.Is(err, cluster.ErrUnavailable) {
 			h.metrics.BackendError()
 		}

@@ -76,8 +76,8 @@ type SessionStore interface {
 	// Create records a new live session. ttl is its idle timeout (sliding:
 	// Load and Touch extend it). max caps the number of live sessions in
 	// the whole deployment (0 = no cap); past it Create returns ErrLimit.
-	// Creating an id that exists is an error.
-	Create(ctx context.Context, id string, fields map[string]string, ttl time.Duration, max int) error
+	// Creating an id that exists is an error. See CreateOptions.
+	Create(ctx context.Context, id string, fields map[string]string, ttl time.Duration, max int, opts CreateOptions) error
 	// Load returns a copy of the fields of a live session and slides its
 	// expiry to now+ttl. ErrNotFound when unknown, expired or ended.
 	Load(ctx context.Context, id string, ttl time.Duration) (map[string]string, error)
@@ -110,6 +110,33 @@ type SessionStore interface {
 	Count(ctx context.Context) (int, error)
 }
 
+// CreateOptions qualify SessionStore.Create.
+type CreateOptions struct {
+	// Lease, when not nil, is a Limiter lease the session takes as it is
+	// created, in the same round trip where the backend allows: the
+	// session id leased in set Lease.Key for Lease.TTL, unless the set
+	// holds Lease.Max unexpired members already (Limiter.Acquire). A
+	// refused lease creates no session (Create returns a *LeaseRefused),
+	// and a Create that fails leaves no lease behind (where the store
+	// can still be reached).
+	Lease *SessionLease
+}
+
+// SessionLease names a session's lease in a Limiter set.
+type SessionLease struct {
+	Key string
+	TTL time.Duration
+	Max int
+}
+
+// LeaseRefused is the error of a Create whose lease was refused: the
+// set was full, and Wait is how long until its earliest member expires.
+type LeaseRefused struct{ Wait time.Duration }
+
+func (e *LeaseRefused) Error() string {
+	return "lease refused: the set is full for " + e.Wait.String()
+}
+
 // EndOptions qualify SessionStore.End.
 type EndOptions struct {
 	// Match, when not empty, names fields a live session must have to be
@@ -121,6 +148,11 @@ type EndOptions struct {
 	// would) when this call ends a live session, in the same round trip
 	// where the backend allows it; never when the session was not live.
 	Announce *Notice
+	// Lease, when not empty, names the Limiter set whose lease of the
+	// session (member: its id) this call releases when it ends a live
+	// session, in the same round trip where the backend allows, as
+	// Limiter.Release would; never when the session was not live.
+	Lease string
 }
 
 // Notice is a bus message: Bus.Publish(ctx, Topic, Msg).

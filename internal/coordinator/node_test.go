@@ -74,7 +74,7 @@ func startNodes(t *testing.T, n int) (*cluster.Backend, []testNode) {
 func newSession(t *testing.T, st *session.Store) string {
 	t.Helper()
 	sid := "S" + strings.Repeat("x", 8) + time.Now().Format("150405.000000000")
-	if err := st.Create(context.Background(), &session.Session{ID: sid, Version: "2025-06-18"}); err != nil {
+	if err := st.Create(context.Background(), &session.Session{ID: sid, Version: "2025-06-18"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return sid

@@ -70,10 +70,11 @@ func NewStore(be cluster.SessionStore, opts Options) *Store {
 	return &Store{be: be, opts: opts, cached: map[string]*Session{}}
 }
 
-// Create records a new session under s.ID. A zero s.Created is set to
-// now. It fails like cluster.SessionStore.Create (ErrLimit past
-// MaxSessions) or like Encode.
-func (st *Store) Create(ctx context.Context, s *Session) error {
+// Create records a new session under s.ID, and takes lease with it when
+// not nil (cluster.CreateOptions). A zero s.Created is set to now. It
+// fails like cluster.SessionStore.Create (ErrLimit past MaxSessions, a
+// *cluster.LeaseRefused) or like Encode.
+func (st *Store) Create(ctx context.Context, s *Session, lease *cluster.SessionLease) error {
 	if s.Created.IsZero() {
 		s.Created = st.opts.Now()
 	}
@@ -81,7 +82,7 @@ func (st *Store) Create(ctx context.Context, s *Session) error {
 	if err != nil {
 		return err
 	}
-	if err := st.be.Create(ctx, s.ID, f, st.opts.TTL, st.opts.MaxSessions); err != nil {
+	if err := st.be.Create(ctx, s.ID, f, st.opts.TTL, st.opts.MaxSessions, cluster.CreateOptions{Lease: lease}); err != nil {
 		return fmt.Errorf("create session: %w", err)
 	}
 	s.LastUsed = s.Created
@@ -199,11 +200,12 @@ func (st *Store) Unsubscribe(ctx context.Context, id, uri string) error {
 // End removes session id and what is stored under it, drops this node's
 // cached copy, and reports whether the session was live; the caller
 // tells the other nodes, or passes announce (published with the end, see
-// cluster.EndOptions). A session of another principal than principal is
+// cluster.EndOptions), and releases its lease in the Limiter set lease
+// when not empty. A session of another principal than principal is
 // kept and reported as not live, exactly as one that does not exist. It
 // does not read the session: a record that does not decode is ended too.
-func (st *Store) End(ctx context.Context, id, principal string, announce *cluster.Notice) (bool, error) {
-	live, err := st.be.End(ctx, id, cluster.EndOptions{Match: map[string]string{fieldPrincipal: principal}, Announce: announce})
+func (st *Store) End(ctx context.Context, id, principal string, announce *cluster.Notice, lease string) (bool, error) {
+	live, err := st.be.End(ctx, id, cluster.EndOptions{Match: map[string]string{fieldPrincipal: principal}, Announce: announce, Lease: lease})
 	st.Invalidate(id)
 	if err != nil {
 		return live, fmt.Errorf("end session: %w", err)

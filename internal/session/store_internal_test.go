@@ -18,7 +18,7 @@ func TestCacheBound(t *testing.T) {
 	ctx := t.Context()
 	for i := range 5 {
 		id := fmt.Sprint("s", i)
-		if err := st.Create(ctx, &Session{ID: id, Version: "v", Capabilities: json.RawMessage(`{}`)}); err != nil {
+		if err := st.Create(ctx, &Session{ID: id, Version: "v", Capabilities: json.RawMessage(`{}`)}, nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := st.Load(ctx, id); err != nil {

@@ -85,7 +85,7 @@ func TestStore(t *testing.T) {
 
 		t.Run("CreateLoad", func(t *testing.T) {
 			s := newSession("a")
-			if err := st.Create(ctx, s); err != nil {
+			if err := st.Create(ctx, s, nil); err != nil {
 				t.Fatalf("Create: %v", err)
 			}
 			if !s.Created.Equal(clk.Now()) {
@@ -102,7 +102,7 @@ func TestStore(t *testing.T) {
 			if !got.LastUsed.Equal(clk.Now()) {
 				t.Errorf("LastUsed: got %v, want the time of the load %v", got.LastUsed, clk.Now())
 			}
-			if err := st.Create(ctx, newSession("a")); err == nil {
+			if err := st.Create(ctx, newSession("a"), nil); err == nil {
 				t.Errorf("Create of an existing id: got nil error")
 			}
 		})
@@ -123,7 +123,7 @@ func TestStore(t *testing.T) {
 		})
 
 		t.Run("SetLogLevel", func(t *testing.T) {
-			if err := st.Create(ctx, newSession("lvl")); err != nil {
+			if err := st.Create(ctx, newSession("lvl"), nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := st.SetLogLevel(ctx, "lvl", "warning"); err != nil {
@@ -139,7 +139,7 @@ func TestStore(t *testing.T) {
 		})
 
 		t.Run("Subscribe", func(t *testing.T) {
-			if err := st.Create(ctx, newSession("sub")); err != nil {
+			if err := st.Create(ctx, newSession("sub"), nil); err != nil {
 				t.Fatal(err)
 			}
 			for _, uri := range []string{"file:///a", "file:///b", "file:///a"} {
@@ -165,16 +165,16 @@ func TestStore(t *testing.T) {
 		})
 
 		t.Run("End", func(t *testing.T) {
-			if err := st.Create(ctx, newSession("end")); err != nil {
+			if err := st.Create(ctx, newSession("end"), nil); err != nil {
 				t.Fatal(err)
 			}
-			if live, err := st.End(ctx, "end", "", nil); err != nil || !live {
+			if live, err := st.End(ctx, "end", "", nil, ""); err != nil || !live {
 				t.Fatalf("End: got %v, %v; want true", live, err)
 			}
 			if _, err := st.Load(ctx, "end"); !errors.Is(err, cluster.ErrNotFound) {
 				t.Fatalf("Load after End: got %v, want ErrNotFound", err)
 			}
-			if live, err := st.End(ctx, "end", "", nil); err != nil || live {
+			if live, err := st.End(ctx, "end", "", nil, ""); err != nil || live {
 				t.Fatalf("End again: got %v, %v; want false", live, err)
 			}
 		})
@@ -190,7 +190,7 @@ func TestStore(t *testing.T) {
 				{"corrupt", map[string]string{"v": "2025-06-18", "caps": `{"roots":`, "c": "2026-11-21T10:00:00Z"}, session.ErrCorrupt},
 				{"newer", map[string]string{"f": "9", "v": "2025-06-18"}, session.ErrFormat},
 			} {
-				if err := be.Create(ctx, c.id, c.fields, time.Minute, 0); err != nil {
+				if err := be.Create(ctx, c.id, c.fields, time.Minute, 0, cluster.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}
 				got, err := st.Load(ctx, c.id)
@@ -205,10 +205,10 @@ func TestStore(t *testing.T) {
 func TestStoreMaxSessions(t *testing.T) {
 	eachBackend(t, func(t *testing.T, be cluster.SessionStore) {
 		st := session.NewStore(be, session.Options{TTL: time.Minute, MaxSessions: 1})
-		if err := st.Create(t.Context(), newSession("one")); err != nil {
+		if err := st.Create(t.Context(), newSession("one"), nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.Create(t.Context(), newSession("two")); !errors.Is(err, cluster.ErrLimit) {
+		if err := st.Create(t.Context(), newSession("two"), nil); !errors.Is(err, cluster.ErrLimit) {
 			t.Fatalf("Create past MaxSessions: got %v, want ErrLimit", err)
 		}
 	})
@@ -233,9 +233,9 @@ func (c *counting) Touch(ctx context.Context, id string, ttl time.Duration) erro
 	return c.SessionStore.Touch(ctx, id, ttl)
 }
 
-func (c *counting) Create(ctx context.Context, id string, fields map[string]string, ttl time.Duration, max int) error {
+func (c *counting) Create(ctx context.Context, id string, fields map[string]string, ttl time.Duration, max int, opts cluster.CreateOptions) error {
 	c.ttls.Store("create", ttl)
-	return c.SessionStore.Create(ctx, id, fields, ttl, max)
+	return c.SessionStore.Create(ctx, id, fields, ttl, max, opts)
 }
 
 func newCounting(t *testing.T) *counting {
@@ -249,7 +249,7 @@ func TestStoreSlidesTTL(t *testing.T) {
 	be := newCounting(t)
 	st := session.NewStore(be, session.Options{TTL: 42 * time.Second})
 	ctx := t.Context()
-	if err := st.Create(ctx, newSession("s")); err != nil {
+	if err := st.Create(ctx, newSession("s"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Load(ctx, "s"); err != nil {
@@ -271,7 +271,7 @@ func TestStoreCache(t *testing.T) {
 		be := newCounting(t)
 		clk := newClock()
 		st := session.NewStore(be, session.Options{TTL: time.Minute, CacheTTL: time.Second, Now: clk.Now, Live: live})
-		if err := st.Create(ctx, newSession("s")); err != nil {
+		if err := st.Create(ctx, newSession("s"), nil); err != nil {
 			t.Fatal(err)
 		}
 		return be, st, clk
@@ -328,7 +328,7 @@ func TestStoreCache(t *testing.T) {
 		if got := load(t, st).LogLevel; got != "notice" {
 			t.Fatalf("after SetLogLevel: got level %q, want notice", got)
 		}
-		if _, err := st.End(ctx, "s", "", nil); err != nil {
+		if _, err := st.End(ctx, "s", "", nil, ""); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := st.Load(ctx, "s"); !errors.Is(err, cluster.ErrNotFound) {
@@ -375,7 +375,7 @@ func TestStoreCache(t *testing.T) {
 	t.Run("NoCacheWithoutCacheTTL", func(t *testing.T) {
 		be := newCounting(t)
 		st := session.NewStore(be, session.Options{TTL: time.Minute})
-		if err := st.Create(ctx, newSession("s")); err != nil {
+		if err := st.Create(ctx, newSession("s"), nil); err != nil {
 			t.Fatal(err)
 		}
 		load(t, st)
@@ -444,7 +444,7 @@ func TestStoreConcurrent(t *testing.T) {
 	ctx := t.Context()
 	ids := []string{"a", "b", "c", "d", "e"}
 	for _, id := range ids {
-		if err := st.Create(ctx, newSession(id)); err != nil {
+		if err := st.Create(ctx, newSession(id), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -45,6 +45,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) *cluster.Backend) {
 		{"Claims", s.testClaims},
 		{"Registry", s.testRegistry},
 		{"Limiter", s.testLimiter},
+		{"SessionLeases", s.testSessionLeases},
 		{"Tasks", s.testTasks},
 		{"TaskList", s.testTaskList},
 	} {
@@ -120,7 +121,7 @@ func (s *suite) testBackend(t *testing.T) {
 		b := s.newBackend(t)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		if err := b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 0); err == nil {
+		if err := b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 0, cluster.CreateOptions{}); err == nil {
 			t.Fatalf("Create with a canceled context: got nil error")
 		}
 	})

@@ -17,7 +17,7 @@ func (s *suite) testSessions(t *testing.T) {
 		ctx := t.Context()
 		id := uniq("s")
 		fields := map[string]string{"version": "2025-06-18", "empty": "", "uni": "ünï"}
-		must(t, "Create", b.Sessions.Create(ctx, id, fields, time.Minute, 0))
+		must(t, "Create", b.Sessions.Create(ctx, id, fields, time.Minute, 0, cluster.CreateOptions{}))
 		got, err := b.Sessions.Load(ctx, id, time.Minute)
 		must(t, "Load", err)
 		if !maps.Equal(got, fields) {
@@ -29,7 +29,7 @@ func (s *suite) testSessions(t *testing.T) {
 		if again["version"] != "2025-06-18" {
 			t.Fatalf("Load returned shared map: a caller's change leaked into the store")
 		}
-		if err := b.Sessions.Create(ctx, id, nil, time.Minute, 0); err == nil {
+		if err := b.Sessions.Create(ctx, id, nil, time.Minute, 0, cluster.CreateOptions{}); err == nil {
 			t.Fatalf("Create of an existing id: got nil error")
 		}
 	})
@@ -39,7 +39,7 @@ func (s *suite) testSessions(t *testing.T) {
 		b := s.newBackend(t)
 		ctx := t.Context()
 		id := uniq("s")
-		must(t, "Create", b.Sessions.Create(ctx, id, nil, time.Minute, 0))
+		must(t, "Create", b.Sessions.Create(ctx, id, nil, time.Minute, 0, cluster.CreateOptions{}))
 		got, err := b.Sessions.Load(ctx, id, time.Minute)
 		must(t, "Load", err)
 		if len(got) != 0 {
@@ -72,7 +72,7 @@ func (s *suite) testSessions(t *testing.T) {
 		b := s.newBackend(t)
 		ctx := t.Context()
 		id := uniq("s")
-		must(t, "Create", b.Sessions.Create(ctx, id, map[string]string{"a": "1", "b": "2"}, time.Minute, 0))
+		must(t, "Create", b.Sessions.Create(ctx, id, map[string]string{"a": "1", "b": "2"}, time.Minute, 0, cluster.CreateOptions{}))
 		must(t, "Set", b.Sessions.Set(ctx, id, map[string]string{"b": "3", "c": "4"}))
 		got, err := b.Sessions.Load(ctx, id, time.Minute)
 		must(t, "Load", err)
@@ -88,8 +88,8 @@ func (s *suite) testSessions(t *testing.T) {
 		// The TTL leaves room for scheduling stalls on a loaded machine.
 		const ttl = 1500 * time.Millisecond
 		load, touch := uniq("load"), uniq("touch")
-		must(t, "Create", b.Sessions.Create(ctx, load, nil, ttl, 0))
-		must(t, "Create", b.Sessions.Create(ctx, touch, nil, ttl, 0))
+		must(t, "Create", b.Sessions.Create(ctx, load, nil, ttl, 0, cluster.CreateOptions{}))
+		must(t, "Create", b.Sessions.Create(ctx, touch, nil, ttl, 0, cluster.CreateOptions{}))
 		// Keep both alive past one TTL by sliding every ttl/6.
 		for range 8 {
 			time.Sleep(ttl / 6)
@@ -132,13 +132,13 @@ func (s *suite) testSessions(t *testing.T) {
 			want = append(want, i%3 != 2)
 			switch i % 3 {
 			case 0:
-				must(t, "Create", b.Sessions.Create(ctx, id, nil, short, 0))
+				must(t, "Create", b.Sessions.Create(ctx, id, nil, short, 0, cluster.CreateOptions{}))
 			case 1:
-				must(t, "Create", b.Sessions.Create(ctx, id, nil, short, 0))
+				must(t, "Create", b.Sessions.Create(ctx, id, nil, short, 0, cluster.CreateOptions{}))
 				must(t, "Subscribe", b.Sessions.Subscribe(ctx, id, uri))
 			case 2:
 				if i%2 == 0 {
-					must(t, "Create", b.Sessions.Create(ctx, id, nil, short, 0))
+					must(t, "Create", b.Sessions.Create(ctx, id, nil, short, 0, cluster.CreateOptions{}))
 					if _, err := b.Sessions.End(ctx, id, cluster.EndOptions{}); err != nil {
 						t.Fatal(err)
 					}
@@ -179,19 +179,19 @@ func (s *suite) testSessions(t *testing.T) {
 		for range 3 {
 			id := uniq("s")
 			ids = append(ids, id)
-			must(t, "Create under cap", b.Sessions.Create(ctx, id, nil, time.Minute, 3))
+			must(t, "Create under cap", b.Sessions.Create(ctx, id, nil, time.Minute, 3, cluster.CreateOptions{}))
 		}
-		wantErr(t, "Create past cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 3), cluster.ErrLimit)
-		must(t, "Create without cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 0))
-		wantErr(t, "Create past cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 4), cluster.ErrLimit)
+		wantErr(t, "Create past cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 3, cluster.CreateOptions{}), cluster.ErrLimit)
+		must(t, "Create without cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 0, cluster.CreateOptions{}))
+		wantErr(t, "Create past cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 4, cluster.CreateOptions{}), cluster.ErrLimit)
 		if _, err := b.Sessions.End(ctx, ids[0], cluster.EndOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		must(t, "Create after End", b.Sessions.Create(ctx, uniq("s"), nil, time.Second, 4))
-		wantErr(t, "Create past cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 4), cluster.ErrLimit)
+		must(t, "Create after End", b.Sessions.Create(ctx, uniq("s"), nil, time.Second, 4, cluster.CreateOptions{}))
+		wantErr(t, "Create past cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 4, cluster.CreateOptions{}), cluster.ErrLimit)
 		// An expired session frees its place.
 		waitFor(t, 10*time.Second, "an expired session to free the cap", func() bool {
-			return b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 4) == nil
+			return b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 4, cluster.CreateOptions{}) == nil
 		})
 		n, err := b.Sessions.Count(ctx)
 		if err != nil || n != 4 {
@@ -209,7 +209,7 @@ func (s *suite) testSessions(t *testing.T) {
 		must(t, "Subscribe", err)
 		defer stop()
 		id := uniq("s")
-		must(t, "Create", b.Sessions.Create(ctx, id, map[string]string{"p": "ada"}, time.Minute, 0))
+		must(t, "Create", b.Sessions.Create(ctx, id, map[string]string{"p": "ada"}, time.Minute, 0, cluster.CreateOptions{}))
 		notice := &cluster.Notice{Topic: topic, Msg: []byte("ended " + id)}
 		// Not ended (another's, then unknown): nothing is published.
 		if live, err := b.Sessions.End(ctx, id, cluster.EndOptions{Match: map[string]string{"p": "eve"}, Announce: notice}); err != nil || live {
@@ -244,8 +244,8 @@ func (s *suite) testSessions(t *testing.T) {
 		b := s.newBackend(t)
 		ctx := t.Context()
 		id, other := uniq("s"), uniq("other")
-		must(t, "Create", b.Sessions.Create(ctx, id, map[string]string{"a": "1"}, time.Minute, 0))
-		must(t, "Create", b.Sessions.Create(ctx, other, nil, time.Minute, 0))
+		must(t, "Create", b.Sessions.Create(ctx, id, map[string]string{"a": "1"}, time.Minute, 0, cluster.CreateOptions{}))
+		must(t, "Create", b.Sessions.Create(ctx, other, nil, time.Minute, 0, cluster.CreateOptions{}))
 		lim := cluster.Limits{MaxEvents: 10, MaxStreams: 10, TTL: time.Minute}
 		streams := []string{uniq("x"), uniq("x")}
 		for _, x := range streams {
@@ -323,9 +323,9 @@ func (s *suite) testSessions(t *testing.T) {
 		b := s.newBackend(t)
 		ctx := t.Context()
 		a, c, short := uniq("a"), uniq("c"), uniq("short")
-		must(t, "Create", b.Sessions.Create(ctx, a, nil, time.Minute, 0))
-		must(t, "Create", b.Sessions.Create(ctx, c, nil, time.Minute, 0))
-		must(t, "Create", b.Sessions.Create(ctx, short, nil, time.Second, 0))
+		must(t, "Create", b.Sessions.Create(ctx, a, nil, time.Minute, 0, cluster.CreateOptions{}))
+		must(t, "Create", b.Sessions.Create(ctx, c, nil, time.Minute, 0, cluster.CreateOptions{}))
+		must(t, "Create", b.Sessions.Create(ctx, short, nil, time.Second, 0, cluster.CreateOptions{}))
 		const u1, u2 = "file:///one", "ui://two?x=1"
 		for range 2 { // idempotent
 			must(t, "Subscribe", b.Sessions.Subscribe(ctx, a, u1))
@@ -363,7 +363,7 @@ func (s *suite) testSessions(t *testing.T) {
 		for range 53 {
 			id := uniq("s")
 			want[id] = true
-			must(t, "Create", b.Sessions.Create(ctx, id, nil, time.Minute, 0))
+			must(t, "Create", b.Sessions.Create(ctx, id, nil, time.Minute, 0, cluster.CreateOptions{}))
 		}
 		n, err := b.Sessions.Count(ctx)
 		if err != nil || n != len(want) {
@@ -381,7 +381,7 @@ func (s *suite) testSessions(t *testing.T) {
 				default:
 				}
 				id := uniq("churn")
-				if b.Sessions.Create(ctx, id, nil, time.Minute, 0) == nil {
+				if b.Sessions.Create(ctx, id, nil, time.Minute, 0, cluster.CreateOptions{}) == nil {
 					_, _ = b.Sessions.End(ctx, id, cluster.EndOptions{})
 				}
 			}

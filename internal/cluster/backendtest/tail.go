@@ -115,7 +115,7 @@ func (s *suite) testTail(t *testing.T) {
 		b := s.newBackend(t)
 		ctx := t.Context()
 		sess, x := uniq("s"), uniq("x")
-		must(t, "Create", b.Sessions.Create(ctx, sess, nil, time.Minute, 0))
+		must(t, "Create", b.Sessions.Create(ctx, sess, nil, time.Minute, 0, cluster.CreateOptions{}))
 		must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess}, lim))
 		appendN(t, b, sess, x, 3, lim)
 		// Poll is long: the tail must notice the End by itself.

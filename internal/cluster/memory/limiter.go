@@ -70,7 +70,10 @@ func (m *limiter) Acquire(ctx context.Context, key, member string, ttl time.Dura
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
+	return s.acquireLocked(key, member, ttl, max, s.now())
+}
+
+func (s *store) acquireLocked(key, member string, ttl time.Duration, max int, now time.Time) (bool, time.Duration, error) {
 	set := s.pruneSetLocked(key, now)
 	if _, ok := set[member]; !ok && max > 0 && len(set) >= max {
 		first := time.Time{}
@@ -117,13 +120,17 @@ func (m *limiter) Release(ctx context.Context, key, member string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.releaseLocked(key, member)
+	return nil
+}
+
+func (s *store) releaseLocked(key, member string) {
 	if set := s.sets[key]; set != nil {
 		delete(set, member)
 		if len(set) == 0 {
 			delete(s.sets, key)
 		}
 	}
-	return nil
 }
 
 // pruneSetLocked drops the expired members of set key (and the set when

@@ -50,7 +50,7 @@ func TestSessionSlidingExpiryWithClock(t *testing.T) {
 	clk := newClock()
 	b := newBackend(t, memory.Options{Now: clk.Now, SweepInterval: -1})
 	ctx := t.Context()
-	if err := b.Sessions.Create(ctx, "s1", map[string]string{"a": "1"}, time.Minute, 0); err != nil {
+	if err := b.Sessions.Create(ctx, "s1", map[string]string{"a": "1"}, time.Minute, 0, cluster.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(50 * time.Second)
@@ -75,16 +75,16 @@ func TestSweepReclaimsExpired(t *testing.T) {
 	b := newBackend(t, memory.Options{Now: clk.Now, SweepInterval: time.Millisecond})
 	ctx := t.Context()
 	for _, id := range []string{"a", "b", "c"} {
-		if err := b.Sessions.Create(ctx, id, nil, time.Second, 3); err != nil {
+		if err := b.Sessions.Create(ctx, id, nil, time.Second, 3, cluster.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := b.Sessions.Create(ctx, "d", nil, time.Second, 3); !errors.Is(err, cluster.ErrLimit) {
+	if err := b.Sessions.Create(ctx, "d", nil, time.Second, 3, cluster.CreateOptions{}); !errors.Is(err, cluster.ErrLimit) {
 		t.Fatalf("Create past cap: got %v, want ErrLimit", err)
 	}
 	clk.Advance(2 * time.Second)
 	time.Sleep(20 * time.Millisecond) // let the sweeper run a few times
-	if err := b.Sessions.Create(ctx, "d", nil, time.Second, 3); err != nil {
+	if err := b.Sessions.Create(ctx, "d", nil, time.Second, 3, cluster.CreateOptions{}); err != nil {
 		t.Fatalf("Create after expiry: %v", err)
 	}
 }
@@ -105,13 +105,13 @@ func TestFaultHook(t *testing.T) {
 	mu.Lock()
 	failing = "Sessions.Create"
 	mu.Unlock()
-	if err := b.Sessions.Create(ctx, "s", nil, time.Minute, 0); !errors.Is(err, boom) {
+	if err := b.Sessions.Create(ctx, "s", nil, time.Minute, 0, cluster.CreateOptions{}); !errors.Is(err, boom) {
 		t.Fatalf("Create: got %v, want injected fault", err)
 	}
 	mu.Lock()
 	failing = ""
 	mu.Unlock()
-	if err := b.Sessions.Create(ctx, "s", nil, time.Minute, 0); err != nil {
+	if err := b.Sessions.Create(ctx, "s", nil, time.Minute, 0, cluster.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -102,7 +102,7 @@ func notFound(id string) error {
 	return fmt.Errorf("session %q: %w", id, cluster.ErrNotFound)
 }
 
-func (m *sessions) Create(ctx context.Context, id string, fields map[string]string, ttl time.Duration, max int) error {
+func (m *sessions) Create(ctx context.Context, id string, fields map[string]string, ttl time.Duration, max int, opts cluster.CreateOptions) error {
 	s := (*store)(m)
 	if err := s.check(ctx, "Sessions.Create"); err != nil {
 		return err
@@ -117,7 +117,22 @@ func (m *sessions) Create(ctx context.Context, id string, fields map[string]stri
 	if _, ok := s.sessions[id]; ok {
 		return fmt.Errorf("session %q already exists", id)
 	}
+	if l := opts.Lease; l != nil {
+		if l.TTL <= 0 {
+			return fmt.Errorf("session %q: lease ttl must be positive", id)
+		}
+		ok, wait, err := s.acquireLocked(l.Key, id, l.TTL, l.Max, now)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &cluster.LeaseRefused{Wait: wait}
+		}
+	}
 	if max > 0 && len(s.sessions) >= max {
+		if opts.Lease != nil {
+			s.releaseLocked(opts.Lease.Key, id)
+		}
 		return fmt.Errorf("%d live sessions: %w", len(s.sessions), cluster.ErrLimit)
 	}
 	ss := &session{id: id, fields: maps.Clone(fields), expires: now.Add(ttl)}
@@ -177,7 +192,7 @@ func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) 
 	if err := s.check(ctx, "Sessions.End"); err != nil {
 		return false, err
 	}
-	live, err := s.end(id, opts.Match)
+	live, err := s.end(id, opts.Match, opts.Lease)
 	if live && err == nil && opts.Announce != nil {
 		// The session is ended either way: a lost announcement is what a
 		// lost bus message is elsewhere.
@@ -188,7 +203,7 @@ func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) 
 	return live, err
 }
 
-func (s *store) end(id string, match map[string]string) (bool, error) {
+func (s *store) end(id string, match map[string]string, lease string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.liveLocked(id, s.now())
@@ -201,6 +216,9 @@ func (s *store) end(id string, match map[string]string) (bool, error) {
 	}
 	if ss != nil {
 		s.dropSessionLocked(ss)
+		if lease != "" {
+			s.releaseLocked(lease, id)
+		}
 	}
 	if g := s.groups[id]; g != nil {
 		for e := g.lru.Front(); e != nil; {

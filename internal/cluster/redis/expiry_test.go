@@ -27,7 +27,7 @@ func TestEveryKeyExpires(t *testing.T) {
 			if err := b.Members.Heartbeat(ctx, "n1", time.Second); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.Sessions.Create(ctx, "s1", map[string]string{"v": "1"}, ttl, 0); err != nil {
+			if err := b.Sessions.Create(ctx, "s1", map[string]string{"v": "1"}, ttl, 0, cluster.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if err := b.Sessions.Subscribe(ctx, "s1", "file:///a"); err != nil {

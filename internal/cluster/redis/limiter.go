@@ -44,15 +44,11 @@ return wait
 // acquireScript leases a member of a set. KEYS: set. ARGV: member, ttl
 // ms, max. Returns {1, 0}, or {0, wait ms} when the set is full. A member
 // already there is renewed (so a retry is harmless).
-var acquireScript = script(`
-local now, ttl, max = now_ms(), tonumber(ARGV[2]), tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
-if max > 0 and not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= max then
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  return {0, math.max(tonumber(first[2]) - now, 0)}
-end
-redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-extend(KEYS[1], ttl)
+var acquireScript = script(leaseFns + `
+local now = now_ms()
+local wait = lease_wait(KEYS[1], ARGV[1], tonumber(ARGV[3]), now)
+if wait then return {0, wait} end
+lease_take(KEYS[1], ARGV[1], tonumber(ARGV[2]), now)
 return {1, 0}
 `)
 

@@ -57,7 +57,7 @@ func TestOutage(t *testing.T) {
 	srv.Kill()
 	checks := map[string]func() error{
 		"Ping":   func() error { return b.Ping(ctx) },
-		"Create": func() error { return b.Sessions.Create(ctx, "s", nil, time.Minute, 0) },
+		"Create": func() error { return b.Sessions.Create(ctx, "s", nil, time.Minute, 0, cluster.CreateOptions{}) },
 		"Load": func() error {
 			_, err := b.Sessions.Load(ctx, "s", time.Minute)
 			return err
@@ -98,7 +98,7 @@ func TestOutage(t *testing.T) {
 
 	srv.Restart()
 	waitFor(t, 10*time.Second, "Ping to succeed again", func() bool { return b.Ping(ctx) == nil })
-	if err := b.Sessions.Create(ctx, "s", map[string]string{"a": "1"}, time.Minute, 0); err != nil {
+	if err := b.Sessions.Create(ctx, "s", map[string]string{"a": "1"}, time.Minute, 0, cluster.CreateOptions{}); err != nil {
 		t.Fatalf("Create after recovery: %v", err)
 	}
 	if _, err := b.Sessions.Load(ctx, "s", time.Minute); err != nil {
@@ -257,7 +257,7 @@ func TestSessionIDsNeedNoCare(t *testing.T) {
 		b := backend(t, client(t, srv, ""), redis.Options{})
 		ctx := t.Context()
 		for _, id := range []string{"", "a{b}c", "}{", "%7B", "x:y", "{}"} {
-			if err := b.Sessions.Create(ctx, id, map[string]string{"k": id}, time.Minute, 0); err != nil {
+			if err := b.Sessions.Create(ctx, id, map[string]string{"k": id}, time.Minute, 0, cluster.CreateOptions{}); err != nil {
 				t.Fatalf("Create(%q): %v", id, err)
 			}
 			if err := b.Events.Open(ctx, "x"+id, cluster.StreamMeta{Session: id}, cluster.Limits{}); err != nil {

@@ -222,7 +222,7 @@ func TestRoundTrips(t *testing.T) {
 			op           func(i int) error
 		}{
 			{"Create", 1, 2, func(i int) error {
-				return b.Sessions.Create(ctx, fmt.Sprint("s", i), map[string]string{"a": "b"}, time.Minute, 1000)
+				return b.Sessions.Create(ctx, fmt.Sprint("s", i), map[string]string{"a": "b"}, time.Minute, 1000, cluster.CreateOptions{})
 			}},
 			{"Load", 1, 2, func(i int) error { _, err := b.Sessions.Load(ctx, fmt.Sprint("s", i), time.Minute); return err }},
 			{"Touch", 1, 2, func(i int) error { return b.Sessions.Touch(ctx, fmt.Sprint("s", i), time.Minute) }},

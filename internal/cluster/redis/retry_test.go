@@ -112,7 +112,7 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 	ctx := t.Context()
 	lim := cluster.Limits{}
 	// Load every script first, so that the lost reply is never NOSCRIPT.
-	if err := b.Sessions.Create(ctx, "warm", nil, time.Minute, 0); err != nil {
+	if err := b.Sessions.Create(ctx, "warm", nil, time.Minute, 0, cluster.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Events.Open(ctx, "warm", cluster.StreamMeta{Session: "warm"}, lim); err != nil {
@@ -145,7 +145,7 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 	}
 
 	t.Run("Append", func(t *testing.T) {
-		if err := b.Sessions.Create(ctx, "s1", nil, time.Minute, 0); err != nil {
+		if err := b.Sessions.Create(ctx, "s1", nil, time.Minute, 0, cluster.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.Events.Open(ctx, "x1", cluster.StreamMeta{Session: "s1"}, lim); err != nil {
@@ -176,7 +176,7 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 		}
 	})
 	t.Run("AppendBatch", func(t *testing.T) {
-		if err := b.Sessions.Create(ctx, "s4", nil, time.Minute, 0); err != nil {
+		if err := b.Sessions.Create(ctx, "s4", nil, time.Minute, 0, cluster.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		open := &cluster.StreamMeta{Session: "s4", Owner: "n", Request: "n:1"}
@@ -208,30 +208,55 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 			t.Fatalf("history %q (last %d, done %v), want [ a b c fin] once each", got, info.Last, info.Done)
 		}
 	})
+	// leased reports whether the caller's lease set holds a member (it
+	// holds at most one here).
+	leased := func(t *testing.T, key string) bool {
+		t.Helper()
+		ok, _, err := b.Limiter.Acquire(ctx, key, "probe", time.Minute, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			if err := b.Limiter.Release(ctx, key, "probe"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return !ok
+	}
+	lease := cluster.CreateOptions{Lease: &cluster.SessionLease{Key: "caller", TTL: time.Minute, Max: 1}}
 	t.Run("Create", func(t *testing.T) {
 		n := l.lost.Load()
 		lose(t)
-		if err := b.Sessions.Create(ctx, "s2", map[string]string{"k": "v"}, time.Minute, 0); err != nil {
+		if err := b.Sessions.Create(ctx, "s2", map[string]string{"k": "v"}, time.Minute, 0, lease); err != nil {
 			t.Fatalf("create with a lost reply: %v", err)
 		}
 		check(t, n)
-		if err := b.Sessions.Create(ctx, "s2", nil, time.Minute, 0); err == nil {
+		if err := b.Sessions.Create(ctx, "s2", nil, time.Minute, 0, lease); err == nil {
 			t.Fatal("a second Create of the same id succeeded")
+		}
+		if !leased(t, "caller") {
+			t.Fatal("the created session holds no lease")
 		}
 	})
 	t.Run("End", func(t *testing.T) {
-		if err := b.Sessions.Create(ctx, "s3", nil, time.Minute, 0); err != nil {
+		if _, err := b.Sessions.End(ctx, "s2", cluster.EndOptions{Lease: "caller"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Sessions.Create(ctx, "s3", nil, time.Minute, 0, lease); err != nil {
 			t.Fatal(err)
 		}
 		n := l.lost.Load()
 		lose(t)
-		live, err := b.Sessions.End(ctx, "s3", cluster.EndOptions{})
+		live, err := b.Sessions.End(ctx, "s3", cluster.EndOptions{Lease: "caller"})
 		if err != nil || !live {
 			t.Fatalf("end with a lost reply: live %v, %v; want true", live, err)
 		}
 		check(t, n)
 		if live, err := b.Sessions.End(ctx, "s3", cluster.EndOptions{}); err != nil || live {
 			t.Fatalf("second End: live %v, %v; want false", live, err)
+		}
+		if leased(t, "caller") {
+			t.Fatal("the ended session's lease is held")
 		}
 	})
 	t.Run("Take", func(t *testing.T) {

@@ -79,38 +79,66 @@ const tombstoneMS = 60000
 
 // Sessions.
 
-// KEYS: fields [, live]. ARGV: id, ttl ms, max, token, field, value, ...
-// Returns 1, or -1 when the session exists, -2 past the cap. The token
-// is kept in the reserved field, so a retry of a call that already
-// created the session (the reply was lost) answers 1 again.
-var createScript = script(`
+// leaseFns are the lease sets of the limiter (a sorted set of member →
+// expiry ms): lease_wait prunes the expired leases of key and returns nil
+// when member may take one (it holds one already, or the set has room
+// below max, 0 for no cap), else the ms until the earliest one expires;
+// lease_take leases member for ttl ms from now.
+const leaseFns = `
+local function lease_wait(key, member, max, now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. now)
+  if max > 0 and not redis.call('ZSCORE', key, member) and redis.call('ZCARD', key) >= max then
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    return math.max(tonumber(first[2]) - now, 0)
+  end
+  return nil
+end
+local function lease_take(key, member, ttl, now)
+  redis.call('ZADD', key, now + ttl, member)
+  extend(key, ttl)
+end
+`
+
+// KEYS: fields [, live [, lease set]]. ARGV: id, ttl ms, max, token,
+// lease ttl ms, lease max, field, value, ... Returns {1, 0}, or {-1, 0}
+// when the session exists, {-2, 0} past the cap, {-3, wait ms} when the
+// lease set is full (nothing is written then). The token is kept in the
+// reserved field, so a retry of a call that already created the session
+// (the reply was lost) answers 1 again. On Cluster (fields alone) the
+// cap and the lease are taken before, by capScript and acquireScript.
+var createScript = script(leaseFns + `
 local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  if redis.call('HGET', KEYS[1], '\0') == ARGV[4] then return 1 end
-  return -1
+  if redis.call('HGET', KEYS[1], '\0') == ARGV[4] then return {1, 0} end
+  return {-1, 0}
 end
 if KEYS[2] then
   local now = now_ms()
+  if KEYS[3] then
+    local wait = lease_wait(KEYS[3], ARGV[1], tonumber(ARGV[6]), now)
+    if wait then return {-3, wait} end
+  end
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
-  if max > 0 and redis.call('ZCARD', KEYS[2]) >= max then return -2 end
+  if max > 0 and redis.call('ZCARD', KEYS[2]) >= max then return {-2, 0} end
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
   extend(KEYS[2], ttl)
+  if KEYS[3] then lease_take(KEYS[3], ARGV[1], tonumber(ARGV[5]), now) end
 end
 redis.call('HSET', KEYS[1], '\0', ARGV[4])
-for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+for i = 7, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('PEXPIRE', KEYS[1], ttl)
-return 1
+return {1, 0}
 `)
 
 // capScript reserves a place among live sessions (Cluster mode, before
-// createScript). KEYS: live. ARGV: id, ttl ms, max. Returns 1 (also when
-// the id holds a place already: createScript then decides whether the
+// createScript). KEYS: live. ARGV: id, ttl ms, max. Returns 1, or 2 when
+// the id holds a place already (createScript then decides whether the
 // session exists, so a retried call is not mistaken for a duplicate id),
 // -2 past the cap.
 var capScript = script(`
 local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 1 end
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 2 end
 local max = tonumber(ARGV[3])
 if max > 0 and redis.call('ZCARD', KEYS[1]) >= max then return -2 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
@@ -194,16 +222,17 @@ for i = 1, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 return 1
 `)
 
-// KEYS: fields, subs, lru, claim index [, live]. ARGV: id, session key
-// prefix, follow channel prefix, subscriber set prefix, owner key prefix,
-// token, tombstone ttl ms, bus channel (empty for none) and message to
-// publish when the session is ended here, then field, value, ... that a
-// live session must match. Returns {live 0|1, uris, streams}, the lists
-// empty when the global keys were updated here, or {-1} when the live
-// session does not match (it is kept). Ending a live session leaves a
-// tombstone holding the token for a while, so a retry of the call (the
-// reply was lost) still reports the session as live (and does not
-// publish again).
+// KEYS: fields, subs, lru, claim index [, live [, lease set]]. ARGV: id,
+// session key prefix, follow channel prefix, subscriber set prefix, owner
+// key prefix, token, tombstone ttl ms, bus channel (empty for none) and
+// message to publish when the session is ended here, then field, value,
+// ... that a live session must match. The session's lease in the lease
+// set, when one is given, is released when the session was live. Returns
+// {live 0|1, uris, streams}, the lists empty when the global keys were
+// updated here, or {-1} when the live session does not match (it is
+// kept). Ending a live session leaves a tombstone holding the token for a
+// while, so a retry of the call (the reply was lost) still reports the
+// session as live (and does not publish again).
 var endScript = script(`
 if redis.call('EXISTS', KEYS[1]) == 1 then
   for i = 10, #ARGV, 2 do
@@ -229,6 +258,7 @@ for _, c in ipairs(claims) do redis.call('DEL', ARGV[2] .. 'c:' .. c) end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
 if KEYS[5] then
   redis.call('ZREM', KEYS[5], ARGV[1])
+  if KEYS[6] and live == 1 then redis.call('ZREM', KEYS[6], ARGV[1]) end
   for _, u in ipairs(uris) do redis.call('SREM', ARGV[4] .. u, ARGV[1]) end
   for _, s in ipairs(streams) do redis.call('DEL', ARGV[5] .. s) end
   return {live, {}, {}}

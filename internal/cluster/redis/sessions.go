@@ -26,41 +26,105 @@ func notFound(id string) error {
 	return fmt.Errorf("session %q: %w", id, cluster.ErrNotFound)
 }
 
-// Create costs one round trip on a single server; on Cluster two (the
-// cap is checked on the live-sessions index first).
-func (m *sessions) Create(ctx context.Context, id string, fields map[string]string, ttl time.Duration, max int) error {
+// Create costs one round trip on a single server, the lease included;
+// on Cluster two: the cap is checked on the live-sessions index first,
+// in one pipeline with the lease, and a refusal of either gives back
+// what the other took.
+func (m *sessions) Create(ctx context.Context, id string, fields map[string]string, ttl time.Duration, max int, opts cluster.CreateOptions) error {
 	b := (*backend)(m)
 	if ttl <= 0 {
 		return fmt.Errorf("session %q: ttl must be positive", id)
 	}
+	lease := opts.Lease
+	if lease != nil && lease.TTL <= 0 {
+		return fmt.Errorf("session %q: lease ttl must be positive", id)
+	}
 	k := b.keys
-	args := make([]any, 0, 4+2*len(fields))
-	args = append(args, id, ms(ttl), max, b.token())
+	var leaseTTL, leaseMax int64
+	if lease != nil {
+		leaseTTL, leaseMax = ms(lease.TTL), int64(lease.Max)
+	}
+	args := make([]any, 0, 6+2*len(fields))
+	args = append(args, id, ms(ttl), max, b.token(), leaseTTL, leaseMax)
 	for f, v := range fields {
 		if f != reservedField {
 			args = append(args, f, v)
 		}
 	}
-	var r int64
+	var r []int64
 	var err error
 	if b.single {
-		r, err = createScript.Run(ctx, b.client, []string{k.fields(id), k.live()}, args...).Int64()
-	} else {
-		r, err = capScript.Run(ctx, b.client, []string{k.live()}, id, ms(ttl), max).Int64()
-		if err == nil && r == 1 {
-			r, err = createScript.Run(ctx, b.client, []string{k.fields(id)}, args...).Int64()
+		keys := []string{k.fields(id), k.live()}
+		if lease != nil {
+			keys = append(keys, k.leaseSet(lease.Key))
 		}
+		r, err = createScript.Run(ctx, b.client, keys, args...).Int64Slice()
+	} else {
+		r, err = b.admit(ctx, id, ttl, max, lease)
+		if err == nil && r[0] == 1 {
+			r, err = createScript.Run(ctx, b.client, []string{k.fields(id)}, args...).Int64Slice()
+		}
+	}
+	if err == nil && len(r) != 2 {
+		err = fmt.Errorf("%d answers, want 2", len(r))
+	}
+	// A lease may be left behind by a call that failed on the way, or,
+	// on Cluster, by a create refused at the cap after the lease was
+	// taken: give it back (best effort: one the store keeps expires with
+	// its TTL). An id that exists keeps its lease.
+	if lease != nil && (err != nil || (!b.single && r[0] == -2)) {
+		_ = b.client.ZRem(context.WithoutCancel(ctx), k.leaseSet(lease.Key), id).Err()
 	}
 	if err != nil {
 		return b.fail(ctx, "create session", err)
 	}
-	switch r {
+	switch r[0] {
 	case -1:
 		return fmt.Errorf("session %q already exists", id)
 	case -2:
 		return fmt.Errorf("live sessions at the cap of %d: %w", max, cluster.ErrLimit)
+	case -3:
+		return &cluster.LeaseRefused{Wait: time.Duration(r[1]) * time.Millisecond}
 	}
 	return nil
+}
+
+// admit takes, on Cluster, id's place among the live sessions
+// (capScript) and its lease, in one pipeline, and answers as createScript
+// does to a refusal ({-2, 0}, {-3, wait}) or {1, 0} to go on. A place it
+// took for a lease refused is given back (a lease taken past the cap is
+// given back by Create).
+func (b *backend) admit(ctx context.Context, id string, ttl time.Duration, max int, lease *cluster.SessionLease) ([]int64, error) {
+	k := b.keys
+	var capped, leased *goredis.Cmd
+	_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		if lease != nil {
+			leased = acquireScript.Eval(ctx, p, []string{k.leaseSet(lease.Key)}, id, ms(lease.TTL), lease.Max)
+		}
+		capped = capScript.Eval(ctx, p, []string{k.live()}, id, ms(ttl), max)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c, err := capped.Int64()
+	if err != nil {
+		return nil, err
+	}
+	if leased != nil {
+		l, err := leased.Int64Slice()
+		if err != nil {
+			return nil, err
+		}
+		if len(l) == 2 && l[0] == 0 {
+			if c == 1 { // taken here, not held before
+				// Best effort: the place expires with the session's TTL.
+				_ = b.client.ZRem(context.WithoutCancel(ctx), k.live(), id).Err()
+			}
+			return []int64{-3, l[1]}, nil
+		}
+	}
+	return []int64{min(c, 1), 0}, nil
 }
 
 // load runs loadScript; on Cluster it then slides the live-sessions index
@@ -228,14 +292,18 @@ func (m *sessions) Set(ctx context.Context, id string, fields map[string]string)
 	return nil
 }
 
-// End costs one round trip on a single server; on Cluster a second,
-// pipelined one cleans the global indexes.
+// End costs one round trip on a single server, the lease's release
+// included; on Cluster a second, pipelined one cleans the global indexes
+// and releases the lease.
 func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) (bool, error) {
 	b := (*backend)(m)
 	k := b.keys
 	keys := []string{k.fields(id), k.subs(id), k.lru(id), k.claimIndex(id)}
 	if b.single {
 		keys = append(keys, k.live())
+		if opts.Lease != "" {
+			keys = append(keys, k.leaseSet(opts.Lease))
+		}
 	}
 	channel, notice := "", []byte(nil)
 	if a := opts.Announce; a != nil {
@@ -259,6 +327,9 @@ func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) 
 		streams, _ := res[2].([]any)
 		_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			p.ZRem(ctx, k.live(), id)
+			if opts.Lease != "" && live == 1 {
+				p.ZRem(ctx, k.leaseSet(opts.Lease), id)
+			}
 			for _, u := range uris {
 				p.SRem(ctx, k.subscribers(u.(string)), id)
 			}

@@ -233,11 +233,11 @@ type sessions struct {
 	f *Faults
 }
 
-func (s sessions) Create(ctx context.Context, id string, fields map[string]string, ttl time.Duration, max int) error {
+func (s sessions) Create(ctx context.Context, id string, fields map[string]string, ttl time.Duration, max int, opts cluster.CreateOptions) error {
 	if err := s.f.down(); err != nil {
 		return err
 	}
-	return s.SessionStore.Create(ctx, id, fields, ttl, max)
+	return s.SessionStore.Create(ctx, id, fields, ttl, max, opts)
 }
 
 func (s sessions) Load(ctx context.Context, id string, ttl time.Duration) (map[string]string, error) {
