@@ -98,6 +98,17 @@ func (n *benchNode) post(body []byte, hdr map[string]string) *httptest.ResponseR
 	return rec
 }
 
+// del serves one DELETE and returns the recorder.
+func (n *benchNode) del(hdr map[string]string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodDelete, "/mcp", nil)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	n.h.ServeHTTP(rec, req)
+	return rec
+}
+
 // BenchmarkToolCall measures one tools/call of echo answered as JSON, the
 // whole server side of it (header checks, decoding, session load,
 // dispatch, encoding) without the network: on a 2025-11-25 session with
@@ -170,13 +181,7 @@ func BenchmarkSessionChurn(b *testing.B) {
 				if rec := n.post(call, hdr); rec.Code != http.StatusOK || !bytes.Contains(rec.Body.Bytes(), []byte(`"hello"`)) {
 					b.Fatalf("tools/call: %d %s", rec.Code, rec.Body)
 				}
-				req := httptest.NewRequest(http.MethodDelete, "/mcp", nil)
-				for k, v := range hdr {
-					req.Header.Set(k, v)
-				}
-				del := httptest.NewRecorder()
-				n.h.ServeHTTP(del, req)
-				if del.Code != http.StatusNoContent {
+				if del := n.del(hdr); del.Code != http.StatusNoContent {
 					b.Fatalf("DELETE: %d %s", del.Code, del.Body)
 				}
 			}

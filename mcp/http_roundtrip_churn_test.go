@@ -2,13 +2,11 @@ package mcp_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/mcp"
-	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
 )
 
 // TestRedisRoundTripsPerSessionLife counts the round trips of a whole
@@ -30,12 +28,7 @@ func TestRedisRoundTripsPerSessionLife(t *testing.T) {
 		{"cached", time.Hour, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			be, err := redisbackend.Open(t.Context(), srv.URL(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = be.Close() })
-			n := newRoundTripNode(t, &mcp.HTTPOptions{Backend: be, SessionCacheTTL: c.cacheTTL, LeaseTTL: time.Minute})
+			n := newRedisRoundTripNode(t, srv.URL(), mcp.HTTPOptions{SessionCacheTTL: c.cacheTTL, LeaseTTL: time.Minute})
 			n.sessionLife(t, n.initialize(t)) // warms the scripts
 			var hdrs []map[string]string
 			var total float64
@@ -75,13 +68,7 @@ func (n roundTripNode) initialized(t *testing.T, hdr map[string]string) {
 
 func (n roundTripNode) delete(t *testing.T, hdr map[string]string) {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodDelete, "/mcp", nil)
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	rec := httptest.NewRecorder()
-	n.h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusNoContent {
+	if rec := n.del(hdr); rec.Code != http.StatusNoContent {
 		t.Fatalf("DELETE: %d %s", rec.Code, rec.Body)
 	}
 }

@@ -37,13 +37,8 @@ func TestRedisRoundTripsPerToolCall(t *testing.T) {
 		{"cached", time.Hour, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			be, err := redisbackend.Open(t.Context(), srv.URL(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = be.Close() })
 			// A long lease keeps the heartbeat out of the window.
-			n := newRoundTripNode(t, &mcp.HTTPOptions{Backend: be, SessionCacheTTL: c.cacheTTL, LeaseTTL: time.Minute})
+			n := newRedisRoundTripNode(t, srv.URL(), mcp.HTTPOptions{SessionCacheTTL: c.cacheTTL, LeaseTTL: time.Minute})
 			hdr := n.initialize(t)
 			n.call(t, hdr) // warms the cache when there is one
 			perCall, debits := roundTripsPerCall(t, srv.URL(), func() { n.call(t, hdr) })
@@ -66,12 +61,7 @@ func TestRedisRoundTripsPerToolCall(t *testing.T) {
 // the open stream's start.
 func TestRedisRoundTripsPerStreamedCall(t *testing.T) {
 	srv := redistest.Start(t)
-	be, err := redisbackend.Open(t.Context(), srv.URL(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = be.Close() })
-	n := newRoundTripNode(t, &mcp.HTTPOptions{Backend: be, SessionCacheTTL: time.Hour, LeaseTTL: time.Minute})
+	n := newRedisRoundTripNode(t, srv.URL(), mcp.HTTPOptions{SessionCacheTTL: time.Hour, LeaseTTL: time.Minute})
 	hdr := n.initialize(t)
 	call := func() {
 		rec := n.post([]byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"progress","arguments":{"steps":2,"delayMs":0},"_meta":{"progressToken":1}}}`), hdr)
@@ -125,6 +115,19 @@ func roundTripsPerCall(t *testing.T, url string, call func()) (float64, int64) {
 
 type roundTripNode struct{ *benchNode }
 
+// newRedisRoundTripNode is a roundTripNode on a backend of its own on the
+// Redis at url.
+func newRedisRoundTripNode(t *testing.T, url string, opts mcp.HTTPOptions) roundTripNode {
+	t.Helper()
+	be, err := redisbackend.Open(t.Context(), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	opts.Backend = be
+	return newRoundTripNode(t, &opts)
+}
+
 func newRoundTripNode(t *testing.T, opts *mcp.HTTPOptions) roundTripNode {
 	t.Helper()
 	s := mcp.NewServer(mcp.Implementation{Name: "rt", Version: "1"}, nil)
@@ -172,12 +175,7 @@ func TestRedisRoundTripsPerGroupCommit(t *testing.T) {
 		{"sampling", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sample","arguments":{"prompt":"hi"}}}`, 2.5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			be, err := redisbackend.Open(t.Context(), srv.URL(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = be.Close() })
-			n := newRoundTripNode(t, &mcp.HTTPOptions{Backend: be, SessionCacheTTL: time.Hour, LeaseTTL: time.Minute})
+			n := newRedisRoundTripNode(t, srv.URL(), mcp.HTTPOptions{SessionCacheTTL: time.Hour, LeaseTTL: time.Minute})
 			hs := httptest.NewServer(n.h)
 			t.Cleanup(hs.Close)
 			hdr := n.initialize(t)

@@ -12,19 +12,22 @@ import (
 // created and gives back as it is ended (CreateOptions.Lease,
 // EndOptions.Lease): both happen or neither, whichever bound refuses.
 func (s *suite) testSessionLeases(t *testing.T) {
-	// held reports how many unexpired members set key holds, up to
-	// upTo, by probing it with a member of its own.
-	held := func(t *testing.T, l cluster.Limiter, key string, upTo int) int {
+	// wantHeld fails unless set key holds want unexpired members, which
+	// it counts by probing the set with a member of its own.
+	wantHeld := func(t *testing.T, l cluster.Limiter, key string, want int, when string) {
 		t.Helper()
-		for n := range upTo {
+		n := 0
+		for ; n <= want; n++ {
 			ok, _, err := l.Acquire(t.Context(), key, "probe", time.Minute, n+1)
 			must(t, "Acquire probe", err)
 			if ok {
 				must(t, "Release probe", l.Release(t.Context(), key, "probe"))
-				return n
+				break
 			}
 		}
-		return upTo
+		if n != want {
+			t.Fatalf("%s: %d leases held, want %d", when, n, want)
+		}
 	}
 	lease := func(key string, max int) cluster.CreateOptions {
 		return cluster.CreateOptions{Lease: &cluster.SessionLease{Key: key, TTL: time.Minute, Max: max}}
@@ -37,22 +40,16 @@ func (s *suite) testSessionLeases(t *testing.T) {
 		a, c := uniq("s"), uniq("s")
 		must(t, "Create", b.Sessions.Create(ctx, a, map[string]string{"p": "ada"}, time.Minute, 0, lease(key, 2)))
 		must(t, "Create", b.Sessions.Create(ctx, c, map[string]string{"p": "ada"}, time.Minute, 0, lease(key, 2)))
-		if n := held(t, b.Limiter, key, 3); n != 2 {
-			t.Fatalf("after two creates: %d leases held, want 2", n)
-		}
+		wantHeld(t, b.Limiter, key, 2, "after two creates")
 		// Not ended (another's), not released.
 		if live, err := b.Sessions.End(ctx, a, cluster.EndOptions{Match: map[string]string{"p": "eve"}, Lease: key}); err != nil || live {
 			t.Fatalf("End of another's: live=%v err=%v", live, err)
 		}
-		if n := held(t, b.Limiter, key, 3); n != 2 {
-			t.Fatalf("after an End that did not end: %d leases held, want 2", n)
-		}
+		wantHeld(t, b.Limiter, key, 2, "after an End that did not end")
 		if live, err := b.Sessions.End(ctx, a, cluster.EndOptions{Match: map[string]string{"p": "ada"}, Lease: key}); err != nil || !live {
 			t.Fatalf("End: live=%v err=%v", live, err)
 		}
-		if n := held(t, b.Limiter, key, 3); n != 1 {
-			t.Fatalf("after End: %d leases held, want 1", n)
-		}
+		wantHeld(t, b.Limiter, key, 1, "after End")
 		// An End that finds no live session releases nothing.
 		ok, _, err := b.Limiter.Acquire(ctx, key, "gone", time.Minute, 0)
 		must(t, "Acquire", err)
@@ -62,9 +59,7 @@ func (s *suite) testSessionLeases(t *testing.T) {
 		if live, err := b.Sessions.End(ctx, "gone", cluster.EndOptions{Lease: key}); err != nil || live {
 			t.Fatalf("End of an unknown session: live=%v err=%v", live, err)
 		}
-		if n := held(t, b.Limiter, key, 3); n != 2 {
-			t.Fatalf("after End of an unknown session: %d leases held, want 2", n)
-		}
+		wantHeld(t, b.Limiter, key, 2, "after End of an unknown session")
 	})
 
 	t.Run("RefusedLeaseCreatesNothing", func(t *testing.T) {
@@ -83,9 +78,7 @@ func (s *suite) testSessionLeases(t *testing.T) {
 		if n, err := b.Sessions.Count(ctx); err != nil || n != 1 {
 			t.Fatalf("Count: got %d %v, want 1", n, err)
 		}
-		if n := held(t, b.Limiter, key, 2); n != 1 {
-			t.Fatalf("after a refused create: %d leases held, want 1", n)
-		}
+		wantHeld(t, b.Limiter, key, 1, "after a refused create")
 	})
 
 	t.Run("CappedCreateLeavesNoLease", func(t *testing.T) {
@@ -94,9 +87,7 @@ func (s *suite) testSessionLeases(t *testing.T) {
 		ctx, key := t.Context(), uniq("callers")
 		must(t, "Create", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 1, cluster.CreateOptions{}))
 		wantErr(t, "Create past the cap", b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 1, lease(key, 5)), cluster.ErrLimit)
-		if n := held(t, b.Limiter, key, 1); n != 0 {
-			t.Fatalf("after a create refused at the cap: %d leases held, want 0", n)
-		}
+		wantHeld(t, b.Limiter, key, 0, "after a create refused at the cap")
 	})
 
 	t.Run("ExistingIDKeepsItsLease", func(t *testing.T) {
@@ -108,9 +99,7 @@ func (s *suite) testSessionLeases(t *testing.T) {
 		if err := b.Sessions.Create(ctx, id, nil, time.Minute, 0, lease(key, 5)); err == nil {
 			t.Fatalf("Create of an existing id: got nil error")
 		}
-		if n := held(t, b.Limiter, key, 2); n != 1 {
-			t.Fatalf("after a duplicate create: %d leases held, want 1", n)
-		}
+		wantHeld(t, b.Limiter, key, 1, "after a duplicate create")
 		if err := b.Sessions.Create(ctx, uniq("s"), nil, time.Minute, 0, cluster.CreateOptions{Lease: &cluster.SessionLease{Key: key}}); err == nil {
 			t.Fatalf("Create with a lease of no TTL: got nil error")
 		}
