@@ -187,7 +187,8 @@ func historyOf(h *held) string { return h.history.Stream }
 
 // runUpkeep runs everyHeartbeat every LeaseTTL/3, slides the claims of
 // every open stream of this node every ClaimTTL/4 in one RenewMany, and
-// their sessions every SessionTTL/4 in one TouchMany, and their
+// their sessions (with those the session cache answered) every
+// SessionTTL/4 in one TouchMany (touchSessions), and their
 // histories every HistoryTTL/3 in one SlideMany, so an idle stream costs
 // the store a share of a batched call every few minutes instead of calls
 // of its own. A stream whose
@@ -215,21 +216,30 @@ func (n *Node) runUpkeep(ctx context.Context) {
 		case <-slide.C:
 			n.slideHistories(ctx)
 		case <-touch.C:
-			hs := n.upkeep.list(sessionOf)
-			if len(hs) == 0 {
-				continue
-			}
-			ids := make([]string, len(hs))
-			for i, h := range hs {
-				ids[i] = h.session
-			}
-			cctx, cancel := context.WithTimeout(ctx, max(n.sessionTTL/4, time.Second))
-			live, err := n.sessions.TouchMany(cctx, ids)
-			cancel()
-			if err == nil {
-				n.upkeep.end(hs, live, ErrSessionEnded)
-			}
+			n.touchSessions(ctx)
 		}
+	}
+}
+
+// touchSessions slides, in one TouchMany, the sessions of this node's
+// open streams and those its session cache answered requests of (which
+// did not reach the store), and ends the streams whose session is gone.
+func (n *Node) touchSessions(ctx context.Context) {
+	hs := n.upkeep.list(sessionOf)
+	hits := n.sessions.Hits()
+	if len(hs) == 0 && len(hits) == 0 {
+		return
+	}
+	ids := make([]string, len(hs), len(hs)+len(hits))
+	for i, h := range hs {
+		ids[i] = h.session
+	}
+	ids = append(ids, hits...)
+	cctx, cancel := context.WithTimeout(ctx, max(n.sessionTTL/4, time.Second))
+	live, err := n.sessions.TouchMany(cctx, ids)
+	cancel()
+	if err == nil {
+		n.upkeep.end(hs, live[:len(hs)], ErrSessionEnded)
 	}
 }
 

@@ -139,3 +139,36 @@ func TestNodeUpkeepBatches(t *testing.T) {
 		}
 	}
 }
+
+// A session used only from a node's cache (its hits do not reach the
+// store) is slid by the node's upkeep, so it outlives its idle timeout
+// counted from its last use, not from its last read. It fails when the
+// upkeep slides only the sessions of open streams.
+func TestNodeUpkeepSlidesCacheHits(t *testing.T) {
+	mem := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = mem.Close() })
+	const sessionTTL = 2 * time.Second
+	store := session.NewStore(mem.Sessions, session.Options{TTL: sessionTTL, CacheTTL: time.Hour}) // a copy lives sessionTTL/4
+	n := coordinator.NewNode(coordinator.Config{
+		Backend: mem, Waiters: coordinator.New("a", "inc", mem.Bus, 0), Sessions: store,
+		LeaseTTL: time.Minute, SessionTTL: sessionTTL, HistoryTTL: time.Minute, MaxFanOuts: 2,
+		Log: zerolog.Nop(), Metrics: telemetry.NewMetrics("a"),
+	})
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(errors.New("closed")); n.Leave() })
+	ctx := t.Context()
+	sid := newSession(t, store) // the store's TTL runs from here
+	created := time.Now()
+	time.Sleep(sessionTTL/4 - 100*time.Millisecond)
+	if _, err := store.Load(ctx, sid); err != nil { // a hit: the copy is fresh
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(created.Add(sessionTTL + 200*time.Millisecond)))
+	if err := mem.Sessions.Touch(ctx, sid, sessionTTL); errors.Is(err, cluster.ErrNotFound) {
+		t.Fatal("the session expired in the store although a request used it (from the cache) less than its TTL ago")
+	} else if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -22,8 +22,9 @@ type Options struct {
 	// past it Create fails with an error wrapping cluster.ErrLimit.
 	MaxSessions int
 	// CacheTTL, when positive, lets Load answer from a node-local copy
-	// of a session read at most that long ago, instead of reading the
-	// store (see Store).
+	// of a session read (or created) at most that long ago, instead of
+	// reading the store (see Store). It is capped at TTL/4, so a copy
+	// never outlives the stored session's idle timeout.
 	CacheTTL time.Duration
 	// MaxCached bounds the cached sessions (default DefaultMaxCached);
 	// past it an arbitrary one is dropped.
@@ -39,24 +40,52 @@ type Options struct {
 // Store keeps sessions in a cluster.SessionStore. Every method costs one
 // call of the underlying store (Load none when it hits the cache).
 //
-// The cache: with Options.CacheTTL > 0, a session read by Load is kept
-// that long and Load answers from it. A change made through a Store
-// (SetLogLevel, End) drops this node's copy at once; the caller tells the
-// other nodes, which call Invalidate. Until they do, a request racing
-// the change on another node may see the session's old state (or serve
-// an ended session), for at most CacheTTL. A load that an invalidation
-// overtakes (it read the store before the change and returns after the
-// invalidation) is not cached, so a stale copy never outlives the
-// invalidation that should have dropped it. While Options.Live is false
-// invalidations may be lost, so the cache is bypassed; call Flush when
-// they flow again.
+// The cache: with Options.CacheTTL > 0, a session created or read on this
+// node is kept that long (at most TTL/4) and Load answers from it. What
+// a session holds changes after initialize in two ways only: its log
+// level (SetLogLevel) and its end (End, or its idle timeout); the rest
+// (version, capabilities, client info, principal, created) is fixed at
+// Create, and subscriptions are not read with it. A change made through
+// a Store drops this node's copy at once; the caller tells the other
+// nodes over the bus, which call Invalidate, and waits until its own
+// node has received that message back before answering the client.
+// Redis writes a PUBLISH to every subscriber's connection in the same
+// pass, so by then every other node has been sent the invalidation too;
+// what remains is the time a node takes to read it from its connection
+// and handle it (its pub/sub goroutine, microseconds when not starved),
+// against a client that gets the answer and sends its next request to
+// another node, which takes a network round trip. Within that window,
+// or when the wait timed out, a request may see the old state (a served
+// call on an ended session, the old log level). A load that an
+// invalidation overtakes (it read the store before the change and
+// returns after the invalidation) is not cached, so a stale copy never
+// outlives the invalidation that should have dropped it.
+//
+// While Options.Live is false invalidations may be lost, so the cache is
+// bypassed (a request reads the store, and fails when the store is
+// unreachable: never a silent answer from a node-local copy); call Flush
+// when they flow again. What the cache's lifetime alone bounds (a copy
+// answers at most CacheTTL after it was read) is: an invalidation lost
+// between the bus connection's loss and its detection; a copy made
+// before an outage, used between the bus's return and the Flush of the
+// node's resync (which runs right after); and a session the store drops
+// by itself (eviction under memory pressure). The idle timeout is not
+// among them: the read (or Create) behind a copy set the session's
+// expiry TTL ahead, and a copy lives at most TTL/4.
+//
+// Idle timeout: a cache hit does not reach the store, so it does not
+// slide the session's TTL there. Hits are recorded, and the node's
+// upkeep slides them in one batch (Hits, then TouchMany) every TTL/4;
+// and as a copy lives at most TTL/4, a session in use is read (and slid)
+// again well before its TTL runs out, even when a batch fails.
 type Store struct {
 	be   cluster.SessionStore
 	opts Options
 
 	mu     sync.Mutex
 	cached map[string]*Session
-	gen    uint64 // counts invalidations: a load overtaken by one is not cached
+	hits   map[string]struct{} // answered from the cache since Hits last ran
+	gen    uint64              // counts invalidations: a load overtaken by one is not cached
 }
 
 // NewStore returns a Store over be.
@@ -67,13 +96,16 @@ func NewStore(be cluster.SessionStore, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{be: be, opts: opts, cached: map[string]*Session{}}
+	if opts.TTL > 0 {
+		opts.CacheTTL = min(opts.CacheTTL, opts.TTL/4)
+	}
+	return &Store{be: be, opts: opts, cached: map[string]*Session{}, hits: map[string]struct{}{}}
 }
 
-// Create records a new session under s.ID, and takes lease with it when
-// not nil (cluster.CreateOptions). A zero s.Created is set to now. It
-// fails like cluster.SessionStore.Create (ErrLimit past MaxSessions, a
-// *cluster.LeaseRefused) or like Encode.
+// Create records a new session under s.ID, takes lease with it when not
+// nil (cluster.CreateOptions), and caches a copy of it. A zero s.Created
+// is set to now. It fails like cluster.SessionStore.Create (ErrLimit past
+// MaxSessions, a *cluster.LeaseRefused) or like Encode.
 func (st *Store) Create(ctx context.Context, s *Session, lease *cluster.SessionLease) error {
 	if s.Created.IsZero() {
 		s.Created = st.opts.Now()
@@ -86,6 +118,15 @@ func (st *Store) Create(ctx context.Context, s *Session, lease *cluster.SessionL
 		return fmt.Errorf("create session: %w", err)
 	}
 	s.LastUsed = s.Created
+	if st.caching() {
+		// The requests that follow initialize (notifications/initialized,
+		// the first calls) need not read what was just written.
+		c := *s
+		c.LastUsed = st.opts.Now()
+		st.mu.Lock()
+		st.keep(&c)
+		st.mu.Unlock()
+	}
 	return nil
 }
 
@@ -98,11 +139,16 @@ func (st *Store) Load(ctx context.Context, id string) (*Session, error) {
 	caching := st.caching()
 	var gen uint64
 	if caching {
+		now := st.opts.Now()
 		st.mu.Lock()
 		gen = st.gen
 		s := st.cached[id]
+		hit := s != nil && now.Sub(s.LastUsed) < st.opts.CacheTTL
+		if hit {
+			st.hits[id] = struct{}{}
+		}
 		st.mu.Unlock()
-		if s != nil && st.opts.Now().Sub(s.LastUsed) < st.opts.CacheTTL {
+		if hit {
 			return s, nil
 		}
 	}
@@ -121,17 +167,40 @@ func (st *Store) Load(ctx context.Context, id string) (*Session, error) {
 	if caching && st.caching() {
 		st.mu.Lock()
 		if st.gen == gen {
-			if _, ok := st.cached[id]; !ok && len(st.cached) >= st.opts.MaxCached {
-				for k := range st.cached { // an arbitrary one
-					delete(st.cached, k)
-					break
-				}
-			}
-			st.cached[id] = s
+			st.keep(s)
 		}
 		st.mu.Unlock()
 	}
 	return s, nil
+}
+
+// keep caches s, dropping an arbitrary session past MaxCached; st.mu is
+// held.
+func (st *Store) keep(s *Session) {
+	if _, ok := st.cached[s.ID]; !ok && len(st.cached) >= st.opts.MaxCached {
+		for k := range st.cached { // an arbitrary one
+			delete(st.cached, k)
+			break
+		}
+	}
+	st.cached[s.ID] = s
+}
+
+// Hits returns the sessions Load answered from the cache since the last
+// call, which did not slide their idle timeout in the store: the caller
+// slides them (TouchMany).
+func (st *Store) Hits() []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.hits) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(st.hits))
+	for id := range st.hits {
+		ids = append(ids, id)
+	}
+	clear(st.hits)
+	return ids
 }
 
 // caching reports whether Load may use the cache now.

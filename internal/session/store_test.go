@@ -291,15 +291,54 @@ func TestStoreCache(t *testing.T) {
 		}
 	}
 
-	t.Run("HitUntilCacheTTL", func(t *testing.T) {
-		be, st, clk := setup(t, nil)
+	// lives checks that the cached copy answers until life after it was
+	// made, and that the store is read (loads+1 reads) at life.
+	lives := func(t *testing.T, be *counting, st *session.Store, clk *clock, life time.Duration, loads int64) {
+		t.Helper()
+		clk.Advance(life - time.Millisecond)
 		load(t, st)
-		clk.Advance(999 * time.Millisecond)
-		load(t, st)
-		wantLoads(t, be, 1)
+		wantLoads(t, be, loads)
 		clk.Advance(time.Millisecond)
 		load(t, st)
-		wantLoads(t, be, 2)
+		wantLoads(t, be, loads+1)
+	}
+
+	t.Run("HitUntilCacheTTL", func(t *testing.T) {
+		be, st, clk := setup(t, nil)
+		// Create cached what it wrote: the requests after initialize
+		// do not read it back.
+		lives(t, be, st, clk, time.Second, 0)
+		lives(t, be, st, clk, time.Second, 1)
+	})
+
+	// A copy lives at most a quarter of the session's idle timeout, so a
+	// session used only from the cache is read, and slid, long before
+	// its TTL runs out.
+	t.Run("CacheTTLCappedAtQuarterOfTTL", func(t *testing.T) {
+		be := newCounting(t)
+		clk := newClock()
+		st := session.NewStore(be, session.Options{TTL: time.Minute, CacheTTL: time.Hour, Now: clk.Now})
+		if err := st.Create(ctx, newSession("s"), nil); err != nil {
+			t.Fatal(err)
+		}
+		lives(t, be, st, clk, 15*time.Second, 0)
+	})
+
+	// Hits do not slide the session's TTL in the store: Hits names them,
+	// once, for the node's upkeep to slide.
+	t.Run("HitsRecorded", func(t *testing.T) {
+		_, st, _ := setup(t, nil)
+		if got := st.Hits(); len(got) != 0 {
+			t.Fatalf("Hits before any load: %v", got)
+		}
+		load(t, st)
+		load(t, st)
+		if got := st.Hits(); !slices.Equal(got, []string{"s"}) {
+			t.Fatalf("Hits: got %v, want [s]", got)
+		}
+		if got := st.Hits(); len(got) != 0 {
+			t.Fatalf("Hits again: got %v, want none", got)
+		}
 	})
 
 	t.Run("OtherNodesChangeSeenAfterInvalidate", func(t *testing.T) {
