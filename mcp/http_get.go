@@ -302,7 +302,12 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 	// Only the session's own caller may end it; another gets the answer
 	// for a session that does not exist (the store checks, as it ends it).
 	// The store tells every node as it ends it.
-	notice, err := h.node.SessionEndNotice(sid)
+	// The answer waits until the other nodes have acknowledged the end,
+	// so the client's next request finds the session gone on any node,
+	// whatever its cache held (coordinator.Echo).
+	echo := h.node.ExpectInvalidation()
+	defer echo.Stop()
+	notice, err := h.node.SessionEndNotice(sid, echo)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, jsonrpc.ID{}, err)
 		return
@@ -320,6 +325,7 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	h.metrics.Session("ended")
 	h.callers.endedSession(caller, sid)
+	echo.Wait(r.Context())
 	w.WriteHeader(http.StatusNoContent)
 }
 

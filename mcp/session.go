@@ -73,11 +73,20 @@ type httpSession struct {
 	id string
 }
 
+// setLogLevel answers once the other nodes have dropped their copies of
+// the session (coordinator.Echo), so that the client's next request
+// finds the new level on any node.
 func (s *httpSession) setLogLevel(ctx context.Context, l LogLevel) error {
 	if err := s.h.sessions.SetLogLevel(ctx, s.id, string(l)); err != nil {
 		return rpcError(err)
 	}
-	return s.h.node.Publish(ctx, coordinator.InvalidateSession{Session: s.id})
+	echo := s.h.node.ExpectInvalidation()
+	if err := s.h.node.Publish(ctx, coordinator.InvalidateSession{Session: s.id, Ack: echo.Token()}); err != nil {
+		echo.Stop()
+		return err
+	}
+	echo.Wait(ctx)
+	return nil
 }
 
 func (s *httpSession) subscribe(ctx context.Context, uri string) error {

@@ -19,8 +19,8 @@ const TopicAll = "all"
 // Wire form (compatible with every release since the bus was added, so
 // nodes of mixed releases keep talking during a rolling upgrade): one
 // JSON object {"t": kind, "s": session, "i": request id key, "c":
-// connection id, "m": method, "u": uri}, the fields a kind does not use
-// left out. Fields a decoder does not know are ignored, so a newer
+// connection id, "m": method, "u": uri, "a": acknowledgement token, "f":
+// sending instance}, the fields a kind does not use left out. Fields a decoder does not know are ignored, so a newer
 // release may add some; a kind it does not know is ErrUnknownKind, which
 // a receiver counts and skips.
 type Message interface {
@@ -28,14 +28,26 @@ type Message interface {
 }
 
 // SessionEnded tells every node that a session was deleted: each ends
-// what it holds of it (cached state, waiters, running requests, streams).
-type SessionEnded struct{ Session string }
+// what it holds of it (cached state, waiters, running requests, streams)
+// and, when Ack is set, acknowledges it (Invalidated).
+type SessionEnded struct{ Session, Ack string }
 
 // CancelRequest cancels a request of a session wherever it runs.
 type CancelRequest struct{ Session, ID string }
 
-// InvalidateSession drops a session from every node's cache.
-type InvalidateSession struct{ Session string }
+// InvalidateSession drops a session from every node's cache; when Ack is
+// set, each node acknowledges it (Invalidated).
+type InvalidateSession struct{ Session, Ack string }
+
+// Invalidated acknowledges, to the node that sent it (the instance
+// before the "|" of Ack), that instance From dropped its copy of a
+// session (see Echo).
+type Invalidated struct{ Session, Ack, From string }
+
+// MemberJoined tells every node that an instance joined the cluster, so
+// that it waits for its acknowledgements at once, before its view of the
+// members is next refreshed.
+type MemberJoined struct{ Instance string }
 
 // GetDropped tells that a session's GET stream closed: requests sent on
 // it fail.
@@ -60,6 +72,8 @@ func (GetDropped) kind() string        { return "getdrop" }
 func (GetTakeover) kind() string       { return "takeover" }
 func (ListenNotify) kind() string      { return "ln" }
 func (RegistryChanged) kind() string   { return "reg" }
+func (Invalidated) kind() string       { return "invd" }
+func (MemberJoined) kind() string      { return "join" }
 
 // wire is the JSON form of every message.
 type wire struct {
@@ -69,6 +83,8 @@ type wire struct {
 	C string `json:"c,omitempty"`
 	M string `json:"m,omitempty"`
 	U string `json:"u,omitempty"`
+	A string `json:"a,omitempty"`
+	F string `json:"f,omitempty"`
 }
 
 // ErrUnknownKind is returned by Decode for a message of a kind this
@@ -83,11 +99,15 @@ func Encode(m Message) ([]byte, error) {
 	var w wire
 	switch m := m.(type) {
 	case SessionEnded:
-		w = wire{S: m.Session}
+		w = wire{S: m.Session, A: m.Ack}
 	case CancelRequest:
 		w = wire{S: m.Session, I: m.ID}
 	case InvalidateSession:
-		w = wire{S: m.Session}
+		w = wire{S: m.Session, A: m.Ack}
+	case Invalidated:
+		w = wire{S: m.Session, A: m.Ack, F: m.From}
+	case MemberJoined:
+		w = wire{F: m.Instance}
 	case GetDropped:
 		w = wire{S: m.Session}
 	case GetTakeover:
@@ -120,14 +140,21 @@ func Decode(b []byte) (Message, error) {
 	}
 	switch w.T {
 	case "end":
-		return need("session", w.S, SessionEnded{Session: w.S})
+		return need("session", w.S, SessionEnded{Session: w.S, Ack: w.A})
 	case "cancel":
 		if w.I == "" {
 			return nil, fmt.Errorf("%w: %q without request id", ErrMalformed, w.T)
 		}
 		return need("session", w.S, CancelRequest{Session: w.S, ID: w.I})
 	case "inv":
-		return need("session", w.S, InvalidateSession{Session: w.S})
+		return need("session", w.S, InvalidateSession{Session: w.S, Ack: w.A})
+	case "invd":
+		if w.A == "" || w.F == "" {
+			return nil, fmt.Errorf("%w: %q without token or sender", ErrMalformed, w.T)
+		}
+		return Invalidated{Session: w.S, Ack: w.A, From: w.F}, nil
+	case "join":
+		return need("instance", w.F, MemberJoined{Instance: w.F})
 	case "getdrop":
 		return need("session", w.S, GetDropped{Session: w.S})
 	case "takeover":

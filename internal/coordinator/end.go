@@ -20,9 +20,9 @@ func (n *Node) EndSession(ctx context.Context, session string) error {
 
 // SessionEndNotice is the bus message of EndSession, for the store to
 // publish as it ends the session (cluster.EndOptions.Announce), which
-// saves a round trip.
-func (n *Node) SessionEndNotice(session string) (*cluster.Notice, error) {
-	b, err := Encode(SessionEnded{Session: session})
+// saves a round trip; with echo, every node acknowledges it to echo.
+func (n *Node) SessionEndNotice(session string, echo *Echo) (*cluster.Notice, error) {
+	b, err := Encode(SessionEnded{Session: session, Ack: echo.Token()})
 	if err != nil {
 		return nil, err
 	}

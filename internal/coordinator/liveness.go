@@ -54,6 +54,28 @@ func (m *members) set(nodes []string) {
 	m.mu.Unlock()
 }
 
+// add records instance as live until the next refresh says otherwise.
+func (m *members) add(instance string) {
+	m.mu.Lock()
+	if m.ok {
+		m.live[instance] = true
+	}
+	m.mu.Unlock()
+}
+
+// others returns the live instances other than self.
+func (m *members) others(self string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.live))
+	for k := range m.live {
+		if k != self {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 func (m *members) has(instance string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -35,6 +35,10 @@ func (n *Node) Start() error {
 		n.log.Warn().Err(err).Msg("membership heartbeat failed")
 	}
 	_ = n.refreshMembers(ctx)
+	// The others wait for this node's acknowledgements from now on (Echo).
+	if err := n.Publish(ctx, MemberJoined{Instance: n.instance}); err != nil {
+		n.log.Warn().Err(err).Msg("joining not announced")
+	}
 	n.refresh(ctx)
 	n.Go(n.runUpkeep)
 	n.Go(n.sweepTasks)

@@ -69,6 +69,7 @@ type Node struct {
 	tasks         tasks
 	members       members
 	producing     producing
+	echoes        echoes
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -173,10 +174,16 @@ func (n *Node) onBus(b []byte) {
 	switch m := msg.(type) {
 	case SessionEnded:
 		n.EndLocal(m.Session)
+		n.acknowledge(m.Session, m.Ack)
 	case CancelRequest:
 		n.Local.cancel(m.Session, m.ID)
 	case InvalidateSession:
 		n.sessions.Invalidate(m.Session)
+		n.acknowledge(m.Session, m.Ack)
+	case Invalidated:
+		n.acknowledged(m.Ack, m.From)
+	case MemberJoined:
+		n.members.add(m.Instance)
 	case GetDropped:
 		n.Waiters.FailTag(m.Session, "get", ErrGetDropped)
 	case GetTakeover:

@@ -30,6 +30,10 @@ import (
 //     (and the node-wide renewal every ClaimTTL/4 would find them too);
 //   - InvalidateSession: cached sessions are dropped when the bus comes
 //     back, and the cache is bypassed while it is down;
+//   - Invalidated (an acknowledgement of an invalidation): its sender
+//     answers its client anyway after EchoWait (echo.go);
+//   - MemberJoined: the view of the members is reloaded every
+//     LeaseTTL/3;
 //   - RegistryChanged: Config.Refresh runs when the bus comes back and
 //     on every heartbeat;
 //   - ListenNotify: nothing keeps it, so a node whose bus comes back

@@ -47,16 +47,15 @@ type Options struct {
 // (version, capabilities, client info, principal, created) is fixed at
 // Create, and subscriptions are not read with it. A change made through
 // a Store drops this node's copy at once; the caller tells the other
-// nodes over the bus, which call Invalidate, and waits until its own
-// node has received that message back before answering the client.
-// Redis writes a PUBLISH to every subscriber's connection in the same
-// pass, so by then every other node has been sent the invalidation too;
-// what remains is the time a node takes to read it from its connection
-// and handle it (its pub/sub goroutine, microseconds when not starved),
-// against a client that gets the answer and sends its next request to
-// another node, which takes a network round trip. Within that window,
-// or when the wait timed out, a request may see the old state (a served
-// call on an ended session, the old log level). A load that an
+// nodes over the bus, which call Invalidate, and answers its client only
+// once every other live node has acknowledged that (coordinator.Echo),
+// so the client's next request finds the change on any node. What
+// remains: a node that does not acknowledge within the bounded wait
+// (coordinator.EchoWait: it is stalled, or its bus is down, and then it
+// bypasses its cache), or that joined and is not yet in the caller's
+// view of the members; a request such a node answers from its copy
+// before the message reaches it may see the old state (a served call on
+// an ended session, the old log level). A load that an
 // invalidation overtakes (it read the store before the change and
 // returns after the invalidation) is not cached, so a stale copy never
 // outlives the invalidation that should have dropped it.

@@ -1,0 +1,162 @@
+package coordinator
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A change to a session (its end, its log level) is told to every node
+// over the bus, and each drops its cached copy (session.Store). The node
+// that made the change answers its client only once every other live
+// node has acknowledged the message (Invalidated), or after EchoWait: so
+// a client that hears of the change and sends its next request to
+// another node finds the change there, although that node answers from
+// its cache without reading the store. Waiting for the message to come
+// back to the sender is not enough: a node whose process was not
+// scheduled meanwhile handles the request and the message in either
+// order once it runs.
+//
+// An acknowledgement costs the acknowledging node one publish, off the
+// request path. What remains: an instance that joined but is not yet in
+// the sender's view of the members (MemberJoined narrows that to the
+// bus's delivery), and a node that does not answer within EchoWait (cut
+// off the bus: it bypasses its cache until it resyncs; or gone, until
+// the view drops it): the sender answers then, and the change reaches
+// that node when its message does.
+
+// EchoWait bounds how long a node waits for the acknowledgements of a
+// session's invalidation before it answers anyway.
+const EchoWait = 500 * time.Millisecond
+
+// echoes are the Echo waits of a node, by token.
+type echoes struct {
+	mu   sync.Mutex
+	seq  uint64
+	wait map[string]*Echo
+}
+
+// Echo collects the acknowledgements of one invalidation.
+type Echo struct {
+	n     *Node
+	token string
+	from  map[string]bool // guarded by n.echoes.mu
+	more  chan struct{}   // an acknowledgement arrived
+	once  sync.Once
+}
+
+// ExpectInvalidation starts collecting the acknowledgements of an
+// invalidation: send Token with it (InvalidateSession.Ack, or
+// SessionEndNotice), then Wait, or Stop when it was not sent.
+func (n *Node) ExpectInvalidation() *Echo {
+	es := &n.echoes
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	es.seq++
+	e := &Echo{n: n, token: n.instance + "|" + strconv.FormatUint(es.seq, 36), from: map[string]bool{}, more: make(chan struct{}, 1)}
+	if es.wait == nil {
+		es.wait = map[string]*Echo{}
+	}
+	es.wait[e.token] = e
+	return e
+}
+
+// Token is the acknowledgement token of e ("" for a nil Echo: no
+// acknowledgements asked).
+func (e *Echo) Token() string {
+	if e == nil {
+		return ""
+	}
+	return e.token
+}
+
+// Wait returns once every other live member has acknowledged, after
+// EchoWait, when ctx ends, or at once while the bus is down (the other
+// nodes bypass their caches until they resync then). It reports whether
+// every acknowledgement came, and stops the collection.
+func (e *Echo) Wait(ctx context.Context) bool {
+	defer e.Stop()
+	if !e.n.BusReady() {
+		return false
+	}
+	t := time.NewTimer(EchoWait)
+	defer t.Stop()
+	for {
+		missing := e.missing()
+		if missing == "" {
+			return true
+		}
+		select {
+		case <-e.more:
+		case <-t.C:
+			e.n.log.Warn().Str("instance", missing).Dur("waited", EchoWait).Msg("session invalidation not acknowledged in time; answering anyway")
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// missing names a live member that has not acknowledged yet ("" when
+// none).
+func (e *Echo) missing() string {
+	others := e.n.members.others(e.n.instance)
+	e.n.echoes.mu.Lock()
+	defer e.n.echoes.mu.Unlock()
+	for _, o := range others {
+		if !e.from[o] {
+			return o
+		}
+	}
+	return ""
+}
+
+// Stop ends the collection.
+func (e *Echo) Stop() {
+	e.once.Do(func() {
+		e.n.echoes.mu.Lock()
+		delete(e.n.echoes.wait, e.token)
+		e.n.echoes.mu.Unlock()
+	})
+}
+
+// acknowledge tells the sender of an invalidation carrying token that
+// this node has dropped its copy (nothing when no token, or when this
+// node sent it). It runs on the bus goroutine, so the publish runs on
+// its own.
+func (n *Node) acknowledge(session, token string) {
+	if token == "" || strings.HasPrefix(token, n.instance+"|") {
+		return
+	}
+	n.Go(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, EchoWait)
+		defer cancel()
+		if err := n.Publish(ctx, Invalidated{Session: session, Ack: token, From: n.instance}); err != nil {
+			n.log.Debug().Err(err).Msg("session invalidation not acknowledged")
+		}
+	})
+}
+
+// acknowledged records an acknowledgement of an invalidation this node
+// sent.
+func (n *Node) acknowledged(token, from string) {
+	if !strings.HasPrefix(token, n.instance+"|") {
+		return
+	}
+	n.members.add(from)
+	es := &n.echoes
+	es.mu.Lock()
+	e := es.wait[token]
+	if e != nil {
+		e.from[from] = true
+	}
+	es.mu.Unlock()
+	if e != nil {
+		select {
+		case e.more <- struct{}{}:
+		default:
+		}
+	}
+}
