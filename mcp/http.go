@@ -84,12 +84,21 @@ type HTTPOptions struct {
 	// loopback host (DNS-rebinding protection) and others may name any;
 	// when set, every request must name a listed or loopback host.
 	AllowedHosts []string
-	// SessionCacheTTL, when positive, lets a node reuse a loaded session
-	// that long instead of reading the store on every request. Changes
-	// are broadcast, but a request racing the broadcast on another node
-	// may see a session's old state (or serve an ended session) for up
-	// to that long. Default 0: every request reads the store (one round
-	// trip), which is always consistent.
+	// SessionCacheTTL, when positive, lets a node reuse a session it
+	// created or read that long (at most SessionTTL/4) instead of reading
+	// the store on every request. A change to a session (its log level,
+	// its end) is answered once every other node has acknowledged
+	// dropping its copy, so the client's next request sees it on any
+	// node; the TTL bounds what a lost message can leave stale (see
+	// session.Store), and the cache is bypassed while the bus is down.
+	// One window remains (why it is off by default): between Redis
+	// becoming unreachable and the node noticing the loss of its pub/sub
+	// connection (milliseconds when Redis dies; for a partition that
+	// delivers nothing, the bus's health ping, up to twice its interval),
+	// a request the node can answer without the store (a tool that
+	// touches no shared state) is served from the copy, for at most
+	// SessionCacheTTL. Set it alike on every node. Default 0: every
+	// request reads the store (one round trip).
 	SessionCacheTTL time.Duration
 	// LeaseTTL is the membership lease of the node (default 5s).
 	LeaseTTL time.Duration

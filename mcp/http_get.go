@@ -305,7 +305,7 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 	// The answer waits until the other nodes have acknowledged the end,
 	// so the client's next request finds the session gone on any node,
 	// whatever its cache held (coordinator.Echo).
-	echo := h.node.ExpectInvalidation()
+	echo := h.expectInvalidation()
 	defer echo.Stop()
 	notice, err := h.node.SessionEndNotice(sid, echo)
 	if err != nil {

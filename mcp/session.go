@@ -80,7 +80,7 @@ func (s *httpSession) setLogLevel(ctx context.Context, l LogLevel) error {
 	if err := s.h.sessions.SetLogLevel(ctx, s.id, string(l)); err != nil {
 		return rpcError(err)
 	}
-	echo := s.h.node.ExpectInvalidation()
+	echo := s.h.expectInvalidation()
 	if err := s.h.node.Publish(ctx, coordinator.InvalidateSession{Session: s.id, Ack: echo.Token()}); err != nil {
 		echo.Stop()
 		return err
@@ -95,4 +95,14 @@ func (s *httpSession) subscribe(ctx context.Context, uri string) error {
 
 func (s *httpSession) unsubscribe(ctx context.Context, uri string) error {
 	return rpcError(s.h.sessions.Unsubscribe(ctx, s.id, uri))
+}
+
+// expectInvalidation collects the acknowledgements of a session's
+// invalidation when the session cache is on (nil, asking for none, when
+// it is off: the nodes hold no copies).
+func (h *HTTPHandler) expectInvalidation() *coordinator.Echo {
+	if h.opts.SessionCacheTTL <= 0 {
+		return nil
+	}
+	return h.node.ExpectInvalidation()
 }

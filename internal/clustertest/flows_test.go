@@ -274,6 +274,47 @@ func deleteEndsSessionEverywhere(t *testing.T, c *clustertest.Cluster) {
 	}
 }
 
+// cachedSetup is three nodes on Redis with the session cache on.
+var cachedSetup = clustertest.Options{Nodes: 3, Random: true, Args: []string{"--session-cache-ttl", "10s"}}
+
+// With the session cache on, a change acknowledged by one node still
+// applies to the session's very next request on any node, although each
+// answers from its own copy (flows 1 and 2 as above).
+func TestSessionServedByEveryNodeWithCache(t *testing.T) {
+	t.Parallel()
+	sessionServedByEveryNode(t, clustertest.Start(t, cachedSetup))
+}
+
+// A DELETE acknowledged by one node applies to the session's very next
+// request on any node, although every node has a warm copy of the
+// session in its cache: 404, every time.
+func TestDeleteSeenAtOnceByEveryNode(t *testing.T) {
+	t.Parallel()
+	deleteSeenAtOnceByEveryNode(t, clustertest.Start(t, cachedSetup))
+}
+
+func deleteSeenAtOnceByEveryNode(t *testing.T, c *clustertest.Cluster) {
+	const rounds = 30
+	stale := 0
+	for r := range rounds {
+		cl := session(t, c, nil)
+		for i := range c.Nodes { // every node reads (and caches) the session
+			text(t, callAt(t, cl, nodeURL(c, i), "tools/call", tool("echo", map[string]any{"text": "warm"})))
+		}
+		if s := cl.Delete(nodeURL(c, r)); s != http.StatusNoContent {
+			t.Fatalf("round %d: DELETE: got %d, want 204", r, s)
+		}
+		for _, k := range []int{r + 1, r + 2} {
+			if resp := callAt(t, cl, nodeURL(c, k), "tools/call", tool("echo", map[string]any{"text": "x"})); resp.Status != http.StatusNotFound {
+				stale++
+			}
+		}
+	}
+	if stale != 0 {
+		t.Errorf("after a DELETE was acknowledged, %d of %d requests on other nodes were served", stale, 2*rounds)
+	}
+}
+
 // Modern era (2026-07-28): a subscriptions/listen stream on one node
 // receives the list change made on another, exactly once; an MRTR
 // requestState issued by one node is accepted by another.

@@ -38,7 +38,8 @@ type echoes struct {
 	wait map[string]*Echo
 }
 
-// Echo collects the acknowledgements of one invalidation.
+// Echo collects the acknowledgements of one invalidation. A nil Echo
+// asks for none and waits for nothing.
 type Echo struct {
 	n     *Node
 	token string
@@ -77,6 +78,9 @@ func (e *Echo) Token() string {
 // nodes bypass their caches until they resync then). It reports whether
 // every acknowledgement came, and stops the collection.
 func (e *Echo) Wait(ctx context.Context) bool {
+	if e == nil {
+		return true
+	}
 	defer e.Stop()
 	if !e.n.BusReady() {
 		return false
@@ -115,6 +119,9 @@ func (e *Echo) missing() string {
 
 // Stop ends the collection.
 func (e *Echo) Stop() {
+	if e == nil {
+		return
+	}
 	e.once.Do(func() {
 		e.n.echoes.mu.Lock()
 		delete(e.n.echoes.wait, e.token)

@@ -63,7 +63,15 @@ type Options struct {
 // While Options.Live is false invalidations may be lost, so the cache is
 // bypassed (a request reads the store, and fails when the store is
 // unreachable: never a silent answer from a node-local copy); call Flush
-// when they flow again. What the cache's lifetime alone bounds (a copy
+// when they flow again. Live turns false only once the node notices the
+// loss: until then a hit answers from the copy although the store is
+// unreachable, which a request needing no other shared state then
+// completes. When Redis dies that is milliseconds (about 1ms idle, up to
+// about 100ms on a loaded machine); a partition that delivers nothing is
+// noticed by the bus's health ping only (up to twice its interval), so
+// copies answer for up to CacheTTL. That is why the cache is off by
+// default. What the
+// cache's lifetime alone bounds (a copy
 // answers at most CacheTTL after it was read) is: an invalidation lost
 // between the bus connection's loss and its detection; a copy made
 // before an outage, used between the bus's return and the Flush of the
