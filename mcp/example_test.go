@@ -65,6 +65,30 @@ func ExampleServer_SetEnabled() {
 	// [checkout] true
 }
 
+// ExampleServer_ToggleEnabled flips a tool in one atomic step of the
+// shared store: toggles sent to different nodes each flip the cluster's
+// state, whatever a node last saw of it, and each is announced once.
+// SwapEnabled sets a state and tells whether it changed.
+func ExampleServer_ToggleEnabled() {
+	s := mcp.NewServer(mcp.Implementation{Name: "shop", Version: "1.0.0"}, nil)
+	mcp.AddTool(s, mcp.Tool{Name: "sale", Description: "Applies the sale price."},
+		func(ctx context.Context, req *mcp.Request, _ struct{}) (string, error) { return "on sale", nil })
+	_ = s.SetEnabled(context.Background(), mcp.KindTool, "sale", false)
+
+	h, err := s.NewHTTPHandler(nil)
+	if err != nil {
+		panic(err)
+	}
+	defer h.Close()
+	on, _ := s.ToggleEnabled(context.Background(), mcp.KindTool, "sale")
+	fmt.Println("toggled:", on)
+	was, _ := s.SwapEnabled(context.Background(), mcp.KindTool, "sale", true)
+	fmt.Println("changed:", !was)
+	// Output:
+	// toggled: true
+	// changed: false
+}
+
 // LookupIn is the typed input of the lookup tool.
 type LookupIn struct {
 	Account string `json:"account"`

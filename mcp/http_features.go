@@ -3,13 +3,19 @@ package mcp
 import "context"
 
 // The enabled state of features as cluster state (see Server.SetEnabled
-// and coordinator.Node.SetFeature): the node reloads it into the server
+// and coordinator.Node.SwapFeature): the node reloads it into the server
 // on a change, after a bus reconnect and on every heartbeat.
 
-// setFeature records the state and tells every node.
-func (h *HTTPHandler) setFeature(ctx context.Context, key string, on bool) (bool, error) {
-	changed, err := h.node.SetFeature(ctx, key, on)
-	return changed, rpcError(err)
+// swapFeature records the state and, when it changed, tells every node.
+func (h *HTTPHandler) swapFeature(ctx context.Context, key string, on, unset bool) (bool, error) {
+	was, err := h.node.SwapFeature(ctx, key, on, unset)
+	return was, rpcError(err)
+}
+
+// toggleFeature flips the state and tells every node.
+func (h *HTTPHandler) toggleFeature(ctx context.Context, key string, unset bool) (bool, error) {
+	on, err := h.node.ToggleFeature(ctx, key, unset)
+	return on, rpcError(err)
 }
 
 // loadFeatures reads the shared state into the server.

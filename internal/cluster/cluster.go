@@ -333,9 +333,16 @@ type Membership interface {
 // many there are (one per registered feature). Entries do not expire:
 // they are the deployment's configuration, not a client's state.
 type Registry interface {
-	// Set records key as enabled (on) or disabled and reports whether
-	// that changed what was recorded.
-	Set(ctx context.Context, key string, on bool) (changed bool, err error)
+	// Swap records key as enabled (on) or disabled and returns the state
+	// it had before, atomically: concurrent calls are applied one after
+	// the other, so of two Swap(on) from different nodes exactly one sees
+	// was != on. A key with nothing recorded has the state unset (the
+	// default every node registers).
+	Swap(ctx context.Context, key string, on, unset bool) (was bool, err error)
+	// Toggle flips the state of key atomically (from unset when nothing
+	// is recorded) and returns the new state: n concurrent calls flip it
+	// n times.
+	Toggle(ctx context.Context, key string, unset bool) (on bool, err error)
 	// All returns every recorded state.
 	All(ctx context.Context) (map[string]bool, error)
 }

@@ -7,21 +7,40 @@ import "context"
 // Registry, a change is announced with RegistryChanged, and every node
 // reloads it on that message, after a bus reconnect and on every
 // heartbeat (Config.Refresh), so a lost message delays a node by one
-// heartbeat at most.
+// heartbeat at most. The backend decides atomically whether a call
+// changed the state, so each change is announced once, by the node whose
+// call made it, whatever the other nodes last saw.
 
-// SetFeature records the enabled state of feature key and, when it
-// changed, tells every node.
-func (n *Node) SetFeature(ctx context.Context, key string, on bool) (bool, error) {
-	changed, err := n.be.Registry.Set(ctx, key, on)
+// SwapFeature records the enabled state of feature key (unset is its
+// state while nothing is recorded) and returns the state before; when it
+// changed, it tells every node.
+func (n *Node) SwapFeature(ctx context.Context, key string, on, unset bool) (was bool, err error) {
+	was, err = n.be.Registry.Swap(ctx, key, on, unset)
 	if err != nil {
 		return false, err
 	}
-	if changed {
-		if err := n.Publish(ctx, RegistryChanged{}); err != nil {
-			n.log.Warn().Err(err).Msg("feature change not broadcast; nodes see it at their next heartbeat")
-		}
+	if was != on {
+		n.featureChanged(ctx)
 	}
-	return changed, nil
+	return was, nil
+}
+
+// ToggleFeature flips the enabled state of feature key (from unset while
+// nothing is recorded), tells every node, and returns the new state.
+func (n *Node) ToggleFeature(ctx context.Context, key string, unset bool) (on bool, err error) {
+	on, err = n.be.Registry.Toggle(ctx, key, unset)
+	if err != nil {
+		return false, err
+	}
+	n.featureChanged(ctx)
+	return on, nil
+}
+
+// featureChanged tells every node to reload the enabled state.
+func (n *Node) featureChanged(ctx context.Context) {
+	if err := n.Publish(ctx, RegistryChanged{}); err != nil {
+		n.log.Warn().Err(err).Msg("feature change not broadcast; nodes see it at their next heartbeat")
+	}
 }
 
 // Features returns the enabled state of every feature recorded.

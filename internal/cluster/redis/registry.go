@@ -2,24 +2,32 @@ package redis
 
 import (
 	"context"
+	"strings"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 )
 
-// registry implements cluster.Registry with one hash, key → "1" or "0".
+// registry implements cluster.Registry with one hash, key → "1" or "0"
+// (and "\0" + key → the token of the call that last changed it; see
+// registrySwapScript).
 type registry backend
 
 var _ cluster.Registry = (*registry)(nil)
 
-func (m *registry) Set(ctx context.Context, key string, on bool) (bool, error) {
+func (m *registry) Swap(ctx context.Context, key string, on, unset bool) (bool, error) {
 	b := (*backend)(m)
-	v := "0"
-	if on {
-		v = "1"
-	}
-	r, err := registrySetScript.Run(ctx, b.client, []string{b.keys.registry()}, key, v).Int64()
+	r, err := registrySwapScript.Run(ctx, b.client, []string{b.keys.registry()}, key, flag(on), flag(unset), b.token()).Int64()
 	if err != nil {
-		return false, b.fail(ctx, "registry set", err)
+		return false, b.fail(ctx, "registry swap", err)
+	}
+	return r == 1, nil
+}
+
+func (m *registry) Toggle(ctx context.Context, key string, unset bool) (bool, error) {
+	b := (*backend)(m)
+	r, err := registryToggleScript.Run(ctx, b.client, []string{b.keys.registry()}, key, flag(unset), b.token()).Int64()
+	if err != nil {
+		return false, b.fail(ctx, "registry toggle", err)
 	}
 	return r == 1, nil
 }
@@ -32,7 +40,9 @@ func (m *registry) All(ctx context.Context) (map[string]bool, error) {
 	}
 	out := make(map[string]bool, len(all))
 	for k, v := range all {
-		out[k] = v == "1"
+		if !strings.HasPrefix(k, "\x00") {
+			out[k] = v == "1"
+		}
 	}
 	return out, nil
 }

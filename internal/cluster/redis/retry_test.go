@@ -133,6 +133,12 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 	if _, err := b.Limiter.Take(ctx, []cluster.Debit{{Key: "warm", N: 1, Rate: 1, Burst: 1}}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := b.Registry.Swap(ctx, "warm", true, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Registry.Toggle(ctx, "warm", true); err != nil {
+		t.Fatal(err)
+	}
 	lose := func(t *testing.T) {
 		t.Helper()
 		l.armed.Store(true)
@@ -272,6 +278,34 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 		w, err := b.Limiter.Take(ctx, d)
 		if err != nil || w[0] != 0 {
 			t.Fatalf("second take: wait %v, %v; want 0 (the retried take debited twice)", w, err)
+		}
+	})
+	t.Run("Toggle", func(t *testing.T) {
+		for i, want := range []bool{true, false, true} {
+			n := l.lost.Load()
+			lose(t)
+			on, err := b.Registry.Toggle(ctx, "tool:t", false)
+			if err != nil {
+				t.Fatalf("toggle %d with a lost reply: %v", i+1, err)
+			}
+			check(t, n)
+			if on != want {
+				t.Fatalf("toggle %d with a lost reply: got %v, want %v (the retry flipped it again)", i+1, on, want)
+			}
+		}
+	})
+	t.Run("Swap", func(t *testing.T) {
+		for i, step := range []struct{ on, was bool }{{true, false}, {true, true}, {false, true}} {
+			n := l.lost.Load()
+			lose(t)
+			was, err := b.Registry.Swap(ctx, "tool:s", step.on, false)
+			if err != nil {
+				t.Fatalf("swap %d with a lost reply: %v", i+1, err)
+			}
+			check(t, n)
+			if was != step.was {
+				t.Fatalf("swap %d to %v with a lost reply: was %v, want %v (the retry hid the change)", i+1, step.on, was, step.was)
+			}
 		}
 	})
 	t.Run("Once", func(t *testing.T) {

@@ -442,11 +442,18 @@ type registry struct {
 	f *Faults
 }
 
-func (r registry) Set(ctx context.Context, key string, on bool) (bool, error) {
+func (r registry) Swap(ctx context.Context, key string, on, unset bool) (bool, error) {
 	if err := r.f.down(); err != nil {
 		return false, err
 	}
-	return r.Registry.Set(ctx, key, on)
+	return r.Registry.Swap(ctx, key, on, unset)
+}
+
+func (r registry) Toggle(ctx context.Context, key string, unset bool) (bool, error) {
+	if err := r.f.down(); err != nil {
+		return false, err
+	}
+	return r.Registry.Toggle(ctx, key, unset)
 }
 
 func (r registry) All(ctx context.Context) (map[string]bool, error) {
