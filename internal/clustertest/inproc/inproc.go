@@ -1,6 +1,7 @@
 // Package inproc runs a cluster inside the test process: n nodes, each a
 // real mcp.Server behind a real mcp.HTTPHandler served on its own
-// loopback httptest server, all on one shared in-memory backend, with a
+// loopback httptest server, all on one shared in-memory backend (or each
+// on its own connection to a test-started Redis, Options.Backend), with a
 // round-robin router in front (clustertest.Router). Each node sees the
 // backend through its own Faults, so a test can cut one node off the
 // bus, drop or delay the bus messages it receives, and kill it (its HTTP
@@ -53,6 +54,11 @@ type Options struct {
 	// authentication layer (HeaderAuthn) that puts the caller's
 	// mcp.Principal in the request context.
 	Wrap func(http.Handler) http.Handler
+	// Backend, when set, opens node i's connection to the shared state
+	// (for example a Redis backend per node, all on one test-started
+	// redis-server); the cluster closes it. By default every node sees
+	// one in-memory backend.
+	Backend func(i int) (*cluster.Backend, error)
 }
 
 // HeaderAuthn is a stand-in authentication layer for tests: a request
@@ -77,7 +83,8 @@ const (
 // Cluster is a running in-process cluster.
 type Cluster struct {
 	T testing.TB
-	// Backend is the state the nodes share.
+	// Backend is the state the nodes share (node 0's connection to it
+	// with Options.Backend).
 	Backend *cluster.Backend
 	Nodes   []*Node
 	Router  *clustertest.Router
@@ -93,6 +100,7 @@ type Node struct {
 	Faults *Faults
 
 	http     *httptest.Server
+	backend  *cluster.Backend // its own connection (Options.Backend), or nil
 	killOnce sync.Once
 }
 
@@ -103,8 +111,10 @@ func New(t testing.TB, opts Options) *Cluster {
 	if n <= 0 {
 		n = 3
 	}
-	shared := memory.New(memory.Options{Logger: testLogger(t, "backend")})
-	c := &Cluster{T: t, Backend: shared}
+	c := &Cluster{T: t}
+	if opts.Backend == nil {
+		c.Backend = memory.New(memory.Options{Logger: testLogger(t, "backend")})
+	}
 	t.Cleanup(c.stop)
 	urls := make([]string, n)
 	for i := range n {
@@ -121,7 +131,19 @@ func New(t testing.TB, opts Options) *Cluster {
 
 func (c *Cluster) start(i int, opts Options) (*Node, error) {
 	id := fmt.Sprintf("n%d", i)
-	f := newFaults(c.Backend)
+	shared := c.Backend
+	var own *cluster.Backend
+	if opts.Backend != nil {
+		b, err := opts.Backend(i)
+		if err != nil {
+			return nil, err
+		}
+		shared, own = b, b
+		if c.Backend == nil {
+			c.Backend = b
+		}
+	}
+	f := newFaults(shared)
 	so := opts.Server
 	srv := mcp.NewServer(mcp.Implementation{Name: "inproc", Version: "1.0.0"}, &so)
 	if opts.Setup != nil {
@@ -143,6 +165,12 @@ func (c *Cluster) start(i int, opts Options) (*Node, error) {
 	ho.NoAccessLog = true
 	h, err := srv.NewHTTPHandler(&ho)
 	if err != nil {
+		if own != nil {
+			_ = own.Close()
+			if c.Backend == own {
+				c.Backend = nil
+			}
+		}
 		return nil, err
 	}
 	var served http.Handler = h
@@ -150,7 +178,7 @@ func (c *Cluster) start(i int, opts Options) (*Node, error) {
 		served = opts.Wrap(h)
 	}
 	hs := httptest.NewServer(served)
-	return &Node{ID: id, URL: hs.URL + "/mcp", Server: srv, Handler: h, Faults: f, http: hs}, nil
+	return &Node{ID: id, URL: hs.URL + "/mcp", Server: srv, Handler: h, Faults: f, http: hs, backend: own}, nil
 }
 
 // URLs returns the MCP endpoints of the nodes, in order.
@@ -201,18 +229,26 @@ func (n *Node) Kill() {
 	})
 }
 
-// stop closes every node, then the shared backend.
+// stop closes every node, then the shared backend (or each node's
+// connection to it).
 func (c *Cluster) stop() {
 	if c.Router != nil {
 		c.Router.Close()
 	}
+	shared := true
 	for _, n := range c.Nodes {
 		n.http.CloseClientConnections()
 		n.Handler.Close()
 		n.http.Close()
 		n.Faults.late.Wait()
+		if n.backend != nil {
+			_ = n.backend.Close()
+			shared = false
+		}
 	}
-	_ = c.Backend.Close()
+	if shared && c.Backend != nil {
+		_ = c.Backend.Close()
+	}
 }
 
 // testLogger routes a component's logs to t.Log (shown for failed
