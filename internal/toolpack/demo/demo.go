@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -194,13 +193,13 @@ func Register(s *mcp.Server) {
 	if err := s.SetEnabled(context.Background(), mcp.KindTool, "extra", false); err != nil {
 		panic(err) // unreachable: just registered
 	}
-	var extraMu sync.Mutex
+	// The toggle flips the cluster's state in one atomic step of the
+	// shared store (not what this node last saw of it), so toggles sent
+	// to different nodes in quick succession each flip it.
 	mcp.AddTool(s, mcp.Tool{Name: "toggle_extra_tool", Description: "Adds the tool 'extra' if absent, removes it if present (clients get tools/list_changed)."},
 		func(ctx context.Context, _ *mcp.Request, _ struct{}) (string, error) {
-			extraMu.Lock()
-			defer extraMu.Unlock()
-			on := !s.Enabled(mcp.KindTool, "extra")
-			if err := s.SetEnabled(ctx, mcp.KindTool, "extra", on); err != nil {
+			on, err := s.ToggleEnabled(ctx, mcp.KindTool, "extra")
+			if err != nil {
 				return "", err
 			}
 			if on {
