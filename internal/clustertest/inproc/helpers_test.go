@@ -69,7 +69,8 @@ func newRig(t *testing.T, opts inproc.Options) *rig {
 		})
 		mcp.AddTool(s, mcp.Tool{Name: "extra"}, func(context.Context, *mcp.Request, struct{}) (string, error) { return "", nil })
 		mcp.AddTool(s, mcp.Tool{Name: "toggle"}, func(ctx context.Context, _ *mcp.Request, _ struct{}) (string, error) {
-			return "", s.SetEnabled(ctx, mcp.KindTool, "extra", !s.Enabled(mcp.KindTool, "extra"))
+			_, err := s.ToggleEnabled(ctx, mcp.KindTool, "extra")
+			return "", err
 		})
 		s.AddResource(mcp.Resource{URI: resourceURI, Name: "watched"},
 			func(_ context.Context, _ *mcp.Request, uri string, _ map[string]string) (*mcp.ReadResourceResult, error) {
