@@ -95,29 +95,40 @@ func streamError(w http.ResponseWriter, err error) {
 }
 
 // liveStream sets up an SSE connection that session-wide events (end,
-// take-over, drain) can cancel.
-func (h *HTTPHandler) liveStream(r *http.Request, session, getFor string) (context.Context, *coordinator.Conn, func()) {
-	ctx, cancel := context.WithCancelCause(r.Context())
-	c := &coordinator.Conn{ID: h.node.NewConnID(), Cancel: cancel, GetFor: getFor}
+// take-over, drain) can cancel. Its context ends with the request's
+// until unlink is called: a stream whose connection was taken over
+// (takeOver) outlives its request.
+func (h *HTTPHandler) liveStream(r *http.Request, session, getFor string) (ctx context.Context, c *coordinator.Conn, unlink func() bool, done func()) {
+	rctx := r.Context() // not r: a taken-over stream does not keep its request
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(rctx))
+	unlink = context.AfterFunc(rctx, func() { cancel(context.Cause(rctx)) })
+	c = &coordinator.Conn{ID: h.node.NewConnID(), Cancel: cancel, GetFor: getFor}
 	remove := h.node.Local.AddConn(session, c)
 	stop := context.AfterFunc(h.ctx, func() { cancel(coordinator.ErrDrain) })
-	return ctx, c, func() { stop(); remove(); cancel(nil) }
+	return ctx, c, unlink, func() { stop(); unlink(); remove(); cancel(nil) }
 }
 
 // followGet serves the session's GET stream: it takes the stream over
 // (one connection per session holds it, the newest wins), replays from
 // after when resuming, and follows new events until the client leaves.
 // Its event ids carry both positions of the cursor (GetEventStream).
-// An idle stream parks in here for its whole life, so the set-up, with
-// its many locals, runs in openGet, which returns first: the shallower
-// the parked stack, the smaller the runtime shrinks it.
+// On HTTP/1.1 the stream then goes on on goroutines of its own, its
+// connection taken over from net/http (takeOverGet); otherwise it parks
+// in here for its whole life, so the set-up, with its many locals, runs
+// in openGet, which returns first: the shallower the parked stack, the
+// smaller the runtime shrinks it.
 func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *session.Session, after coordinator.GetCursor, resume, resumeBroadcast bool) {
 	g := h.openGet(w, r, sess, after, resume, resumeBroadcast)
-	if g == nil {
+	if g == nil || h.takeOverGet(g, r) {
 		return
 	}
+	h.runGet(g)
+}
+
+// runGet follows the GET stream g until it ends, and closes it.
+func (h *HTTPHandler) runGet(g *getStream) {
 	defer g.close()
-	sid, sw, last := sess.ID, g.sw, g.last
+	sid, sw, last := g.sid, g.sw, g.last
 	h.endStream(sw, g.ctx, h.node.TailGet(g.ctx, sid, g.after, func(ev cluster.Event, cur coordinator.GetCursor, broadcast bool) error {
 		if len(ev.Data) == 0 {
 			return nil
@@ -129,13 +140,39 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *se
 	}))
 }
 
+// takeOverGet takes the connection of the GET stream g over from
+// net/http (takeOver) and follows the stream on goroutines of its own:
+// one follows it, one watches for the client's close. It reports false,
+// the stream left to the handler, when the connection cannot be taken.
+func (h *HTTPHandler) takeOverGet(g *getStream, r *http.Request) bool {
+	if !h.taken.add() {
+		return false
+	}
+	t := takeOver(g.sw, r)
+	if t == nil {
+		h.taken.done()
+		return false
+	}
+	g.unlink()
+	go t.watch(func() { g.conn.Cancel(context.Canceled) })
+	go func() {
+		defer h.taken.done()
+		h.runGet(g)
+		t.end(h.opts.StreamWriteTimeout)
+	}()
+	return true
+}
+
 // getStream is a GET stream between its set-up and its end.
 type getStream struct {
-	ctx   context.Context
-	sw    *sse.Writer
-	after coordinator.GetCursor
-	last  uint64
-	undo  []func() // the set-up's clean-ups, in the order they were taken
+	ctx    context.Context
+	sid    string
+	conn   *coordinator.Conn
+	unlink func() bool // parts the stream's context from the request's
+	sw     *sse.Writer
+	after  coordinator.GetCursor
+	last   uint64
+	undo   []func() // the set-up's clean-ups, in the order they were taken
 }
 
 // close runs the clean-ups, the last taken first.
@@ -149,7 +186,7 @@ func (g *getStream) close() {
 // with the refusal and returns nil.
 func (h *HTTPHandler) openGet(w http.ResponseWriter, r *http.Request, sess *session.Session, after coordinator.GetCursor, resume, resumeBroadcast bool) *getStream {
 	sid := sess.ID
-	g := &getStream{}
+	g := &getStream{sid: sid}
 	ok := false
 	defer func() {
 		if !ok {
@@ -168,8 +205,8 @@ func (h *HTTPHandler) openGet(w http.ResponseWriter, r *http.Request, sess *sess
 		return nil
 	}
 	g.undo = append(g.undo, slot)
-	ctx, conn, done := h.liveStream(r, sid, sid)
-	g.ctx = ctx
+	ctx, conn, unlink, done := h.liveStream(r, sid, sid)
+	g.ctx, g.conn, g.unlink = ctx, conn, unlink
 	g.undo = append(g.undo, done)
 	lifetime := time.AfterFunc(h.opts.MaxStreamLifetime, func() { conn.Cancel(errLifetime) })
 	g.undo = append(g.undo, func() { lifetime.Stop() }, h.metrics.StreamOpened("get"))
@@ -238,7 +275,7 @@ func (h *HTTPHandler) endStream(sw *sse.Writer, ctx context.Context, err error) 
 // ends with a JSON-RPC error for the request.
 func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *session.Session, eid sse.EventID) {
 	sid := sess.ID
-	ctx, conn, done := h.liveStream(r, sid, "")
+	ctx, conn, _, done := h.liveStream(r, sid, "")
 	defer done()
 	// The stream's check (and the history to replay) and the claim that
 	// keeps its producer going run side by side: one round trip of
@@ -533,7 +570,10 @@ func (h *HTTPHandler) NotifySession(ctx context.Context, session, method string,
 // a retry hint and are closed so clients resume on other nodes,
 // subscriptions/listen streams end with their result, and Drain waits
 // until running requests finish or ctx ends.
-func (h *HTTPHandler) Drain(ctx context.Context) { h.node.Drain(ctx) }
+func (h *HTTPHandler) Drain(ctx context.Context) {
+	h.node.Drain(ctx)
+	h.taken.wait(ctx, false)
+}
 
 // Draining reports whether Drain was called.
 func (h *HTTPHandler) Draining() bool { return h.node.Draining() }

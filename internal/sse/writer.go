@@ -186,6 +186,25 @@ func (s *Writer) Detach(hint time.Duration) {
 	s.end(ErrDetached)
 }
 
+// Replace hands the writer's response to fn, between writes, and goes
+// on writing to the response fn returns: fn may take the connection
+// over from net/http (see http.Hijacker) and return a writer of its own
+// on it. When fn fails, the writer keeps its response. Replace fails at
+// once, without calling fn, once the writer ended.
+func (s *Writer) Replace(fn func(http.ResponseWriter) (http.ResponseWriter, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	w, err := fn(s.w)
+	if err != nil {
+		return err
+	}
+	s.w, s.rc = w, http.NewResponseController(w)
+	return nil
+}
+
 // Close ends the writer with ErrClosed (see the type's doc).
 func (s *Writer) Close() { s.end(ErrClosed) }
 

@@ -321,3 +321,35 @@ func TestWriterWriteTimeoutOnStalledClient(t *testing.T) {
 		t.Fatal("a write to a stalled client was not bounded")
 	}
 }
+
+// Replace moves the writer to another response between writes; a failed
+// replacement keeps the old one, and an ended writer is not replaced.
+func TestWriterReplace(t *testing.T) {
+	old, next := newRecorder(), newRecorder()
+	s := sse.NewWriter(old, sse.WriterOptions{WriteTimeout: time.Second})
+	s.Start(nil)
+	_ = s.Comment("before")
+	boom := errors.New("boom")
+	if err := s.Replace(func(http.ResponseWriter) (http.ResponseWriter, error) { return nil, boom }); !errors.Is(err, boom) {
+		t.Fatalf("failed Replace: %v", err)
+	}
+	var given http.ResponseWriter
+	if err := s.Replace(func(w http.ResponseWriter) (http.ResponseWriter, error) { given = w; return next, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if given != old {
+		t.Fatal("Replace was not given the writer's response")
+	}
+	_ = s.Comment("after")
+	if got := old.String(); !strings.Contains(got, ": before\n") || strings.Contains(got, "after") {
+		t.Fatalf("old response got %q", got)
+	}
+	if got := next.String(); got != ": after\n\n" || next.flushes != 1 || len(next.deadlines) != 1 {
+		t.Fatalf("new response got %q, %d flushes, deadlines %v", got, next.flushes, next.deadlines)
+	}
+	s.Close()
+	called := false
+	if err := s.Replace(func(http.ResponseWriter) (http.ResponseWriter, error) { called = true; return old, nil }); !errors.Is(err, sse.ErrClosed) || called {
+		t.Fatalf("Replace after Close: %v, fn called %v", err, called)
+	}
+}

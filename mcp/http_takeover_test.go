@@ -1,0 +1,111 @@
+package mcp_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/mcptest"
+	"github.com/mcpcluster/mcpcluster/mcp"
+)
+
+// countStacks returns how many running goroutines have fn in their stack.
+func countStacks(fn string) int {
+	n := 0
+	for _, g := range goroutines() {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
+}
+
+// An HTTP/1.1 GET stream is taken over from net/http once open: no
+// net/http goroutine serves it any longer, and it keeps its two
+// goroutines (its follower and the one watching for the client's
+// close). It still carries events and keep-alives, gives its claim up
+// as soon as the client leaves, and ends on Drain with the retry hint
+// and a complete body; newNode fails the test on a goroutine left behind.
+func TestTakenGetStream(t *testing.T) {
+	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{KeepAlive: 30 * time.Millisecond}})
+	open := func() (*mcptest.Client, *mcptest.Stream) {
+		c := session(t, n.url, mcp.Version20251125, nil)
+		st := getStream(t, c, n.url, "")
+		if !st.WaitUntil(5*time.Second, func() bool { return len(st.Events()) > 0 }) {
+			t.Fatalf("no priming event: %v", st.Err())
+		}
+		return c, st
+	}
+	c, st := open()
+	if got := countStacks("net/http.(*conn).serve"); got != 0 {
+		t.Errorf("%d net/http connection goroutines while the GET stream is idle, want 0 (the connection taken over)", got)
+	}
+	if got := countStacks("mcp.(*takenStream).watch"); got != 1 {
+		t.Errorf("%d goroutines watch the taken connection, want 1", got)
+	}
+
+	if err := n.h.NotifySession(context.Background(), c.Session, "notifications/message", map[string]any{"level": "info", "data": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if !st.WaitFor(5*time.Second, hasMethod("notifications/message")) {
+		t.Fatalf("the taken stream delivered no event: %v", st.Err())
+	}
+	if !st.WaitUntil(5*time.Second, func() bool { return st.Comments() >= 2 }) {
+		t.Fatalf("the taken stream sent %d keep-alives", st.Comments())
+	}
+
+	// The client leaves: the claim goes at once, so a request on the
+	// stream fails instead of waiting for its timeout.
+	st.Close()
+	mcptest.Eventually(t, 5*time.Second, "the stream's claim to be released", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return errors.Is(n.h.Ping(ctx, c.Session), mcp.ErrNoChannel)
+	})
+	mcptest.Eventually(t, 5*time.Second, "the stream's goroutines to end", func() bool {
+		return countStacks("mcp.(*takenStream).watch") == 0 && countStacks("mcp.(*HTTPHandler).runGet") == 0
+	})
+
+	// Drain ends the stream with the retry hint and the body's end (no
+	// unexpected EOF), and waits for it.
+	_, st = open()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n.h.Drain(ctx)
+	if countStacks("mcp.(*HTTPHandler).runGet") != 0 {
+		t.Error("Drain returned before the taken stream ended")
+	}
+	select {
+	case <-st.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the taken stream outlived Drain")
+	}
+	if err := st.Err(); !errors.Is(err, io.EOF) {
+		t.Errorf("the drained stream ended with %v, want EOF (a complete body)", err)
+	}
+	if len(st.Retries()) == 0 {
+		t.Error("the drained stream got no retry hint")
+	}
+}
+
+// Close ends the taken streams of the node, and waits for them.
+func TestTakenGetStreamClose(t *testing.T) {
+	n := newNode(t, nil)
+	c := session(t, n.url, mcp.Version20251125, nil)
+	st := getStream(t, c, n.url, "")
+	if !st.WaitUntil(5*time.Second, func() bool { return len(st.Events()) > 0 }) {
+		t.Fatalf("no priming event: %v", st.Err())
+	}
+	n.h.Close()
+	if countStacks("mcp.(*HTTPHandler).runGet") != 0 || countStacks("mcp.(*takenStream).watch") != 0 {
+		t.Error("Close returned before the taken stream ended")
+	}
+	select {
+	case <-st.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the taken stream outlived Close")
+	}
+}
