@@ -230,8 +230,8 @@ type HTTPHandler struct {
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	taken  takenStreams // streams whose connections were taken over
-	work   *workers     // runs legacy request handlers
+	gets   streamCount // GET streams, which may be taken over from net/http
+	work   *workers    // runs legacy request handlers
 
 	sessions *session.Store
 	// node is this process as a cluster member: bus, registry of live
@@ -339,7 +339,7 @@ func (h *HTTPHandler) Close() {
 		h.srv.detach(h)
 		h.srv.unlinkFeatures(h)
 		h.cancel()
-		h.taken.wait(context.Background(), true)
+		h.gets.wait(context.Background(), true)
 		h.node.Close(jsonrpc.ErrDraining)
 		h.wg.Wait()
 		h.node.Leave()

@@ -128,8 +128,13 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *se
 // runGet follows the GET stream g until it ends, and closes it.
 func (h *HTTPHandler) runGet(g *getStream) {
 	defer g.close()
+	h.endStream(g.sw, g.ctx, h.node.TailGet(g.ctx, g.sid, g.after, h.getEvents(g)))
+}
+
+// getEvents writes the events of the GET stream g.
+func (h *HTTPHandler) getEvents(g *getStream) func(ev cluster.Event, cur coordinator.GetCursor, broadcast bool) error {
 	sid, sw, last := g.sid, g.sw, g.last
-	h.endStream(sw, g.ctx, h.node.TailGet(g.ctx, sid, g.after, func(ev cluster.Event, cur coordinator.GetCursor, broadcast bool) error {
+	return func(ev cluster.Event, cur coordinator.GetCursor, broadcast bool) error {
 		if len(ev.Data) == 0 {
 			return nil
 		}
@@ -137,42 +142,42 @@ func (h *HTTPHandler) runGet(g *getStream) {
 			h.metrics.Replayed(1)
 		}
 		return sw.Event(sse.Event{ID: getEventID(sid, cur), Data: ev.Data})
-	}))
+	}
 }
 
 // takeOverGet takes the connection of the GET stream g over from
-// net/http (takeOver) and follows the stream on goroutines of its own:
-// one follows it, one watches for the client's close. It reports false,
-// the stream left to the handler, when the connection cannot be taken.
+// net/http (takeOver), and follows the stream with no goroutine waiting
+// for its events (TailGetFunc): an idle stream keeps one goroutine, the
+// one watching for the client's close. It reports false, the stream
+// left to the handler, when the connection cannot be taken.
 func (h *HTTPHandler) takeOverGet(g *getStream, r *http.Request) bool {
-	if !h.taken.add() {
-		return false
+	if !g.counted {
+		return false // Close ran: it does not wait for the stream
 	}
-	t := takeOver(g.sw, r)
-	if t == nil {
-		h.taken.done()
+	if g.taken = takeOver(g.sw, r); g.taken == nil {
 		return false
 	}
 	g.unlink()
-	go t.watch(func() { g.conn.Cancel(context.Canceled) })
-	go func() {
-		defer h.taken.done()
-		h.runGet(g)
-		t.end(h.opts.StreamWriteTimeout)
-	}()
+	go g.taken.watch(func() { g.conn.Cancel(context.Canceled) })
+	h.node.TailGetFunc(g.ctx, g.sid, g.after, h.getEvents(g), func(err error) {
+		h.endStream(g.sw, g.ctx, err)
+		g.close()
+	})
 	return true
 }
 
 // getStream is a GET stream between its set-up and its end.
 type getStream struct {
-	ctx    context.Context
-	sid    string
-	conn   *coordinator.Conn
-	unlink func() bool // parts the stream's context from the request's
-	sw     *sse.Writer
-	after  coordinator.GetCursor
-	last   uint64
-	undo   []func() // the set-up's clean-ups, in the order they were taken
+	ctx     context.Context
+	sid     string
+	conn    *coordinator.Conn
+	unlink  func() bool // parts the stream's context from the request's
+	sw      *sse.Writer
+	taken   *takenStream // the connection, once taken over
+	counted bool         // in h.gets
+	after   coordinator.GetCursor
+	last    uint64
+	undo    []func() // the set-up's clean-ups, in the order they were taken
 }
 
 // close runs the clean-ups, the last taken first.
@@ -193,6 +198,11 @@ func (h *HTTPHandler) openGet(w http.ResponseWriter, r *http.Request, sess *sess
 			g.close()
 		}
 	}()
+	// Counted from before its first event, so that Drain, which ends it,
+	// waits for it even when it is taken over as Drain begins.
+	if g.counted = h.gets.add(); g.counted {
+		g.undo = append(g.undo, h.gets.done)
+	}
 	after, last, err := h.node.OpenGet(r.Context(), sid, after, resume, resumeBroadcast)
 	if err != nil {
 		streamError(w, err)
@@ -217,7 +227,12 @@ func (h *HTTPHandler) openGet(w http.ResponseWriter, r *http.Request, sess *sess
 	}
 	g.undo = append(g.undo, release)
 	g.sw = h.streamWriter(w, conn)
-	g.undo = append(g.undo, g.sw.Close)
+	g.undo = append(g.undo, func() {
+		g.sw.Close()
+		if g.taken != nil {
+			g.taken.end(h.opts.StreamWriteTimeout)
+		}
+	})
 	g.sw.Start(nil)
 	if atLeast(sess.Version, Version20251125) {
 		// Priming: the client gets a cursor to resume from even if the
@@ -572,7 +587,7 @@ func (h *HTTPHandler) NotifySession(ctx context.Context, session, method string,
 // until running requests finish or ctx ends.
 func (h *HTTPHandler) Drain(ctx context.Context) {
 	h.node.Drain(ctx)
-	h.taken.wait(ctx, false)
+	h.gets.wait(ctx, false)
 }
 
 // Draining reports whether Drain was called.

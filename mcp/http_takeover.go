@@ -121,17 +121,18 @@ func (t *takenStream) end(timeout time.Duration) {
 	_ = t.conn.Close()
 }
 
-// takenStreams counts the streams served on goroutines of their own,
-// which http.Server's Shutdown does not wait for: Drain and Close do.
-type takenStreams struct {
+// streamCount counts the streams that may be taken over, from before
+// their first event to their end: http.Server's Shutdown does not wait
+// for a stream whose connection was taken over; Drain and Close do.
+type streamCount struct {
 	mu     sync.Mutex
 	n      int
-	closed bool          // Close ran: no more streams are taken over
+	closed bool          // Close ran: no more streams are counted (nor taken over)
 	idle   chan struct{} // closed once n is 0, when someone waits
 }
 
-// add counts a stream about to be taken over; false after Close.
-func (s *takenStreams) add() bool {
+// add counts a stream; false after Close.
+func (s *streamCount) add() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -142,7 +143,7 @@ func (s *takenStreams) add() bool {
 }
 
 // done counts a stream out.
-func (s *takenStreams) done() {
+func (s *streamCount) done() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.n--; s.n == 0 && s.idle != nil {
@@ -153,7 +154,7 @@ func (s *takenStreams) done() {
 
 // wait waits until no stream is left or ctx ends; with close, no stream
 // is taken over from then on.
-func (s *takenStreams) wait(ctx context.Context, close bool) {
+func (s *streamCount) wait(ctx context.Context, close bool) {
 	s.mu.Lock()
 	s.closed = s.closed || close
 	if s.n == 0 {

@@ -86,45 +86,35 @@ type TailSource struct {
 // events come. It ends as TailWith does, and after the Final event of
 // any source.
 func TailMerged(ctx context.Context, log EventLog, srcs []TailSource, opts TailOptions, fn func(i int, ev Event) error) error {
+	return tailAll(ctx, log, mergedTails(srcs, fn), opts)
+}
+
+// mergedTails are the tails of TailMerged.
+func mergedTails(srcs []TailSource, fn func(i int, ev Event) error) []*tail {
 	tails := make([]*tail, len(srcs))
 	for i, src := range srcs {
 		tails[i] = &tail{session: src.Session, stream: src.Stream, cursor: src.After, noPoll: src.NoPoll,
 			fn: func(ev Event) error { return fn(i, ev) }}
 	}
-	return tailAll(ctx, log, tails, opts)
+	return tails
 }
 
 func tailAll(ctx context.Context, log EventLog, tails []*tail, opts TailOptions) error {
-	if opts.Poll == 0 {
-		opts.Poll = DefaultTailPoll
-	}
-	if opts.Buffer <= 0 {
-		opts.Buffer = DefaultTailBuffer
-	}
+	a := newTailer(ctx, tails, opts)
+	defer a.close()
 	wake := make(chan struct{}, 1)
-	if h := opts.Head; h != nil && len(tails) == 1 {
-		if done, err := tails[0].take(h.Events, h.Info); done || err != nil {
-			return err
+	if over, err := a.open(log, func() {
+		select {
+		case wake <- struct{}{}:
+		default:
 		}
-	}
-	for _, t := range tails {
-		t.log = log
-		t.buf = tailBuffer{max: opts.Buffer, wake: wake}
-		stop, err := log.Follow(ctx, t.stream, t.buf.push)
-		if err != nil {
-			return t.fail(ctx, fmt.Errorf("cluster: tail %q: follow: %w", t.stream, err))
-		}
-		defer stop()
-	}
-	for _, t := range tails {
-		if done, err := t.read(ctx); done || err != nil {
-			return t.fail(ctx, err)
-		}
+	}); over {
+		return err
 	}
 	var poll <-chan time.Time
 	var timer *time.Timer
-	if opts.Poll > 0 {
-		timer = time.NewTimer(opts.Poll)
+	if a.opts.Poll > 0 {
+		timer = time.NewTimer(a.opts.Poll)
 		defer timer.Stop()
 		poll = timer.C
 	}
@@ -137,14 +127,75 @@ func tailAll(ctx context.Context, log EventLog, tails []*tail, opts TailOptions)
 		case <-poll:
 			polled = true
 		}
-		for _, t := range tails {
-			if done, err := t.catchUp(ctx, polled && !t.noPoll); done || err != nil {
-				return err
-			}
+		if over, err := a.step(polled); over {
+			return err
 		}
 		if timer != nil {
-			timer.Reset(opts.Poll)
+			timer.Reset(a.opts.Poll)
 		}
+	}
+}
+
+// tailer is what tailAll and TailMergedFunc share: the tails, and the
+// follows to stop at the end.
+type tailer struct {
+	ctx   context.Context
+	tails []*tail
+	opts  TailOptions
+	stops []func()
+}
+
+func newTailer(ctx context.Context, tails []*tail, opts TailOptions) *tailer {
+	if opts.Poll == 0 {
+		opts.Poll = DefaultTailPoll
+	}
+	if opts.Buffer <= 0 {
+		opts.Buffer = DefaultTailBuffer
+	}
+	return &tailer{ctx: ctx, tails: tails, opts: opts}
+}
+
+// open delivers the Head, follows the streams (wake is called when
+// followed events are buffered) and delivers their history. It reports
+// whether the tail is over, and then its error.
+func (a *tailer) open(log EventLog, wake func()) (bool, error) {
+	if h := a.opts.Head; h != nil && len(a.tails) == 1 {
+		if done, err := a.tails[0].take(h.Events, h.Info); done || err != nil {
+			return true, err
+		}
+	}
+	for _, t := range a.tails {
+		t.log = log
+		t.buf = tailBuffer{max: a.opts.Buffer, wake: wake}
+		stop, err := log.Follow(a.ctx, t.stream, t.buf.push)
+		if err != nil {
+			return true, t.fail(a.ctx, fmt.Errorf("cluster: tail %q: follow: %w", t.stream, err))
+		}
+		a.stops = append(a.stops, stop)
+	}
+	for _, t := range a.tails {
+		if done, err := t.read(a.ctx); done || err != nil {
+			return true, t.fail(a.ctx, err)
+		}
+	}
+	return false, nil
+}
+
+// step delivers the followed events buffered, re-reading the streams
+// polled (when polled), and reports whether the tail is over.
+func (a *tailer) step(polled bool) (bool, error) {
+	for _, t := range a.tails {
+		if done, err := t.catchUp(a.ctx, polled && !t.noPoll); done || err != nil {
+			return true, err
+		}
+	}
+	return false, nil
+}
+
+// close stops the follows, the last first.
+func (a *tailer) close() {
+	for i := len(a.stops) - 1; i >= 0; i-- {
+		a.stops[i]()
 	}
 }
 
@@ -248,7 +299,7 @@ func (t *tail) fail(ctx context.Context, err error) error {
 // hint, the buffer only notes that a re-read is needed.
 type tailBuffer struct {
 	max  int
-	wake chan struct{}
+	wake func() // must not block
 
 	mu   sync.Mutex
 	evs  []Event
@@ -263,10 +314,7 @@ func (b *tailBuffer) push(ev Event) {
 		b.evs = append(b.evs, ev)
 	}
 	b.mu.Unlock()
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
+	b.wake()
 }
 
 func (b *tailBuffer) take() ([]Event, bool) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -237,9 +238,29 @@ func TestTailScrambledDeliveries(t *testing.T) {
 	}
 }
 
+// tailMergedFunc is TailMerged through TailMergedFunc.
+func tailMergedFunc(ctx context.Context, log cluster.EventLog, srcs []cluster.TailSource, opts cluster.TailOptions, fn func(int, cluster.Event) error) error {
+	res := make(chan error, 1)
+	var in atomic.Int32
+	cluster.TailMergedFunc(ctx, log, srcs, opts, func(i int, ev cluster.Event) error {
+		if in.Add(1) != 1 {
+			panic("TailMergedFunc called fn concurrently")
+		}
+		defer in.Add(-1)
+		return fn(i, ev)
+	}, func(err error) { res <- err })
+	return <-res
+}
+
 // TailMerged over two streams on a lossy follow delivers each stream's
-// events exactly once and in order, and ends after a final event.
+// events exactly once and in order, and ends after a final event; so
+// does TailMergedFunc.
 func TestTailMergedLossyFollow(t *testing.T) {
+	t.Run("TailMerged", func(t *testing.T) { testTailMergedLossyFollow(t, cluster.TailMerged) })
+	t.Run("TailMergedFunc", func(t *testing.T) { testTailMergedLossyFollow(t, tailMergedFunc) })
+}
+
+func testTailMergedLossyFollow(t *testing.T, tailMerged func(context.Context, cluster.EventLog, []cluster.TailSource, cluster.TailOptions, func(int, cluster.Event) error) error) {
 	b, _ := lossy(t, 0.3)
 	ctx := t.Context()
 	for _, x := range []string{"x", "y"} {
@@ -257,7 +278,7 @@ func TestTailMergedLossyFollow(t *testing.T) {
 	res := make(chan error, 1)
 	go func() {
 		srcs := []cluster.TailSource{{Session: "s", Stream: "x"}, {Session: "s", Stream: "y", After: 3}}
-		res <- cluster.TailMerged(ctx, b.Events, srcs, cluster.TailOptions{Poll: 20 * time.Millisecond}, func(i int, ev cluster.Event) error {
+		res <- tailMerged(ctx, b.Events, srcs, cluster.TailOptions{Poll: 20 * time.Millisecond}, func(i int, ev cluster.Event) error {
 			got[i] = append(got[i], ev.Seq)
 			return nil
 		})
@@ -397,3 +418,67 @@ func TestTailHead(t *testing.T) {
 		t.Fatal("Tail without a head did not follow")
 	}
 }
+
+// TailMergedFunc holds no goroutine of its own between deliveries, and
+// ends with the context's error once its context ends; its end is called
+// once, after the last fn.
+func TestTailMergedFuncIdle(t *testing.T) {
+	b := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = b.Close() })
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if err := b.Events.Open(ctx, "x", cluster.StreamMeta{Session: "s"}, lim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Events.Append(ctx, "s", "x", []byte("old"), false, lim); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	var mu sync.Mutex
+	var got []uint64
+	ended := make(chan error, 2)
+	cluster.TailMergedFunc(ctx, b.Events, []cluster.TailSource{{Session: "s", Stream: "x"}}, cluster.TailOptions{}, func(_ int, ev cluster.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, ev.Seq)
+		return nil
+	}, func(err error) { ended <- err })
+	seqs := func() []uint64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	if !slices.Equal(seqs(), []uint64{1}) {
+		t.Fatalf("history delivered before TailMergedFunc returned: %v, want [1]", seqs())
+	}
+	for range 3 {
+		if _, err := b.Events.Append(ctx, "s", "x", []byte("new"), false, lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Equal(seqs(), upTo(4)) || runtime.NumGoroutine() > before+memoryFollowGoroutines {
+		if time.Now().After(deadline) {
+			t.Fatalf("delivered %v, want 1..4; %d goroutines, %d before (the memory follow runs %d)", seqs(), runtime.NumGoroutine(), before, memoryFollowGoroutines)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("TailMergedFunc did not end with its context")
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("end called twice (%v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// memoryFollowGoroutines is the goroutines a Follow of the memory
+// backend runs.
+const memoryFollowGoroutines = 2

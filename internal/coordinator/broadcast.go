@@ -95,6 +95,20 @@ func (n *Node) broadcastFrom(ctx context.Context, after uint64, resume bool) (ui
 // with the cursor that includes it, and whether it came from the
 // broadcast log.
 func (n *Node) TailGet(ctx context.Context, session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error) error {
+	srcs, opts, deliver := n.getTail(session, from, fn)
+	return cluster.TailMerged(ctx, n.be.Events, srcs, opts, deliver)
+}
+
+// TailGetFunc is TailGet without a goroutine waiting for events (see
+// cluster.TailMergedFunc): it returns once the history is delivered, and
+// end gets what TailGet would have returned.
+func (n *Node) TailGetFunc(ctx context.Context, session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error, end func(error)) {
+	srcs, opts, deliver := n.getTail(session, from, fn)
+	cluster.TailMergedFunc(ctx, n.be.Events, srcs, opts, deliver, end)
+}
+
+// getTail is the sources, options and delivery of TailGet.
+func (n *Node) getTail(session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error) ([]cluster.TailSource, cluster.TailOptions, func(int, cluster.Event) error) {
 	cur := from
 	srcs := []cluster.TailSource{
 		{Session: session, Stream: GetStreamID(session), After: from.Own},
@@ -104,7 +118,7 @@ func (n *Node) TailGet(ctx context.Context, session string, from GetCursor, fn f
 		{Session: broadcastSession, Stream: broadcastStream, After: from.Broadcast,
 			NoPoll: n.be.FollowPoll >= cluster.LosslessFollowPoll},
 	}
-	return cluster.TailMerged(ctx, n.be.Events, srcs, cluster.TailOptions{Poll: n.be.FollowPoll}, func(i int, ev cluster.Event) error {
+	return srcs, cluster.TailOptions{Poll: n.be.FollowPoll}, func(i int, ev cluster.Event) error {
 		next := cur
 		if i == 1 {
 			next.Broadcast = ev.Seq
@@ -116,7 +130,7 @@ func (n *Node) TailGet(ctx context.Context, session string, from GetCursor, fn f
 		}
 		cur = next
 		return nil
-	})
+	}
 }
 
 // GetEventStream is the stream part of the ids of a GET stream's events
