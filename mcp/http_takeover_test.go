@@ -23,6 +23,28 @@ func countStacks(fn string) int {
 	return n
 }
 
+// openPrimed opens a session's GET stream on n and returns once its
+// priming event arrived.
+func openPrimed(t *testing.T, n *node) (*mcptest.Client, *mcptest.Stream) {
+	t.Helper()
+	c := session(t, n.url, mcp.Version20251125, nil)
+	st := getStream(t, c, n.url, "")
+	if !st.WaitUntil(5*time.Second, func() bool { return len(st.Events()) > 0 }) {
+		t.Fatalf("no priming event: %v", st.Err())
+	}
+	return c, st
+}
+
+// mustEnd fails the test unless st ends soon after what ended it.
+func mustEnd(t *testing.T, st *mcptest.Stream, what string) {
+	t.Helper()
+	select {
+	case <-st.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the taken stream outlived %s", what)
+	}
+}
+
 // openGets is the node's open GET streams, from its metrics.
 func openGets(t *testing.T, n *node) float64 {
 	return sample(t, scrape(t, n.h), `mcp_streams_open{kind="get",node="t1"}`)
@@ -37,15 +59,7 @@ func openGets(t *testing.T, n *node) float64 {
 // test on a goroutine left behind.
 func TestTakenGetStream(t *testing.T) {
 	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{NodeID: "t1", KeepAlive: 30 * time.Millisecond}})
-	open := func() (*mcptest.Client, *mcptest.Stream) {
-		c := session(t, n.url, mcp.Version20251125, nil)
-		st := getStream(t, c, n.url, "")
-		if !st.WaitUntil(5*time.Second, func() bool { return len(st.Events()) > 0 }) {
-			t.Fatalf("no priming event: %v", st.Err())
-		}
-		return c, st
-	}
-	c, st := open()
+	c, st := openPrimed(t, n)
 	// The priming event may arrive before the connection is taken.
 	mcptest.Eventually(t, 5*time.Second, "the GET stream's connection to be taken over", func() bool {
 		return countStacks("mcp.(*HTTPHandler).serveGet") == 0 && countStacks("mcp.(*takenStream).watch") == 1
@@ -81,18 +95,14 @@ func TestTakenGetStream(t *testing.T) {
 
 	// Drain ends the stream with the retry hint and the body's end (no
 	// unexpected EOF), and waits for it.
-	_, st = open()
+	_, st = openPrimed(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	n.h.Drain(ctx)
 	if got := openGets(t, n); got != 0 {
 		t.Errorf("Drain returned with %v GET streams open", got)
 	}
-	select {
-	case <-st.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the taken stream outlived Drain")
-	}
+	mustEnd(t, st, "Drain")
 	if err := st.Err(); !errors.Is(err, io.EOF) {
 		t.Errorf("the drained stream ended with %v, want EOF (a complete body)", err)
 	}
@@ -104,18 +114,10 @@ func TestTakenGetStream(t *testing.T) {
 // Close ends the taken streams of the node, and waits for them.
 func TestTakenGetStreamClose(t *testing.T) {
 	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{NodeID: "t1"}})
-	c := session(t, n.url, mcp.Version20251125, nil)
-	st := getStream(t, c, n.url, "")
-	if !st.WaitUntil(5*time.Second, func() bool { return len(st.Events()) > 0 }) {
-		t.Fatalf("no priming event: %v", st.Err())
-	}
+	_, st := openPrimed(t, n)
 	n.h.Close()
 	if got := openGets(t, n); got != 0 {
 		t.Errorf("Close returned with %v GET streams open", got)
 	}
-	select {
-	case <-st.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the taken stream outlived Close")
-	}
+	mustEnd(t, st, "Close")
 }

@@ -351,13 +351,20 @@ func TestTailEndsWhenTheStreamGoesBack(t *testing.T) {
 	if _, err := b.Events.Append(ctx, "s", "x", []byte("new"), false, lim); err != nil {
 		t.Fatal(err)
 	}
+	wantEnd(t, res, cluster.ErrNotFound, "the tail of a stream that went back")
+}
+
+// wantEnd waits for the error a tail ended with on res, and fails the
+// test unless it is want.
+func wantEnd(t *testing.T, res <-chan error, want error, what string) {
+	t.Helper()
 	select {
 	case err := <-res:
-		if !errors.Is(err, cluster.ErrNotFound) {
-			t.Fatalf("tail of a stream that went back: %v, want ErrNotFound", err)
+		if !errors.Is(err, want) {
+			t.Fatalf("%s ended with %v, want %v", what, err, want)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("the tail kept waiting behind its cursor")
+		t.Fatalf("%s did not end", what)
 	}
 }
 
@@ -464,14 +471,7 @@ func TestTailMergedFuncIdle(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
-	select {
-	case err := <-ended:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("ended with %v, want context.Canceled", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("TailMergedFunc did not end with its context")
-	}
+	wantEnd(t, ended, context.Canceled, "TailMergedFunc whose context ended")
 	select {
 	case err := <-ended:
 		t.Fatalf("end called twice (%v)", err)
