@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -120,4 +121,47 @@ func TestTakenGetStreamClose(t *testing.T) {
 		t.Errorf("Close returned with %v GET streams open", got)
 	}
 	mustEnd(t, st, "Close")
+}
+
+// Over TLS an HTTP/1.1 GET stream is taken over too (its connection is
+// the TLS one); an HTTP/2 stream, one of the connection's many, stays
+// with net/http. Both carry events, and end when the client leaves.
+func TestTakenGetStreamTLS(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP1.1", true: "HTTP2"}[h2], func(t *testing.T) {
+			checkLeaks(t)
+			h, err := mcp.NewServer(mcp.Implementation{Name: "test", Version: "1"}, nil).NewHTTPHandler(&mcp.HTTPOptions{NodeID: "t1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := httptest.NewUnstartedServer(h)
+			ts.EnableHTTP2 = h2
+			ts.StartTLS()
+			t.Cleanup(func() { ts.CloseClientConnections(); h.Close(); ts.Close() })
+			c := mcptest.New(t, ts.URL)
+			c.HTTP = ts.Client()
+			c.Initialize(mcp.Version20251125, nil)
+			st := getStream(t, c, ts.URL, "")
+			if got := st.Resp.ProtoMajor; got != map[bool]int{false: 1, true: 2}[h2] {
+				t.Fatalf("the GET stream is HTTP/%d", got)
+			}
+			if !st.WaitUntil(5*time.Second, func() bool { return len(st.Events()) > 0 }) {
+				t.Fatalf("no priming event: %v", st.Err())
+			}
+			want := map[bool]int{false: 1, true: 0}[h2]
+			mcptest.Eventually(t, 5*time.Second, "the stream to settle", func() bool {
+				return countStacks("mcp.(*takenStream).watch") == want && countStacks("mcp.(*HTTPHandler).serveGet") == 1-want
+			})
+			if err := h.NotifySession(context.Background(), c.Session, "notifications/message", map[string]any{"level": "info", "data": "x"}); err != nil {
+				t.Fatal(err)
+			}
+			if !st.WaitFor(5*time.Second, hasMethod("notifications/message")) {
+				t.Fatalf("the stream delivered no event: %v", st.Err())
+			}
+			st.Close()
+			mcptest.Eventually(t, 5*time.Second, "the stream to end", func() bool {
+				return sample(t, scrape(t, h), `mcp_streams_open{kind="get",node="t1"}`) == 0
+			})
+		})
+	}
 }
