@@ -149,7 +149,8 @@ func (h *HTTPHandler) getEvents(g *getStream) func(ev cluster.Event, cur coordin
 // net/http (takeOver), and follows the stream with no goroutine waiting
 // for its events (TailGetFunc): an idle stream keeps one goroutine, the
 // one watching for the client's close. It reports false, the stream
-// left to the handler, when the connection cannot be taken.
+// left to the handler, when the connection cannot be taken. The
+// request's access line and trace span end here, as its handler returns.
 func (h *HTTPHandler) takeOverGet(g *getStream, r *http.Request) bool {
 	if !g.counted {
 		return false // Close ran: it does not wait for the stream
