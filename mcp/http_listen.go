@@ -1,0 +1,175 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/sse"
+)
+
+// listenConn is a subscriptions/listen stream on this node.
+type listenConn struct {
+	id     jsonrpc.ID
+	filter listenFilter
+	sw     *sse.Writer
+	end    context.CancelFunc // ends the stream with the listen result
+
+	mu     sync.Mutex // orders the acknowledgement, notifications and the result
+	over   bool       // the result was sent: nothing may follow it
+	abrupt bool       // end without the result: the client should listen again
+
+	// queue holds notifications for the stream's handler to write, so
+	// that the bus does not wait on one client's connection.
+	queue  chan *jsonrpc.Message
+	closed atomic.Bool // the handler takes no more notifications
+}
+
+// A listen stream may fall behind by listenQueue notifications; past
+// that the bus waits for room while the stream's writes make progress,
+// and ends the stream once one write has been blocked for listenWait:
+// its client stopped reading.
+const (
+	listenQueue = 256
+	listenWait  = time.Second
+)
+
+// enqueue hands a notification to the stream's handler.
+// Wants, Notify and End make a listen stream a coordinator.Listener.
+func (c *listenConn) Wants(method, uri string) bool { return c.filter.wants(method, uri) }
+
+func (c *listenConn) Notify(method, uri string) { c.enqueue(listenNotification(c.id, method, uri)) }
+
+func (c *listenConn) End(abrupt bool) {
+	if abrupt {
+		c.mu.Lock()
+		c.abrupt = true
+		c.mu.Unlock()
+	}
+	c.end()
+}
+
+func (c *listenConn) enqueue(msg *jsonrpc.Message) {
+	if c.closed.Load() {
+		return
+	}
+	select {
+	case c.queue <- msg:
+		return
+	default:
+	}
+	t := time.NewTicker(listenWait / 10)
+	defer t.Stop()
+	for {
+		select {
+		case c.queue <- msg:
+			return
+		case <-t.C:
+		}
+		if c.closed.Load() {
+			return
+		}
+		if c.sw.BlockedFor() > listenWait {
+			c.closed.Store(true)
+			c.end()
+			return
+		}
+	}
+}
+
+func (c *listenConn) send(msg *jsonrpc.Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sendLocked(msg)
+}
+
+func (c *listenConn) sendLocked(msg *jsonrpc.Message) {
+	if c.over {
+		return
+	}
+	if data, err := jsonrpc.Encode(msg); err == nil {
+		_ = c.sw.Event(sse.Event{Data: data})
+	}
+}
+
+// listen serves subscriptions/listen through the receiving middleware;
+// a refusal is the request's JSON-RPC error.
+func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Request) {
+	answered := false
+	_, err := h.srv.receive(r.Context(), req, func(ctx context.Context, _ string, req *Request) (json.RawMessage, error) {
+		f, err := h.srv.parseListen(req.Params)
+		if err != nil {
+			return nil, err
+		}
+		answered = true
+		h.serveListen(w, r.WithContext(ctx), req, f)
+		return nil, nil
+	})
+	if err != nil && !answered {
+		writeError(w, http.StatusOK, req.id, err)
+	}
+}
+
+// serveListen serves subscriptions/listen: the acknowledgement first,
+// then the notifications asked for, changed on any node, until the
+// client leaves; a draining node ends it with the listen result.
+func (h *HTTPHandler) serveListen(w http.ResponseWriter, r *http.Request, req *Request, f listenFilter) {
+	if !req.tasksNegotiated() {
+		f.TaskIDs = nil
+	}
+	if !acceptable(r, "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, req.id, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "subscriptions/listen needs text/event-stream"))
+		return
+	}
+	slot, err := h.openStream(r, "")
+	if err != nil {
+		h.writeRefusal(w, req.id, err)
+		return
+	}
+	defer slot()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(h.ctx, cancel)
+	defer stop()
+	// A client that stopped reading loses the stream.
+	c := &listenConn{id: req.id, filter: f, sw: h.sseWriter(w, cancel), end: cancel, queue: make(chan *jsonrpc.Message, listenQueue)}
+	defer c.sw.Close()
+	// The stream is listed before the acknowledgement, so nothing changed
+	// after it is missed, and c.mu is held until the acknowledgement is
+	// written, so no notification comes before it.
+	c.mu.Lock()
+	unlist := h.node.Local.AddListener(c)
+	defer h.metrics.StreamOpened("listen")()
+	c.sw.Start(nil)
+	c.sendLocked(listenAck(req.id, f))
+	c.mu.Unlock()
+	if h.node.Draining() {
+		cancel() // Drain ran before the stream was listed
+	}
+	defer unlist()
+	defer time.AfterFunc(h.opts.MaxStreamLifetime, cancel).Stop()
+	for open := true; open; {
+		select {
+		case <-ctx.Done():
+			open = false
+		case msg := <-c.queue:
+			if msg.Method == taskNotification {
+				if msg = h.taskNotice(ctx, req, msg); msg == nil {
+					continue
+				}
+			}
+			c.send(msg)
+		}
+	}
+	c.closed.Store(true)
+	c.mu.Lock()
+	if r.Context().Err() == nil && !c.abrupt {
+		c.sendLocked(h.srv.listenResult(req.id)) // graceful end
+	}
+	c.over = true
+	c.mu.Unlock()
+}
