@@ -153,7 +153,7 @@ func (h *HTTPHandler) takeOverGet(g *getStream, r *http.Request) bool {
 	if !g.counted {
 		return false // Close ran: it does not wait for the stream
 	}
-	if g.taken = takeOver(g.sw, r); g.taken == nil {
+	if g.taken = takeOver(g.sw, r, false); g.taken == nil {
 		return false
 	}
 	g.unlink()
@@ -176,13 +176,20 @@ type getStream struct {
 	counted bool         // in h.gets
 	after   coordinator.GetCursor
 	last    uint64
-	undo    []func() // the set-up's clean-ups, in the order they were taken
+	undo    undoList
 }
 
-// close runs the clean-ups, the last taken first.
-func (g *getStream) close() {
-	for i := len(g.undo) - 1; i >= 0; i-- {
-		g.undo[i]()
+// close runs the clean-ups.
+func (g *getStream) close() { g.undo.run() }
+
+// undoList is the clean-ups of a stream's set-up, in the order they were
+// taken.
+type undoList []func()
+
+// run runs the clean-ups, the last taken first.
+func (u undoList) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
 	}
 }
 

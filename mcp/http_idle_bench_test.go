@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/mcp"
 	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
@@ -60,22 +61,46 @@ func BenchmarkIdleGetStreams(b *testing.B) {
 // waits for the stream's events. Before the take-over it cost two
 // goroutines, 12 KiB of stack and 25 KiB of heap.
 func TestIdleGetStreamStack(t *testing.T) {
+	skipIdleCost(t)
+	c := measureIdleStreams(t, idleStreamServer(t, "redis"), 200)
+	checkIdleCost(t, "GET", c, idleCost{goroutines: 1, stack: 4 << 10, heap: 14 << 10})
+}
+
+// An idle subscriptions/listen stream, its connection taken over from
+// net/http, keeps two goroutines (its writer and the one watching for the
+// client's close) on shallow stacks, and the heap of its own state.
+// Before the take-over it cost 19 KiB of stack and 25 KiB of heap.
+func TestIdleListenStreamCost(t *testing.T) {
+	skipIdleCost(t)
+	url := idleStreamServer(t, "redis")
+	c := measureIdle(t, 200, func(int) net.Conn { return openIdleListen(t, url) })
+	checkIdleCost(t, "listen", c, idleCost{goroutines: 2, stack: 8 << 10, heap: 14 << 10})
+}
+
+// skipIdleCost skips a test of an idle stream's cost in -short mode
+// and under the race detector, whose frames are larger.
+func skipIdleCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens 200 streams")
 	}
 	if raceEnabled {
 		t.Skip("the race detector's frames are larger: the stack is measured without it")
 	}
-	c := measureIdleStreams(t, idleStreamServer(t, "redis"), 200)
-	t.Logf("per idle GET stream: %.2f goroutines, %.0f B of stack, %.0f B of heap", c.goroutines, c.stack, c.heap)
-	if c.goroutines > 1.05 {
-		t.Errorf("%.2f goroutines per idle GET stream, want 1", c.goroutines)
+}
+
+// checkIdleCost fails the test when an idle stream of kind costs more
+// than most (goroutines up to 5% above, for stray ones).
+func checkIdleCost(t *testing.T, kind string, c, most idleCost) {
+	t.Helper()
+	t.Logf("per idle %s stream: %.2f goroutines, %.0f B of stack, %.0f B of heap", kind, c.goroutines, c.stack, c.heap)
+	if c.goroutines > most.goroutines+0.05 {
+		t.Errorf("%.2f goroutines per idle %s stream, want %.0f", c.goroutines, kind, most.goroutines)
 	}
-	if c.stack > 4<<10 {
-		t.Errorf("%.0f bytes of goroutine stack per idle GET stream, want at most 4 KiB", c.stack)
+	if c.stack > most.stack {
+		t.Errorf("%.0f bytes of goroutine stack per idle %s stream, want at most %.0f", c.stack, kind, most.stack)
 	}
-	if c.heap > 12<<10 {
-		t.Errorf("%.0f bytes of heap per idle GET stream, want at most 12 KiB", c.heap)
+	if c.heap > most.heap {
+		t.Errorf("%.0f bytes of heap per idle %s stream, want at most %.0f", c.heap, kind, most.heap)
 	}
 }
 
@@ -115,11 +140,16 @@ func measureIdleStreams(b testing.TB, url string, n int) idleCost {
 		sids[i] = openIdleSession(b, client, url)
 	}
 	client.CloseIdleConnections()
+	return measureIdle(b, n, func(i int) net.Conn { return openIdleGet(b, url, sids[i]) })
+}
+
+// measureIdle opens n streams with open and returns their cost.
+func measureIdle(b testing.TB, n int, open func(i int) net.Conn) idleCost {
 	before := settledMem()
 	goBefore := goroutineStacks()
 	conns := make([]net.Conn, n)
-	for i, sid := range sids {
-		conns[i] = openIdleGet(b, url, sid)
+	for i := range conns {
+		conns[i] = open(i)
 	}
 	time.Sleep(200 * time.Millisecond) // let the streams' goroutines park
 	after := settledMem()
@@ -235,6 +265,65 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
+// BenchmarkIdleListenStreams is BenchmarkIdleGetStreams for 2026-07-28
+// subscriptions/listen streams (no session), on Redis.
+func BenchmarkIdleListenStreams(b *testing.B) {
+	n := 500
+	if v, err := strconv.Atoi(os.Getenv("MCP_IDLE_STREAMS")); err == nil && v > 0 {
+		n = v
+	}
+	url := idleStreamServer(b, "redis")
+	for b.Loop() {
+		c := measureIdle(b, n, func(int) net.Conn { return openIdleListen(b, url) })
+		b.ReportMetric(c.heap, "heap-B/stream")
+		b.ReportMetric(c.stack, "stack-B/stream")
+		b.ReportMetric(c.goroutines, "goroutines/stream")
+	}
+}
+
+// openIdleListen opens a subscriptions/listen stream on a raw connection
+// and returns once its acknowledgement arrived.
+func openIdleListen(b testing.TB, url string) net.Conn {
+	params := modernParams(map[string]any{"notifications": map[string]any{"toolsListChanged": true}}, nil)
+	msg, err := jsonrpc.Request(jsonrpc.IntID(1), "subscriptions/listen", params)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, _ := jsonrpc.Encode(msg)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	modernMod("subscriptions/listen", params, nil)(req)
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := req.Write(c); err != nil {
+		b.Fatal(err)
+	}
+	return awaitIdle(b, c, "acknowledged")
+}
+
+// awaitIdle reads the start of a stream on c until mark and the end of
+// a chunk, and returns c.
+func awaitIdle(b testing.TB, c net.Conn, mark string) net.Conn {
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var got []byte
+	buf := make([]byte, 512)
+	for !bytes.Contains(got, []byte(mark)) || !bytes.HasSuffix(got, []byte("\n\n\r\n")) {
+		k, err := c.Read(buf)
+		if err != nil {
+			b.Fatalf("stream: %v after %q", err, got)
+		}
+		got = append(got, buf[:k]...)
+	}
+	if !bytes.HasPrefix(got, []byte("HTTP/1.1 200")) {
+		b.Fatalf("stream: %q", got)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	return c
+}
+
 // openIdleGet opens the GET stream of session sid on a raw connection
 // and returns once the priming event arrived.
 func openIdleGet(b testing.TB, url, sid string) net.Conn {
@@ -244,19 +333,5 @@ func openIdleGet(b testing.TB, url, sid string) net.Conn {
 		b.Fatal(err)
 	}
 	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\n\r\n", host, sid, mcp.Version20251125)
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var got []byte
-	buf := make([]byte, 512)
-	for !bytes.Contains(got, []byte("\nid: ")) || !bytes.HasSuffix(got, []byte("\n\n\r\n")) {
-		k, err := c.Read(buf)
-		if err != nil {
-			b.Fatalf("GET stream: %v after %q", err, got)
-		}
-		got = append(got, buf[:k]...)
-	}
-	if !bytes.HasPrefix(got, []byte("HTTP/1.1 200")) {
-		b.Fatalf("GET stream: %q", got)
-	}
-	_ = c.SetReadDeadline(time.Time{})
-	return c
+	return awaitIdle(b, c, "\nid: ")
 }

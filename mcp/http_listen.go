@@ -116,7 +116,10 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, req *Reques
 
 // serveListen serves subscriptions/listen: the acknowledgement first,
 // then the notifications asked for, changed on any node, until the
-// client leaves; a draining node ends it with the listen result.
+// client leaves; a draining node ends it with the listen result. On
+// HTTP/1.1, without receiving middleware (which sees a request end when
+// its handler returns), the stream's connection is taken over from
+// net/http once the acknowledgement is out (takeOverListen).
 func (h *HTTPHandler) serveListen(w http.ResponseWriter, r *http.Request, req *Request, f listenFilter) {
 	if !req.tasksNegotiated() {
 		f.TaskIDs = nil
@@ -130,28 +133,89 @@ func (h *HTTPHandler) serveListen(w http.ResponseWriter, r *http.Request, req *R
 		h.writeRefusal(w, req.id, err)
 		return
 	}
-	defer slot()
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+	l := &listenStream{req: req}
+	if l.counted = h.gets.add(); l.counted {
+		l.undo = append(l.undo, h.gets.done)
+	}
+	l.undo = append(l.undo, slot)
+	// The stream's context follows the request's until the take-over.
+	rctx := r.Context()
+	ctx, cancel := context.WithCancel(context.WithoutCancel(rctx))
+	l.ctx, l.cancel, l.unlink = ctx, cancel, context.AfterFunc(rctx, cancel)
 	stop := context.AfterFunc(h.ctx, cancel)
-	defer stop()
+	l.undo = append(l.undo, func() { l.unlink(); cancel() }, func() { stop() })
 	// A client that stopped reading loses the stream.
 	c := &listenConn{id: req.id, filter: f, sw: h.sseWriter(w, cancel), end: cancel, queue: make(chan *jsonrpc.Message, listenQueue)}
-	defer c.sw.Close()
+	l.c = c
+	l.undo = append(l.undo, func() { l.endConn(h.opts.StreamWriteTimeout) })
 	// The stream is listed before the acknowledgement, so nothing changed
 	// after it is missed, and c.mu is held until the acknowledgement is
 	// written, so no notification comes before it.
 	c.mu.Lock()
 	unlist := h.node.Local.AddListener(c)
-	defer h.metrics.StreamOpened("listen")()
+	l.undo = append(l.undo, h.metrics.StreamOpened("listen"))
 	c.sw.Start(nil)
 	c.sendLocked(listenAck(req.id, f))
 	c.mu.Unlock()
 	if h.node.Draining() {
 		cancel() // Drain ran before the stream was listed
 	}
-	defer unlist()
-	defer time.AfterFunc(h.opts.MaxStreamLifetime, cancel).Stop()
+	lifetime := time.AfterFunc(h.opts.MaxStreamLifetime, cancel)
+	l.undo = append(l.undo, unlist, func() { lifetime.Stop() })
+	if h.takeOverListen(l, r) {
+		return
+	}
+	h.runListen(l, func() bool { return rctx.Err() == nil })
+}
+
+// listenStream is a subscriptions/listen stream between its set-up and
+// its end.
+type listenStream struct {
+	req     *Request
+	c       *listenConn
+	ctx     context.Context
+	cancel  context.CancelFunc
+	unlink  func() bool  // parts the stream's context from the request's
+	taken   *takenStream // the connection, once taken over
+	gone    atomic.Bool  // the client closed the taken connection
+	counted bool         // in h.gets
+	undo    undoList
+}
+
+// endConn closes the stream's writer, and its connection once taken over.
+func (l *listenStream) endConn(timeout time.Duration) {
+	l.c.sw.Close()
+	if l.taken != nil {
+		l.taken.end(timeout)
+	}
+}
+
+// takeOverListen takes the connection of the listen stream l over from
+// net/http (takeOver; its body was read) and runs the stream on a
+// goroutine of its own, with one more watching for the client's close.
+// It reports false, the stream left to the handler, when it cannot.
+func (h *HTTPHandler) takeOverListen(l *listenStream, r *http.Request) bool {
+	if !l.counted || len(h.srv.receiving()) > 0 {
+		return false
+	}
+	if l.taken = takeOver(l.c.sw, r, true); l.taken == nil {
+		return false
+	}
+	l.unlink()
+	go l.taken.watch(func() {
+		l.gone.Store(true)
+		l.cancel()
+	})
+	go h.runListen(l, func() bool { return !l.gone.Load() })
+	return true
+}
+
+// runListen writes the notifications of the listen stream l until it
+// ends, then its result unless the client is gone (here false) or it
+// ended abruptly, and closes it.
+func (h *HTTPHandler) runListen(l *listenStream, here func() bool) {
+	defer l.undo.run()
+	c, ctx, req := l.c, l.ctx, l.req
 	for open := true; open; {
 		select {
 		case <-ctx.Done():
@@ -167,7 +231,7 @@ func (h *HTTPHandler) serveListen(w http.ResponseWriter, r *http.Request, req *R
 	}
 	c.closed.Store(true)
 	c.mu.Lock()
-	if r.Context().Err() == nil && !c.abrupt {
+	if here() && !c.abrupt {
 		c.sendLocked(h.srv.listenResult(req.id)) // graceful end
 	}
 	c.over = true

@@ -38,13 +38,13 @@ const maxPooledChunk = 64 << 10
 
 // takeOver takes the connection of the started stream sw, the response
 // to r, over from net/http, and returns its new writer, or nil when it
-// cannot: not HTTP/1.1, a request with a body, or a ResponseWriter that
-// cannot hijack (HTTP/2). The response must be chunked (an HTTP/1.1
+// cannot: not HTTP/1.1, a request with a body not read to its end
+// (bodyRead tells), or a ResponseWriter that cannot hijack (HTTP/2). The response must be chunked (an HTTP/1.1
 // response without Content-Length, which an SSE stream is). Its caller
 // must serve the stream on goroutines of its own (the handler's return
 // ends the request's context) and end it with end.
-func takeOver(sw *sse.Writer, r *http.Request) *takenStream {
-	if r.ProtoMajor != 1 || r.ProtoMinor < 1 || r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+func takeOver(sw *sse.Writer, r *http.Request, bodyRead bool) *takenStream {
+	if r.ProtoMajor != 1 || r.ProtoMinor < 1 || (!bodyRead && (r.ContentLength != 0 || len(r.TransferEncoding) > 0)) {
 		return nil
 	}
 	var t *takenStream

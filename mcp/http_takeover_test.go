@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 	"github.com/mcpcluster/mcpcluster/mcp"
 )
@@ -161,6 +162,43 @@ func TestTakenGetStreamTLS(t *testing.T) {
 			st.Close()
 			mcptest.Eventually(t, 5*time.Second, "the stream to end", func() bool {
 				return sample(t, scrape(t, h), `mcp_streams_open{kind="get",node="t1"}`) == 0
+			})
+		})
+	}
+}
+
+// A subscriptions/listen stream on HTTP/1.1 is taken over from net/http
+// once acknowledged, unless receiving middleware wraps it (a middleware
+// sees a request end when its handler returns): it then runs on a
+// goroutine of its own with one watching for the client's close, still
+// delivers notifications, and ends when the client leaves.
+func TestTakenListenStream(t *testing.T) {
+	for _, mw := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "middleware"}[mw], func(t *testing.T) {
+			o := &nodeOptions{HTTP: mcp.HTTPOptions{NodeID: "t1"}}
+			if mw {
+				o.Setup = func(s *mcp.Server) {
+					s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { return next })
+				}
+			}
+			n := newNode(t, o)
+			c := mcptest.New(t, n.url)
+			st := openModern(t, c, n.url, "subscriptions/listen", jsonrpc.StringID("L"), map[string]any{"notifications": map[string]any{"toolsListChanged": true}}, nil)
+			if !st.WaitFor(5*time.Second, hasMethod("notifications/subscriptions/acknowledged")) {
+				t.Fatalf("no acknowledgement: %v", st.Err())
+			}
+			taken := map[bool]int{false: 1, true: 0}[mw]
+			mcptest.Eventually(t, 5*time.Second, "the stream to settle", func() bool {
+				return countStacks("mcp.(*takenStream).watch") == taken && countStacks("mcp.(*HTTPHandler).serveListen") == 1-taken
+			})
+			resultText(t, postModern(t, c, n.url, "tools/call", toolCall("toggle_extra_tool", nil, false), nil))
+			if !st.WaitFor(5*time.Second, hasMethod("notifications/tools/list_changed")) {
+				t.Fatalf("no list_changed: %v", st.Err())
+			}
+			st.Close()
+			mcptest.Eventually(t, 5*time.Second, "the stream to end", func() bool {
+				return sample(t, scrape(t, n.h), `mcp_streams_open{kind="listen",node="t1"}`) == 0 &&
+					countStacks("mcp.(*takenStream).watch") == 0 && countStacks("mcp.(*HTTPHandler).runListen") == 0
 			})
 		})
 	}
