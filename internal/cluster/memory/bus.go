@@ -9,7 +9,8 @@ import (
 )
 
 // bus implements cluster.Bus in process. Each subscription has its own
-// bounded queue and goroutine, so a slow handler delays only itself;
+// bounded queue, delivered on a goroutine of its own while it has items,
+// so a slow handler delays only itself;
 // messages beyond the queue bound are dropped (delivery is at most once).
 type bus struct {
 	store *store
@@ -58,7 +59,7 @@ func (b *bus) Subscribe(ctx context.Context, topic string, fn func([]byte)) (fun
 	s.listeners++
 	s.fmu.Unlock()
 
-	q := newQueue[[]byte](s.opts.QueueLen)
+	q := newQueue(s.opts.QueueLen, fn, nil)
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -74,8 +75,6 @@ func (b *bus) Subscribe(ctx context.Context, topic string, fn func([]byte)) (fun
 	}
 	set[q] = struct{}{}
 	b.mu.Unlock()
-
-	go q.run(fn, nil)
 
 	var once sync.Once
 	cancel := func() {

@@ -241,8 +241,8 @@ func (m *events) SlideMany(ctx context.Context, streams []cluster.StreamRef, ttl
 }
 
 // Follow registers fn before returning, so every event appended after
-// Follow returns is queued for it. Delivery runs on the follower's own
-// goroutine; when its queue overflows, events are dropped and fn then
+// Follow returns is queued for it. Delivery runs on a goroutine of the
+// follower's while it has events queued; when its queue overflows, events are dropped and fn then
 // gets an Event with Seq 0 (re-read hint). Follow does not check that the
 // stream exists: authorize with Read (cluster.Tail does).
 func (m *events) Follow(ctx context.Context, id string, fn func(cluster.Event)) (func(), error) {
@@ -250,7 +250,7 @@ func (m *events) Follow(ctx context.Context, id string, fn func(cluster.Event)) 
 	if err := s.check(ctx, "Events.Follow"); err != nil {
 		return nil, err
 	}
-	q := newQueue[cluster.Event](s.opts.QueueLen)
+	q := newQueue(s.opts.QueueLen, fn, func() { fn(cluster.Event{}) })
 	s.fmu.Lock()
 	if s.listeners >= s.opts.MaxListeners {
 		s.fmu.Unlock()
@@ -264,8 +264,6 @@ func (m *events) Follow(ctx context.Context, id string, fn func(cluster.Event)) 
 	set[q] = struct{}{}
 	s.listeners++
 	s.fmu.Unlock()
-
-	go q.run(fn, func() { fn(cluster.Event{}) })
 
 	var once sync.Once
 	cancel := func() {

@@ -162,8 +162,9 @@ func TestEventsBasic(t *testing.T) {
 	}
 }
 
-// TestCloseStopsGoroutines checks that Close ends the sweeper and every
-// follower and subscriber goroutine.
+// TestCloseStopsGoroutines checks that idle followers and subscribers
+// hold no goroutine (one delivers only while events are queued), and
+// that Close ends the sweeper and the deliveries.
 func TestCloseStopsGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	b := memory.New(memory.Options{SweepInterval: time.Millisecond})
@@ -176,13 +177,29 @@ func TestCloseStopsGoroutines(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := runtime.NumGoroutine(); n < before+100 {
-		t.Fatalf("%d goroutines with 100 listeners, want one each", n-before)
+	got := make(chan struct{}, 1)
+	if _, err := b.Events.Follow(ctx, "y", func(cluster.Event) { got <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	lim := cluster.Limits{MaxEvents: 10, MaxStreams: 10, TTL: time.Minute}
+	if err := b.Events.Open(ctx, "y", cluster.StreamMeta{Session: "s"}, lim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Events.Append(ctx, "s", "y", []byte("e"), false, lim); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+1 { // the sweeper
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines with 101 idle listeners, want 1 (the sweeper)", runtime.NumGoroutine()-before)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d goroutines left after Close", runtime.NumGoroutine()-before)

@@ -2,23 +2,30 @@ package memory
 
 import "sync"
 
-// queue is a bounded FIFO drained by one goroutine, so producers (Append,
-// Publish) never block on, or run, a consumer's callback. When the queue
-// is full, new items are dropped and the consumer is told once the queue
-// has drained (onLost), so it can recover what it missed.
+// queue is a bounded FIFO delivered to one consumer, so producers
+// (Append, Publish) never block on, or run, a consumer's callback. A
+// goroutine delivers while the queue has items, and exits once it is
+// empty: an idle follower holds none. When the queue is full, new items
+// are dropped and the consumer is told once the queue has drained
+// (onLost), so it can recover what it missed.
 type queue[T any] struct {
-	max int
+	max     int
+	deliver func(T)
+	onLost  func() // may be nil
 
-	mu     sync.Mutex
-	items  []T
-	spare  []T
-	lost   bool
-	closed bool
-	wake   chan struct{}
+	mu      sync.Mutex
+	items   []T
+	spare   []T
+	lost    bool
+	closed  bool
+	running bool // a goroutine delivers; always true while items are queued
 }
 
-func newQueue[T any](max int) *queue[T] {
-	return &queue[T]{max: max, wake: make(chan struct{}, 1)}
+// newQueue returns a queue delivering its items, in order and one at a
+// time, to deliver; onLost (may be nil) runs after the items queued
+// before an overflow have been delivered.
+func newQueue[T any](max int, deliver func(T), onLost func()) *queue[T] {
+	return &queue[T]{max: max, deliver: deliver, onLost: onLost}
 }
 
 // push enqueues v without blocking; it reports false when v was dropped
@@ -30,75 +37,69 @@ func (q *queue[T]) push(v T) bool {
 		return false
 	}
 	if len(q.items) >= q.max {
-		q.lost = true
+		q.lost = true // a delivery runs: the queue has items
 		q.mu.Unlock()
 		return false
 	}
 	q.items = append(q.items, v)
-	q.signalLocked()
+	start := !q.running
+	q.running = true
 	q.mu.Unlock()
+	if start {
+		go q.run()
+	}
 	return true
 }
 
-// signalLocked wakes the consumer; wake is closed only under mu.
-func (q *queue[T]) signalLocked() {
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
-
-// close stops the queue; pending items are discarded and run returns.
-// It does not wait: a callback already under way may still finish.
+// close stops the queue; pending items are discarded and the delivery
+// stops. It does not wait: a callback already under way may still
+// finish.
 func (q *queue[T]) close() {
 	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return
-	}
+	defer q.mu.Unlock()
 	q.closed = true
 	q.items = nil
-	close(q.wake)
-	q.mu.Unlock()
 }
 
-// run delivers items in order to deliver until close. onLost (may be nil)
-// runs after the items queued before an overflow have been delivered.
-func (q *queue[T]) run(deliver func(T), onLost func()) {
-	for range q.wake {
-		for {
-			q.mu.Lock()
-			if q.closed {
-				q.mu.Unlock()
+// run delivers the queued items until the queue is empty or closed.
+func (q *queue[T]) run() {
+	for {
+		q.mu.Lock()
+		if q.closed {
+			q.mu.Unlock()
+			return
+		}
+		batch := q.items
+		lost := q.lost && len(batch) == 0
+		if lost {
+			q.lost = false
+		}
+		q.items, q.spare = q.spare[:0], nil
+		if len(batch) == 0 && !lost {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		if lost {
+			if q.onLost != nil {
+				q.onLost()
+			}
+			continue
+		}
+		for i, v := range batch {
+			if q.isClosed() {
 				return
 			}
-			batch := q.items
-			lost := q.lost && len(batch) == 0
-			if lost {
-				q.lost = false
-			}
-			q.items, q.spare = q.spare[:0], nil
-			q.mu.Unlock()
-			if len(batch) == 0 {
-				if lost && onLost != nil {
-					onLost()
-				}
-				break
-			}
-			for i, v := range batch {
-				if q.isClosed() {
-					return
-				}
-				deliver(v)
-				var zero T
-				batch[i] = zero
-			}
-			q.mu.Lock()
-			if q.spare == nil {
-				q.spare = batch[:0]
-			}
-			q.mu.Unlock()
+			q.deliver(v)
+			var zero T
+			batch[i] = zero
 		}
+		q.mu.Lock()
+		if q.spare == nil {
+			q.spare = batch[:0]
+		}
+		q.mu.Unlock()
 	}
 }
 
