@@ -88,6 +88,23 @@ const roundTripCalls = 50
 // window, not per request).
 func roundTripsPerCall(t *testing.T, url string, call func()) (float64, int64) {
 	t.Helper()
+	c := costPerCall(t, url, call)
+	return c.roundTrips, c.debits
+}
+
+// callCost is what a call costs in Redis (see costPerCall).
+type callCost struct {
+	roundTrips float64 // commands sent per call
+	commands   float64 // commands executed per call: sent, and run by their scripts
+	scripts    float64 // EVALSHA per call
+	evals      int64   // EVAL in the window: the per-caller rate debits
+	debits     int64   // the per-caller rate debits the window may hold
+}
+
+// costPerCall is roundTripsPerCall that also returns the commands Redis
+// executed.
+func costPerCall(t *testing.T, url string, call func()) callCost {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	mon, err := bench.StartMonitor(ctx, url)
@@ -105,12 +122,16 @@ func roundTripsPerCall(t *testing.T, url string, call func()) (float64, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sent int64
+	var sent, ran int64
 	for _, v := range client {
 		sent += v
 	}
+	for _, v := range script {
+		ran += v
+	}
 	t.Logf("client commands %v, in scripts %v", client, script)
-	return float64(sent) / roundTripCalls, debits
+	return callCost{roundTrips: float64(sent) / roundTripCalls, commands: float64(sent+ran) / roundTripCalls,
+		scripts: float64(client["evalsha"]) / roundTripCalls, evals: client["eval"], debits: debits}
 }
 
 type roundTripNode struct{ *benchNode }
@@ -160,13 +181,22 @@ func (n roundTripNode) call(t *testing.T, hdr map[string]string) {
 
 // TestRedisRoundTripsPerGroupCommit counts the Redis round trips of
 // tools/calls answered on an SSE stream over HTTP on Redis (session
-// cache on): one that sends 10 progress notifications, and one that asks
-// the client for sampling and waits for the answer. The stream's events
-// are recorded in group commits (coordinator.Producer) with its open
-// folded into the first, so a burst of notifications costs a few
-// appends, not one each.
+// cache on), and the commands Redis executes for them (scripts count
+// the commands they run): one that sends 10 progress notifications, and
+// one that asks the client for sampling and waits for the answer. The
+// stream's events are recorded in group commits (coordinator.Producer)
+// with its open folded into the first, so a burst of notifications
+// costs a few appends, not one each; nobody follows these streams, so
+// the appends publish nothing, and they refresh TTLs only at the open.
+// The session keeps few streams, so every call also evicts the history
+// of an older one, as a long-lived session does.
 func TestRedisRoundTripsPerGroupCommit(t *testing.T) {
 	srv := redistest.Start(t)
+	// Each call: 2 batches, the opening one (an eviction included) 17
+	// commands, the final one 6, and a rate debit now and then. Under
+	// load the producer may split a burst of events in more batches:
+	// each costs 5 commands.
+	const commands, batches, perBatch = 23, 2, 5
 	for _, c := range []struct {
 		name, call string
 		max        float64
@@ -175,16 +205,25 @@ func TestRedisRoundTripsPerGroupCommit(t *testing.T) {
 		{"sampling", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sample","arguments":{"prompt":"hi"}}}`, 2.5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n := newRedisRoundTripNode(t, srv.URL(), mcp.HTTPOptions{SessionCacheTTL: time.Hour, LeaseTTL: time.Minute})
+			const maxStreams = 8
+			n := newRedisRoundTripNode(t, srv.URL(), mcp.HTTPOptions{SessionCacheTTL: time.Hour, LeaseTTL: time.Minute, MaxStreams: maxStreams})
 			hs := httptest.NewServer(n.h)
 			t.Cleanup(hs.Close)
 			hdr := n.initialize(t)
 			call := func() { streamCall(t, hs.URL, hdr, c.call) }
-			call() // warms the cache
-			perCall, debits := roundTripsPerCall(t, srv.URL(), call)
-			t.Logf("%s: %.2f round trips per call", c.name, perCall)
-			if perCall > c.max+float64(2+debits)/roundTripCalls {
-				t.Errorf("got %.2f round trips per call, want at most %v", perCall, c.max)
+			for range maxStreams + 1 { // warms the cache, fills the LRU
+				call()
+			}
+			got := costPerCall(t, srv.URL(), call)
+			t.Logf("%s: %.2f round trips, %.1f commands per call", c.name, got.roundTrips, got.commands)
+			if got.roundTrips > c.max+float64(2+got.debits)/roundTripCalls {
+				t.Errorf("got %.2f round trips per call, want at most %v", got.roundTrips, c.max)
+			}
+			// A rate debit (an EVAL) is 5 commands; background work a
+			// few.
+			want := commands + perBatch*max(got.scripts-batches, 0)
+			if got.commands > want+float64(10+5*got.evals)/roundTripCalls {
+				t.Errorf("got %.1f Redis commands per call (%.2f batches), want at most %.1f", got.commands, got.scripts, want)
 			}
 		})
 	}

@@ -207,7 +207,8 @@ type Limits struct {
 	// its TTL or its session. Their number is bounded by the requests a
 	// session may run at once, plus its one GET stream.
 	MaxStreams int
-	// TTL is how long a stream's history lives after its last append.
+	// TTL is how long a stream's history lives after its last append
+	// (a backend may refresh expiries lazily: at least 7/8 of it).
 	TTL time.Duration
 }
 
@@ -264,15 +265,20 @@ type EventLog interface {
 	// Read returns the events with Seq > after, oldest first, and the
 	// stream's info (also returned with ErrEvicted). ErrNotFound when the stream is unknown; ErrForbidden
 	// when it is another session's (so a caller cannot probe streams);
-	// ErrEvicted when events after `after` were trimmed.
+	// ErrEvicted when events after `after` were trimmed. Reading a
+	// stream marks it followed (see Follow).
 	Read(ctx context.Context, session, stream string, after uint64) ([]Event, StreamInfo, error)
-	// Follow delivers, in order, events appended to stream after the call
-	// returns, to fn, until cancel is called or ctx ends. Delivery is best
-	// effort (a bus hiccup can drop events): callers combine it with Read
-	// and fill gaps by seq; see Tail. An event with Seq 0 is a hint that
-	// the follower missed something (overflow, reconnect, the stream was
-	// removed) and must Read again. Follow does not authorise: callers
-	// Read first, which checks the session. fn must not block for long.
+	// Follow delivers, in order, events appended to stream to fn, until
+	// cancel is called or ctx ends: every event appended after the call
+	// returned and a Read of the stream (by anyone) then returned. A
+	// backend may skip notifying a stream nobody has read (Redis
+	// publishes nothing for it), so a follower Reads after it follows,
+	// as Tail does. Delivery is best effort (a bus hiccup can drop
+	// events): callers combine it with Read and fill gaps by seq; see
+	// Tail. An event with Seq 0 is a hint that the follower missed
+	// something (overflow, reconnect, the stream was removed) and must
+	// Read again. Follow does not authorise: callers Read, which checks
+	// the session. fn must not block for long.
 	Follow(ctx context.Context, stream string, fn func(Event)) (cancel func(), err error)
 	// SlideMany makes the history of each stream that still exists live
 	// ttl from now, as an append would (missing streams are skipped, not

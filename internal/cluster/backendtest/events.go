@@ -254,6 +254,43 @@ func (s *suite) testEvents(t *testing.T) {
 		}
 	})
 
+	// A stream that ends is the most recently used, however long ago it
+	// was opened: a client that lost a long call's connection can still
+	// resume it after many short calls ran and ended during it.
+	t.Run("LRUEndedLast", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		l := cluster.Limits{MaxEvents: 10, MaxStreams: 3, TTL: time.Minute}
+		sess, long := uniq("s"), uniq("long")
+		end := func(x string, open bool) {
+			t.Helper()
+			var meta *cluster.StreamMeta
+			if open {
+				meta = &cluster.StreamMeta{Session: sess, Owner: "n", Request: x}
+			}
+			if _, err := b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("final")}, true, meta, l); err != nil {
+				t.Fatalf("final AppendBatch: %v", err)
+			}
+			time.Sleep(2 * time.Millisecond) // distinct use times for backends that score by clock
+		}
+		if _, err := b.Events.AppendBatch(ctx, sess, long, [][]byte{[]byte("a")}, false, &cluster.StreamMeta{Session: sess, Owner: "n", Request: "long"}, l); err != nil {
+			t.Fatal(err)
+		}
+		var short []string
+		for i := range l.MaxStreams {
+			short = append(short, uniq(fmt.Sprint("short", i)))
+			end(short[i], true)
+		}
+		end(long, false)
+		end(uniq("next"), true)
+		if _, _, err := b.Events.Read(ctx, sess, long, 0); err != nil {
+			t.Fatalf("the stream that ended last was evicted: %v", err)
+		}
+		_, _, err := b.Events.Read(ctx, sess, short[0], 0)
+		wantErr(t, "Read of the stream that ended first", err, cluster.ErrNotFound)
+	})
+
 	t.Run("StreamTTL", func(t *testing.T) {
 		t.Parallel()
 		b := s.newBackend(t)
@@ -389,6 +426,10 @@ func (s *suite) testEvents(t *testing.T) {
 		})
 		must(t, "Follow", err)
 		must(t, "Open", b.Events.Open(ctx, x, cluster.StreamMeta{Session: sess}, lim))
+		// A follower reads after it follows (Tail does): from then on
+		// every append reaches it.
+		_, _, err = b.Events.Read(ctx, sess, x, 0)
+		must(t, "Read", err)
 		appendN(t, b, sess, x, 5, lim)
 		if _, err := b.Events.Append(ctx, sess, x, []byte("end"), true, lim); err != nil {
 			t.Fatal(err)
@@ -418,6 +459,8 @@ func (s *suite) testEvents(t *testing.T) {
 		must(t, "Follow", err)
 		stop2, err := b.Events.Follow(ctx, y, func(ev cluster.Event) { late <- ev })
 		must(t, "Follow", err)
+		_, _, err = b.Events.Read(ctx, sess, y, 0)
+		must(t, "Read", err)
 		stop2()
 		fcancel()
 		time.Sleep(50 * time.Millisecond)
@@ -449,6 +492,8 @@ func (s *suite) testEvents(t *testing.T) {
 			must(t, "Follow", err)
 			defer cancel()
 		}
+		_, _, err := b.Events.Read(ctx, sess, x, 0)
+		must(t, "Read", err)
 		appendN(t, b, sess, x, 10, lim)
 		for i := range followers {
 			wg.Go(func() {

@@ -17,7 +17,7 @@ import (
 // (Open, and AppendBatch that opens, on Cluster: two; an append on
 // Cluster: two once per eighth of the stream's TTL, to slide its owner
 // key), and an append publishes its events to followers in the same
-// script.
+// script, once a Read marked the stream followed (see readScript).
 type events backend
 
 var _ cluster.EventLog = (*events)(nil)

@@ -221,6 +221,9 @@ func TestConnectionsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		cancels = append(cancels, cancel)
+		if _, _, err := b.Events.Read(ctx, fmt.Sprintf("s%d", i%20), x, 0); err != nil { // marks it followed
+			t.Fatal(err)
+		}
 	}
 	for i := range 50 {
 		cancel, err := b.Bus.Subscribe(ctx, fmt.Sprintf("t%d", i), func([]byte) {})

@@ -11,7 +11,9 @@
 //	P:{S}:s            hash    the session's fields (+ a reserved "\x00" field), PEXPIRE = idle TTL
 //	P:{S}:subs         set     resource uris the session subscribed to, TTL ≥ the session's
 //	P:{S}:lru          zset    stream id → last use (µs), for MaxStreams eviction
-//	P:{S}:m:<stream>   hash    stream meta: owner, request, last (seq), done
+//	P:{S}:m:<stream>   hash    stream meta: owner, request, last (seq), done, touched (ms of the
+//	                           last TTL refresh), toks (tokens of recent appends), f (read by a
+//	                           follower: appends publish only then)
 //	P:{S}:e:<stream>   list    the newest MaxEvents payloads; the last one has seq = last
 //	P:{S}:c:<rest>     string  claim "session:<S>:<rest>" (holder), PX = claim TTL
 //	P:{S}:claims       set     <rest> of the session's claims, so End can drop them
@@ -36,7 +38,10 @@
 //
 // Pub/sub channels: P:bus:<topic> for the Bus and P:f:<stream> for
 // Follow. A Follow message is "<seq>:<final 0|1>:<data>"; "0" alone asks
-// followers to re-read (the stream was removed).
+// followers to re-read (the stream was removed). Appends publish to a
+// stream's channel only once a Read marked it (field f): most POST
+// streams are read by no one but their producer, which needs no
+// message.
 //
 // # Pub/sub on Cluster
 //

@@ -33,30 +33,44 @@ local function hold(ttl)
 end
 `
 
-// touchLRU is the per-session stream LRU: it marks stream used now,
-// forgets streams idle past their TTL, and removes the history of the
-// least recently used ended streams beyond max (publishing a re-read hint
-// to their followers). A stream that has not ended (a GET stream, a POST
-// stream before its final) is never removed for the bound: it may have a
-// live connection, which must receive every event.
+// touchLRU is the per-session stream LRU: it marks stream used at now
+// (µs, Redis clock) and, when the session has more than max streams,
+// forgets streams idle past their TTL and removes the history of the
+// least recently used ended streams beyond max (publishing a re-read
+// hint to their followers, if any: see readScript). A stream that has
+// not ended (a GET stream, a POST stream before its final) is never
+// removed for the bound: it may have a live connection, which must
+// receive every event. The LRU's TTL is set to 9/8 of the streams' TTL
+// when it has less than their TTL left, so it outlives every stream it
+// lists without a PEXPIRE on each touch.
 const touchLRU = `
-local function touch_lru(lru, stream, ttl, max, pfx, chan_pfx)
-  local now = now_us()
+local function touch_lru(lru, stream, ttl, max, pfx, chan_pfx, now)
   redis.call('ZADD', lru, string.format('%.0f', now), stream)
-  redis.call('ZREMRANGEBYSCORE', lru, '-inf', '(' .. string.format('%.0f', now - ttl * 1000))
-  local excess = redis.call('ZCARD', lru) - max
-  if excess > 0 then
-    for _, s in ipairs(redis.call('ZRANGE', lru, 0, -2)) do
-      if s ~= stream and redis.call('HGET', pfx .. 'm:' .. s, 'done') ~= '0' then
-        redis.call('DEL', pfx .. 'm:' .. s, pfx .. 'e:' .. s)
-        redis.call('PUBLISH', chan_pfx .. s, '0')
-        redis.call('ZREM', lru, s)
-        excess = excess - 1
-        if excess == 0 then break end
+  local card = redis.call('ZCARD', lru)
+  if card > max then
+    card = card - redis.call('ZREMRANGEBYSCORE', lru, '-inf', '(' .. string.format('%.0f', now - ttl * 1000))
+    local excess, from = card - max, 0
+    while excess > 0 do
+      local page = redis.call('ZRANGE', lru, from, from + excess + 7)
+      if #page == 0 then break end
+      local gone = {}
+      for _, s in ipairs(page) do
+        if s ~= stream then
+          local m = redis.call('HMGET', pfx .. 'm:' .. s, 'done', 'f')
+          if m[1] ~= '0' then
+            redis.call('DEL', pfx .. 'm:' .. s, pfx .. 'e:' .. s)
+            if m[2] then redis.call('PUBLISH', chan_pfx .. s, '0') end
+            gone[#gone + 1] = s
+            excess = excess - 1
+            if excess == 0 then break end
+          end
+        end
       end
+      if #gone > 0 then redis.call('ZREM', lru, unpack(gone)) end
+      from = from + #page - #gone
     end
   end
-  extend(lru, ttl)
+  if redis.call('PTTL', lru) < ttl then redis.call('PEXPIRE', lru, hold(ttl)) end
 end
 `
 
@@ -364,9 +378,10 @@ if KEYS[3] then
   redis.call('SET', KEYS[3], ARGV[1], 'PX', ttl)
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'owner', ARGV[3], 'request', ARGV[4], 'last', 0, 'done', 0, 'ot', now_ms())
+local now = now_us()
+redis.call('HSET', KEYS[1], 'owner', ARGV[3], 'request', ARGV[4], 'last', 0, 'done', 0, 'touched', math.floor(now / 1000))
 redis.call('PEXPIRE', KEYS[1], ttl)
-touch_lru(KEYS[2], ARGV[2], ttl, tonumber(ARGV[6]), ARGV[7], ARGV[8])
+touch_lru(KEYS[2], ARGV[2], ttl, tonumber(ARGV[6]), ARGV[7], ARGV[8], now)
 return 1
 `)
 
@@ -377,22 +392,29 @@ return 1
 // open 0|1, owner node, request, data... Returns {first, refresh}: the
 // first event's seq (the others follow it), -1 when the stream is
 // unknown (and not to be opened), -2 when done, -3 when another session
-// owns the stream. Without the owner key (Cluster: it lives in another
-// slot) refresh is 1 when the caller must slide the owner key, which
-// happens when an eighth of the TTL passed since it was last slid (the
-// meta field 'ot'), so it outlives the history (see ownerTTL). The
-// tokens of the stream's latest batches are kept with their first seqs
-// in the meta field 'toks' (";token=seq", at most tokensBytes long;
-// only the final's once the stream is done), so a retry of a batch that
-// already happened (its reply was lost) returns the original seq
-// instead of storing the events twice.
-// The TTLs and the stream's place in the session's LRU are refreshed only
-// when an eighth of the TTL passed since the last refresh (and on the
-// open and the final event), so a busy stream costs a handful of
-// commands per batch; LRU order is exact to within that eighth.
+// owns the stream. The tokens of the stream's latest batches are kept
+// with their first seqs in the meta field 'toks' (";token=seq", at most
+// tokensBytes long; only the final's once the stream is done), so a
+// retry of a batch that already happened (its reply was lost) returns
+// the original seq instead of storing the events twice.
+//
+// A stream has one producer most of the time, so a batch is kept to a
+// handful of commands: one HMGET and one HSET of the meta, the RPUSH,
+// and TIME. Its TTLs (meta, events, owner) and its place in the
+// session's LRU are refreshed only at the open and when an eighth of
+// the TTL passed since the last refresh (the meta field 'touched'), the
+// final event included: a stream's history lives at least 7/8 of the
+// TTL after its last append. The final event makes the stream most
+// recently used in the LRU (which orders ended streams only: one that
+// has not ended is never evicted for the bound). The events are published to the stream's channel only once a
+// follower marked the stream (the meta field 'f', see readScript).
+// Without the owner key (Cluster: it lives in another slot) refresh is
+// 1 when the caller must slide the owner key, with the history, so that
+// it outlives the history (see ownerTTL).
 var appendBatchScript = script(touchLRU + `
 local ttl, maxev = tonumber(ARGV[6]), tonumber(ARGV[4])
-local m = redis.call('HMGET', KEYS[1], 'done', 'touched', 'toks', 'ot')
+local m = redis.call('HMGET', KEYS[1], 'done', 'last', 'toks', 'touched', 'f')
+local fields = {}
 local opened = false
 if not m[1] then
   if ARGV[10] ~= '1' then return {-1, 0} end
@@ -400,9 +422,8 @@ if not m[1] then
     local o = redis.call('GET', KEYS[4])
     if o and o ~= ARGV[1] then return {-3, 0} end
   end
-  local now = now_ms()
-  redis.call('HSET', KEYS[1], 'owner', ARGV[11], 'request', ARGV[12], 'last', 0, 'done', 0, 'ot', now)
-  m = {'0', nil, nil, tostring(now)}
+  fields = {'owner', ARGV[11], 'request', ARGV[12]}
+  m = {'0', '0'}
   opened = true
 end
 local toks, tok = m[3] or '', ';' .. ARGV[9] .. '='
@@ -414,8 +435,8 @@ if at then
 end
 if m[1] == '1' then return {-2, 0} end
 local n = #ARGV - 12
-local last = redis.call('HINCRBY', KEYS[1], 'last', n)
-local first = last - n + 1
+local first = tonumber(m[2]) + 1
+local last = first + n - 1
 if ARGV[3] == '1' then
   toks = tok .. first
 else
@@ -424,44 +445,61 @@ else
     toks = string.sub(toks, (string.find(toks, ';', 2, true)))
   end
 end
-redis.call('HSET', KEYS[1], 'toks', toks)
-for i = 13, #ARGV, 500 do
-  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 499, #ARGV)))
+local now = now_us()
+local refresh = opened or math.floor(now / 1000) - tonumber(m[4] or '0') >= ttl / 8
+local h = #fields
+fields[h + 1], fields[h + 2], fields[h + 3], fields[h + 4], fields[h + 5], fields[h + 6] =
+  'last', last, 'toks', toks, 'done', ARGV[3]
+if refresh then
+  fields[h + 7], fields[h + 8] = 'touched', math.floor(now / 1000)
 end
-if last > maxev then redis.call('LTRIM', KEYS[2], -maxev, -1) end
-local now = now_ms()
-if opened or ARGV[3] == '1' or now - tonumber(m[2] or '0') >= ttl / 8 then
-  if ARGV[3] == '1' then
-    redis.call('HSET', KEYS[1], 'done', '1', 'touched', now)
-  else
-    redis.call('HSET', KEYS[1], 'touched', now)
-  end
+redis.call('HSET', KEYS[1], unpack(fields))
+local len = 0
+for i = 13, #ARGV, 500 do
+  len = redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 499, #ARGV)))
+end
+if len > maxev then redis.call('LTRIM', KEYS[2], -maxev, -1) end
+if refresh then
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('PEXPIRE', KEYS[2], ttl)
   if KEYS[4] then redis.call('SET', KEYS[4], ARGV[1], 'PX', ttl) end
-  touch_lru(KEYS[3], ARGV[2], ttl, tonumber(ARGV[5]), ARGV[7], ARGV[8])
+  touch_lru(KEYS[3], ARGV[2], ttl, tonumber(ARGV[5]), ARGV[7], ARGV[8], now)
+else
+  if len == n then
+    -- The stream was opened without events: this batch made the list.
+    redis.call('PEXPIRE', KEYS[2], ttl)
+  end
+  if ARGV[3] == '1' then
+    -- An ended stream is most recently used: the first the LRU bound
+    -- takes are those that ended before it.
+    redis.call('ZADD', KEYS[3], string.format('%.0f', now), ARGV[2])
+  end
 end
-for i = 13, #ARGV do
-  local fin = '0'
-  if i == #ARGV then fin = ARGV[3] end
-  redis.call('PUBLISH', ARGV[8] .. ARGV[2], (first + i - 13) .. ':' .. fin .. ':' .. ARGV[i])
+if m[5] then
+  for i = 13, #ARGV do
+    local fin = '0'
+    if i == #ARGV then fin = ARGV[3] end
+    redis.call('PUBLISH', ARGV[8] .. ARGV[2], (first + i - 13) .. ':' .. fin .. ':' .. ARGV[i])
+  end
 end
-local refresh = 0
-if not KEYS[4] and now - tonumber(m[4] or '0') >= ttl / 8 then
-  redis.call('HSET', KEYS[1], 'ot', now)
-  refresh = 1
-end
-return {first, refresh}
+if refresh and not opened and not KEYS[4] then return {first, 1} end
+return {first, 0}
 `)
 
 // KEYS: meta, events. ARGV: after. Returns -1 when the stream is
 // unknown, else {owner, request, last, done, first kept seq, events after}
 // where events is empty when the cursor is past last or was trimmed. A
 // cursor at or past last (a follower checking an idle stream) reads the
-// meta only, and first is then last + 1.
+// meta only, and first is then last + 1. Reading a stream that has not
+// ended marks it followed (the meta field 'f'): appends publish their
+// events only from then on, so a stream nobody reads costs no PUBLISH.
+// A follower subscribes before it reads (cluster.Tail), and the mark
+// and the read are one step, so every event is either in what it read
+// or published after it subscribed.
 var readScript = script(`
-local m = redis.call('HMGET', KEYS[1], 'owner', 'request', 'last', 'done')
+local m = redis.call('HMGET', KEYS[1], 'owner', 'request', 'last', 'done', 'f')
 if not m[3] then return -1 end
+if not m[5] and m[4] ~= '1' then redis.call('HSET', KEYS[1], 'f', '1') end
 local last = tonumber(m[3])
 local after = tonumber(ARGV[1])
 if after >= last then return {m[1], m[2], last, m[4], last + 1, {}} end
