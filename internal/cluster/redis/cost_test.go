@@ -64,10 +64,9 @@ func TestCommandsPerBatch(t *testing.T) {
 		want int64
 		op   func(x string)
 	}{
-		// HMGET, GET owner, TIME, HSET, RPUSH, 2 PEXPIRE, SET owner; the
-		// LRU: ZADD, ZCARD, ZREMRANGEBYSCORE, ZRANGE, HMGET, DEL, ZREM,
-		// PTTL.
-		{"open, evicting", 17, func(x string) { batch(x, false, true, "", "one", "two") }},
+		// HMGET, SET NX owner, TIME, HSET, RPUSH, 2 PEXPIRE; the LRU:
+		// ZADD, ZCARD, ZREMRANGEBYSCORE, ZRANGE, HMGET, DEL, ZREM, PTTL.
+		{"open, evicting", 16, func(x string) { batch(x, false, true, "", "one", "two") }},
 		// HMGET, TIME, HSET, RPUSH.
 		{"middle", 5, func(x string) { batch(x, false, false, "three", "four") }},
 		// The same and a ZADD: the ended stream is the most recently

@@ -400,27 +400,32 @@ return 1
 //
 // A stream has one producer most of the time, so a batch is kept to a
 // handful of commands: one HMGET and one HSET of the meta, the RPUSH,
-// and TIME. Its TTLs (meta, events, owner) and its place in the
-// session's LRU are refreshed only at the open and when an eighth of
-// the TTL passed since the last refresh (the meta field 'touched'), the
-// final event included: a stream's history lives at least 7/8 of the
-// TTL after its last append. The final event makes the stream most
-// recently used in the LRU (which orders ended streams only: one that
-// has not ended is never evicted for the bound). The events are published to the stream's channel only once a
-// follower marked the stream (the meta field 'f', see readScript).
-// Without the owner key (Cluster: it lives in another slot) refresh is
-// 1 when the caller must slide the owner key, with the history, so that
-// it outlives the history (see ownerTTL).
+// and TIME; the open claims the owner key with one SET NX. Its TTLs
+// (meta, events, owner) and its place in the session's LRU are
+// refreshed only at the open and when an eighth of the TTL passed since
+// the last refresh (the meta field 'touched'), the final event
+// included: a stream's history lives at least 7/8 of the TTL after its
+// last append. The final event makes the stream the most recently used
+// in the LRU (which orders ended streams only: one that has not ended
+// is never evicted for the bound). The events are published to the
+// stream's channel only once a follower marked the stream (the meta
+// field 'f', see readScript). Without the owner key (Cluster: it lives
+// in another slot) refresh is 1 when the caller must slide the owner
+// key, with the history, so that it outlives the history (see
+// ownerTTL).
 var appendBatchScript = script(touchLRU + `
 local ttl, maxev = tonumber(ARGV[6]), tonumber(ARGV[4])
 local m = redis.call('HMGET', KEYS[1], 'done', 'last', 'toks', 'touched', 'f')
 local fields = {}
-local opened = false
+local opened, owned = false, false
 if not m[1] then
   if ARGV[10] ~= '1' then return {-1, 0} end
   if KEYS[4] then
-    local o = redis.call('GET', KEYS[4])
-    if o and o ~= ARGV[1] then return {-3, 0} end
+    if redis.call('SET', KEYS[4], ARGV[1], 'NX', 'PX', ttl) then
+      owned = true
+    elseif redis.call('GET', KEYS[4]) ~= ARGV[1] then
+      return {-3, 0}
+    end
   end
   fields = {'owner', ARGV[11], 'request', ARGV[12]}
   m = {'0', '0'}
@@ -462,7 +467,7 @@ if len > maxev then redis.call('LTRIM', KEYS[2], -maxev, -1) end
 if refresh then
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('PEXPIRE', KEYS[2], ttl)
-  if KEYS[4] then redis.call('SET', KEYS[4], ARGV[1], 'PX', ttl) end
+  if KEYS[4] and not owned then redis.call('SET', KEYS[4], ARGV[1], 'PX', ttl) end
   touch_lru(KEYS[3], ARGV[2], ttl, tonumber(ARGV[5]), ARGV[7], ARGV[8], now)
 else
   if len == n then
