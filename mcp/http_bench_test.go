@@ -28,17 +28,35 @@ type benchNode struct {
 // redisScripts returns the script calls (EVAL, EVALSHA) Redis has
 // received: each is one round trip of the backend; 0 on memory.
 func (n *benchNode) redisScripts(b *testing.B) float64 {
+	calls := n.redisCalls(b)
+	return calls["evalsha"] + calls["eval"]
+}
+
+// redisCommands returns the commands Redis has executed (those its
+// scripts ran included), but for INFO; 0 on memory.
+func (n *benchNode) redisCommands(b *testing.B) float64 {
+	var total float64
+	for name, c := range n.redisCalls(b) {
+		if name != "info" {
+			total += c
+		}
+	}
+	return total
+}
+
+// redisCalls returns INFO commandstats' calls by command.
+func (n *benchNode) redisCalls(b *testing.B) map[string]float64 {
+	out := map[string]float64{}
 	if n.rdb == nil {
-		return 0
+		return out
 	}
 	info, err := n.rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var total float64
 	for line := range strings.Lines(info) {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+		if !ok {
 			continue
 		}
 		calls, _, _ := strings.Cut(rest, ",")
@@ -46,9 +64,9 @@ func (n *benchNode) redisScripts(b *testing.B) float64 {
 		if err != nil {
 			b.Fatal(err)
 		}
-		total += f
+		out[strings.TrimPrefix(name, "cmdstat_")] = f
 	}
-	return total
+	return out
 }
 
 func newBenchNode(b *testing.B, backend string, cacheTTL time.Duration) *benchNode {
