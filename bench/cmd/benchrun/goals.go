@@ -196,7 +196,7 @@ func computeGoals(res *suiteResult) []goal {
 			if gs := idleRow(res, "gosdk"); gs != nil {
 				g.today += fmt.Sprintf(" (go-sdk %.1f KiB)", gs.PerStreamKB())
 			}
-			g.reason = "every open stream holds its own goroutines, timers and buffers; see [Open idle streams](#open-idle-streams-memory-and-redis-connections)"
+			g.reason = "its own state (tail, follows, timers) and, on HTTP/2 or a listen stream behind receiving middleware, net/http's connection buffers and serving goroutine; see [Open idle streams](#open-idle-streams-memory-and-redis-connections)"
 		}
 		out = append(out, g)
 	}
