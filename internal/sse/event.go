@@ -64,11 +64,14 @@ func Write(w io.Writer, ev Event) error {
 // keep-alive. Line breaks in text are folded into separate comment lines
 // so the comment cannot inject fields.
 func WriteComment(w io.Writer, text string) error {
-	buf := make([]byte, 0, len(text)+4)
-	buf = appendLines(buf, ":", text, true)
-	buf = append(buf, '\n')
-	_, err := w.Write(buf)
+	_, err := w.Write(AppendComment(make([]byte, 0, len(text)+4), text))
 	return err
+}
+
+// AppendComment appends the wire form of the comment WriteComment writes
+// to dst and returns the extended slice.
+func AppendComment(dst []byte, text string) []byte {
+	return append(appendLines(dst, ":", text, true), '\n')
 }
 
 // AppendEvent appends the wire form of ev to dst and returns the extended

@@ -41,6 +41,14 @@ const keepAliveText = "keep-alive"
 // serialized, so events, comments, retry hints and keep-alives never
 // interleave, and each is flushed before the next starts.
 //
+// Batches: Queue encodes an event without writing it; the next write
+// (Flush, or any other) sends the queued events ahead of its own in one
+// Write and one flush, so events that are ready together cost one
+// syscall, not one each. Queued events past maxQueued bytes are written
+// and flushed by Queue itself, which bounds the buffer. Close and Detach
+// drop queued events that were not flushed (Detach's retry hint sends
+// them first).
+//
 // Write deadlines: each write may block for at most
 // WriterOptions.WriteTimeout. The first write that fails (by the
 // deadline or otherwise) ends the writer: OnFail runs once, and every
@@ -63,7 +71,7 @@ type Writer struct {
 	mu      sync.Mutex
 	started bool
 	err     error
-	buf     []byte
+	buf     []byte      // the queued events, then the write in progress
 	keep    *time.Timer // nil until Start, or without keep-alives
 
 	busy atomic.Int64 // start of the write in progress (unix ns), 0 when idle
@@ -86,7 +94,7 @@ func (s *Writer) Start(header func(http.Header)) {
 	}
 	s.started = true
 	s.mu.Unlock()
-	_ = s.write(func() error {
+	_ = s.write(func(b []byte) []byte {
 		h := s.w.Header()
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache, no-transform")
@@ -96,10 +104,10 @@ func (s *Writer) Start(header func(http.Header)) {
 			header(h)
 		}
 		s.w.WriteHeader(http.StatusOK)
-		if s.opts.KeepAlive > 0 && s.err == nil {
+		if s.opts.KeepAlive > 0 {
 			s.keep = time.AfterFunc(s.opts.KeepAlive, s.keepAlive)
 		}
-		return nil
+		return b
 	})
 }
 
@@ -107,22 +115,48 @@ func (s *Writer) Start(header func(http.Header)) {
 // ends the writer like any failed write.
 func (s *Writer) keepAlive() { _ = s.Comment(keepAliveText) }
 
-// write runs fn (which writes to s.w) under the write deadline and
-// flushes. Once a write failed, every later one fails at once with the
-// same error.
-func (s *Writer) write(fn func() error) error {
+// maxQueued bounds the bytes of the events Queue holds: past it, Queue
+// writes and flushes them. A buffer grown past maxKept (by a batch or a
+// large event) is dropped after its write, so an idle stream keeps a
+// small one.
+const (
+	maxQueued = 32 << 10
+	maxKept   = 4 << 10
+)
+
+// write appends to the queued events what fn appends (fn may be nil),
+// writes the lot in one Write under the write deadline, and flushes.
+// Once a write failed, every later one fails at once with the same
+// error.
+func (s *Writer) write(fn func([]byte) []byte) error {
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
 		s.mu.Unlock()
 		return err
 	}
+	return s.writeLocked(fn)
+}
+
+// writeLocked is write with s.mu held (and s.err nil); it unlocks.
+func (s *Writer) writeLocked(fn func([]byte) []byte) error {
+	if fn != nil {
+		s.buf = fn(s.buf)
+	}
 	if s.opts.WriteTimeout > 0 {
 		// Not every ResponseWriter can: then writes are unbounded.
 		_ = s.rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 	}
 	s.busy.Store(time.Now().UnixNano())
-	err := fn()
+	var err error
+	if len(s.buf) > 0 {
+		_, err = s.w.Write(s.buf)
+		if cap(s.buf) > maxKept {
+			s.buf = nil
+		} else {
+			s.buf = s.buf[:0]
+		}
+	}
 	if err == nil {
 		err = s.rc.Flush()
 	}
@@ -151,30 +185,54 @@ func (s *Writer) BlockedFor() time.Duration {
 	return 0
 }
 
-// Event writes one event and flushes.
+// Event writes one event (after the queued ones) and flushes.
 func (s *Writer) Event(ev Event) error {
-	return s.write(func() error {
-		s.buf = AppendEvent(s.buf[:0], ev)
-		_, err := s.w.Write(s.buf)
+	return s.write(func(b []byte) []byte { return AppendEvent(b, ev) })
+}
+
+// Queue encodes ev after the queued events, to be written by the next
+// write (see the type's doc): Flush when nothing else follows. It fails
+// as a write would once the writer ended.
+func (s *Writer) Queue(ev Event) error {
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
 		return err
-	})
+	}
+	s.buf = AppendEvent(s.buf, ev)
+	if len(s.buf) < maxQueued {
+		s.mu.Unlock()
+		return nil
+	}
+	return s.writeLocked(nil)
+}
+
+// Flush writes the queued events in one Write and flushes; it does
+// nothing when none are queued.
+func (s *Writer) Flush() error {
+	s.mu.Lock()
+	if s.err != nil || len(s.buf) == 0 {
+		err := s.err
+		s.mu.Unlock()
+		return err
+	}
+	return s.writeLocked(nil)
 }
 
 // Comment writes a comment (ignored by clients) and flushes.
 func (s *Writer) Comment(text string) error {
-	return s.write(func() error { return WriteComment(s.w, text) })
+	return s.write(func(b []byte) []byte { return AppendComment(b, text) })
 }
 
 // Retry writes a retry hint: a block with only a retry field, so no
 // event is dispatched, telling the client how long to wait before it
 // reconnects.
 func (s *Writer) Retry(d time.Duration) error {
-	return s.write(func() error {
-		s.buf = append(s.buf[:0], "retry: "...)
-		s.buf = strconv.AppendInt(s.buf, d.Milliseconds(), 10)
-		s.buf = append(s.buf, "\n\n"...)
-		_, err := s.w.Write(s.buf)
-		return err
+	return s.write(func(b []byte) []byte {
+		b = append(b, "retry: "...)
+		b = strconv.AppendInt(b, d.Milliseconds(), 10)
+		return append(b, "\n\n"...)
 	})
 }
 

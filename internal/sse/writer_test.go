@@ -25,6 +25,7 @@ type recorder struct {
 	header    http.Header
 	status    int
 	body      bytes.Buffer
+	writes    int
 	flushes   int
 	fail      error
 	deadlines []time.Time
@@ -46,6 +47,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 	if r.fail != nil {
 		return 0, r.fail
 	}
+	r.writes++
 	return r.body.Write(p)
 }
 
@@ -72,6 +74,13 @@ func (r *recorder) String() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.body.String()
+}
+
+// counts returns the writes and flushes so far.
+func (r *recorder) counts() (writes, flushes int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.writes, r.flushes
 }
 
 func (r *recorder) keepAlives() int { return strings.Count(r.String(), ": keep-alive\n") }
@@ -351,5 +360,63 @@ func TestWriterReplace(t *testing.T) {
 	called := false
 	if err := s.Replace(func(http.ResponseWriter) (http.ResponseWriter, error) { called = true; return old, nil }); !errors.Is(err, sse.ErrClosed) || called {
 		t.Fatalf("Replace after Close: %v, fn called %v", err, called)
+	}
+}
+
+// Queued events go out with the next write, all in one Write and one
+// flush, each write under its own deadline; Flush with nothing queued
+// does nothing; a large queue is written before it grows past a bound.
+func TestWriterQueueWritesABatchOnce(t *testing.T) {
+	rec := newRecorder()
+	w := sse.NewWriter(rec, sse.WriterOptions{WriteTimeout: time.Minute})
+	w.Start(nil)
+	for i := range 3 {
+		if err := w.Queue(sse.Event{ID: fmt.Sprint(i), Data: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if writes, flushes := rec.counts(); writes != 0 || flushes != 1 || rec.String() != "" {
+		t.Fatalf("queueing wrote: %d writes, %d flushes, %q", writes, flushes, rec.String())
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	want := "id: 0\ndata: x\n\nid: 1\ndata: x\n\nid: 2\ndata: x\n\n"
+	if writes, flushes := rec.counts(); writes != 1 || flushes != 2 || rec.String() != want {
+		t.Fatalf("after Flush: %d writes, %d flushes, %q", writes, flushes, rec.String())
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if writes, flushes := rec.counts(); writes != 1 || flushes != 2 {
+		t.Fatalf("an empty Flush wrote: %d writes, %d flushes", writes, flushes)
+	}
+	// Another write sends the queued events first.
+	_ = w.Queue(sse.Event{Data: []byte("y")})
+	_ = w.Comment("c")
+	if writes, flushes := rec.counts(); writes != 2 || flushes != 3 || !strings.HasSuffix(rec.String(), "data: y\n\n: c\n\n") {
+		t.Fatalf("after a comment: %d writes, %d flushes, %q", writes, flushes, rec.String())
+	}
+	rec.mu.Lock()
+	deadlines := len(rec.deadlines)
+	rec.mu.Unlock()
+	if deadlines != 3 {
+		t.Fatalf("%d write deadlines set for 3 writes", deadlines)
+	}
+	// A queue past its bound is written by Queue.
+	big := bytes.Repeat([]byte("z"), 1<<10)
+	for range 100 {
+		_ = w.Queue(sse.Event{Data: big})
+	}
+	if writes, _ := rec.counts(); writes < 3 || writes > 6 {
+		t.Fatalf("100 KiB queued took %d writes in all", writes)
+	}
+	_ = w.Flush()
+	if got := strings.Count(rec.String(), string(big)); got != 100 {
+		t.Fatalf("%d of 100 large events written", got)
+	}
+	w.Close()
+	if err := w.Queue(sse.Event{Data: []byte("late")}); !errors.Is(err, sse.ErrClosed) {
+		t.Fatalf("Queue after Close: %v", err)
 	}
 }
