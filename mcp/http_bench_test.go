@@ -105,15 +105,20 @@ func newBenchNode(b *testing.B, backend string, cacheTTL time.Duration) *benchNo
 
 // post serves one POST and returns the recorder.
 func (n *benchNode) post(body []byte, hdr map[string]string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	n.postTo(rec, body, hdr)
+	return rec
+}
+
+// postTo serves one POST, answered on w.
+func (n *benchNode) postTo(w http.ResponseWriter, body []byte, hdr map[string]string) {
 	req := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	rec := httptest.NewRecorder()
-	n.h.ServeHTTP(rec, req)
-	return rec
+	n.h.ServeHTTP(w, req)
 }
 
 // del serves one DELETE and returns the recorder.

@@ -21,7 +21,8 @@ import (
 // appended to the stream's shared history before it is written, so the
 // client can resume the stream on any node. Its events are recorded in
 // group commits (coordinator.Producer): a notification is queued and
-// written to the client once recorded, while the handler goes on; a
+// written to the client once recorded (the events of one commit with one
+// write and one flush), while the handler goes on; a
 // server request and the final response wait for theirs.
 type postOut struct {
 	h       *HTTPHandler
@@ -112,8 +113,10 @@ func (p *postOut) upgrade(ctx context.Context) error {
 	if p.legacy {
 		p.stream = sse.NewStreamID()
 		p.unhold = p.h.node.HoldStream(p.session, p.stream, p.req.id.Key())
-		// The stream is opened with its first batch of events.
-		p.prod = p.h.node.Produce(p.session, p.stream, p.req.id.Key())
+		// The stream is opened with its first batch of events. Each
+		// batch's events are queued as they are delivered and go out
+		// with one flush, before the batch's waiters go on.
+		p.prod = p.h.node.Produce(p.session, p.stream, p.req.id.Key(), func() { _ = sw.Flush() })
 	}
 	p.sw = sw
 	sw.Start(nil)
@@ -127,7 +130,7 @@ func (p *postOut) upgrade(ctx context.Context) error {
 			if err != nil {
 				return // the events after it fail alike and say so
 			}
-			_ = sw.Event(sse.Event{ID: sse.EventID{Stream: p.stream}.String(), Retry: p.h.opts.RetryHint})
+			_ = sw.Queue(sse.Event{ID: sse.EventID{Stream: p.stream}.String(), Retry: p.h.opts.RetryHint})
 			p.mu.Lock()
 			p.primed = true
 			p.mu.Unlock()
@@ -179,7 +182,7 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final, wait bo
 				// The live connection gets its final message whatever
 				// happens to the history (without an id: it cannot
 				// be resumed from); the caller records it later.
-				_ = sw.Event(ev)
+				_ = sw.Queue(ev)
 			}
 			failed = &unrecorded{data: data, err: rpcError(err), cause: err}
 			if !wait {
@@ -192,7 +195,7 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final, wait bo
 			return
 		}
 		ev.ID = sse.EventID{Stream: p.stream, Seq: seq}.String()
-		_ = sw.Event(ev) // a dead connection is not an error: the history has it
+		_ = sw.Queue(ev) // a dead connection is not an error: the history has it
 	})
 	p.mu.Unlock()
 	if wait || backlog > p.h.opts.MaxStreamBacklog {

@@ -3,6 +3,8 @@ package mcp_test
 import (
 	"bytes"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +17,9 @@ import (
 // written (group commits), on a cached session. On Redis it reports the
 // scripts (round trips) and the commands Redis executed per call; the
 // session keeps more streams than MaxStreams, so each call also evicts
-// an older one's history, as in a long-lived session.
+// an older one's history, as in a long-lived session. It reports the
+// response's writes and flushes per call (each a syscall or more on a
+// real connection).
 func BenchmarkStreamedCall(b *testing.B) {
 	call := []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"progress","arguments":{"steps":10},"_meta":{"progressToken":"p"}}}`)
 	for _, backend := range []string{"memory", "redis"} {
@@ -27,8 +31,10 @@ func BenchmarkStreamedCall(b *testing.B) {
 				b.Fatalf("initialize: %d %s", init.Code, init.Body)
 			}
 			hdr := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": mcp.Version20251125}
+			var writes, flushes atomic.Int64
 			serve := func() {
-				rec := n.post(call, hdr)
+				rec := &countingRecorder{ResponseRecorder: httptest.NewRecorder(), writes: &writes, flushes: &flushes}
+				n.postTo(rec, call, hdr)
 				if rec.Code != http.StatusOK || bytes.Count(rec.Body.Bytes(), []byte("notifications/progress")) != 10 {
 					b.Fatalf("tools/call progress: %d %s", rec.Code, rec.Body)
 				}
@@ -38,13 +44,34 @@ func BenchmarkStreamedCall(b *testing.B) {
 			}
 			b.ReportAllocs()
 			scripts, commands := n.redisScripts(b), n.redisCommands(b)
+			writes.Store(0)
+			flushes.Store(0)
 			for b.Loop() {
 				serve()
 			}
+			b.ReportMetric(float64(writes.Load())/float64(b.N), "writes/op")
+			b.ReportMetric(float64(flushes.Load())/float64(b.N), "flushes/op")
 			if n.rdb != nil {
 				b.ReportMetric((n.redisScripts(b)-scripts)/float64(b.N), "scripts/op")
 				b.ReportMetric((n.redisCommands(b)-commands)/float64(b.N), "commands/op")
 			}
 		})
 	}
+}
+
+// countingRecorder is a ResponseRecorder that counts its writes and
+// flushes.
+type countingRecorder struct {
+	*httptest.ResponseRecorder
+	writes, flushes *atomic.Int64
+}
+
+func (r *countingRecorder) Write(p []byte) (int, error) {
+	r.writes.Add(1)
+	return r.ResponseRecorder.Write(p)
+}
+
+func (r *countingRecorder) Flush() {
+	r.flushes.Add(1)
+	r.ResponseRecorder.Flush()
 }

@@ -16,7 +16,10 @@ import (
 // with the first. Each event is handed to its deliver function (which
 // writes it to the client) only after the batch holding it was
 // recorded, in order, so an event a client has seen is in the history
-// by the time anyone can resume after it.
+// by the time anyone can resume after it. Once a batch's events were
+// handed over, a flush function runs, before any waiter of the batch is
+// released: a writer that only queues the events it is handed writes
+// the batch with one flush.
 
 // MaxBatch bounds the events of one batch.
 const MaxBatch = 256
@@ -25,6 +28,7 @@ const MaxBatch = 256
 type Producer struct {
 	n                        *Node
 	session, stream, request string
+	flush                    func() // after each batch's deliveries; may be nil
 
 	mu     sync.Mutex
 	opened bool
@@ -45,11 +49,13 @@ type pending struct {
 
 // Produce returns the Producer of stream, a new response stream of
 // request (its id key) of session pending by this process; the stream
-// is opened with its first batch.
-func (n *Node) Produce(session, stream, request string) *Producer {
+// is opened with its first batch. flush, when not nil, runs on the
+// producer's goroutine after the deliver functions of each batch, before
+// the batch's done channels close (see Add).
+func (n *Node) Produce(session, stream, request string, flush func()) *Producer {
 	done := make(chan struct{})
 	close(done)
-	return &Producer{n: n, session: session, stream: stream, request: request, tail: done}
+	return &Producer{n: n, session: session, stream: stream, request: request, flush: flush, tail: done}
 }
 
 // Add queues an event (data nil for a priming event; final ends the
@@ -168,6 +174,11 @@ func (p *Producer) run() {
 				ev.deliver(seq, nil)
 				seq++
 			}
+		}
+		if p.flush != nil {
+			p.flush()
+		}
+		for _, ev := range batch {
 			close(ev.done)
 		}
 	}

@@ -19,8 +19,9 @@ import (
 // A producer's events go to a slow store in group commits: each is
 // delivered once its batch is recorded (the history holds it when
 // deliver runs), in order, with seqs that follow on; the stream's start
-// is delivered once the stream is open; and far fewer appends than
-// events reach the store.
+// is delivered once the stream is open; far fewer appends than events
+// reach the store; and the flush runs once per batch, after its
+// deliveries and before its waiters go on.
 func TestProducerGroupCommits(t *testing.T) {
 	var appends atomic.Int64
 	be := memory.New(memory.Options{Fault: func(op string) error {
@@ -44,7 +45,11 @@ func TestProducerGroupCommits(t *testing.T) {
 
 	ctx := t.Context()
 	const sess, stream, events = "S1", "x1", 300
-	p := node.Produce(sess, stream, "n:1")
+	var unflushed, flushes atomic.Int64
+	p := node.Produce(sess, stream, "n:1", func() {
+		unflushed.Store(0)
+		flushes.Add(1)
+	})
 	errs := make(chan error, events+1)
 	p.Start(func(err error) {
 		if err == nil {
@@ -67,6 +72,7 @@ func TestProducerGroupCommits(t *testing.T) {
 				return
 			}
 			next++
+			unflushed.Add(1)
 			evs, _, err := be.Events.Read(ctx, sess, stream, seq-1)
 			if err != nil || len(evs) == 0 || string(evs[0].Data) != string(data) {
 				errs <- fmt.Errorf("event %s delivered before it was recorded (%v, %v)", data, evs, err)
@@ -77,6 +83,12 @@ func TestProducerGroupCommits(t *testing.T) {
 	case <-last:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the last event was not delivered")
+	}
+	if n := unflushed.Load(); n != 0 {
+		t.Errorf("%d events delivered and not flushed when the last was done", n)
+	}
+	if f, a := flushes.Load(), appends.Load(); f < a || f > a+1 {
+		t.Errorf("%d flushes for %d appends (and the stream's open): want one per batch", f, a)
 	}
 	close(errs)
 	for err := range errs {
