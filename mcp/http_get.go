@@ -126,10 +126,11 @@ func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *se
 // runGet follows the GET stream g until it ends, and closes it.
 func (h *HTTPHandler) runGet(g *getStream) {
 	defer g.close()
-	h.endStream(g.sw, g.ctx, h.node.TailGet(g.ctx, g.sid, g.after, h.getEvents(g)))
+	h.endStream(g.sw, g.ctx, h.node.TailGet(g.ctx, g.sid, g.after, h.getEvents(g), g.sw.Flush))
 }
 
-// getEvents writes the events of the GET stream g.
+// getEvents queues the events of the GET stream g on its writer: the
+// tail flushes each round of them at once.
 func (h *HTTPHandler) getEvents(g *getStream) func(ev cluster.Event, cur coordinator.GetCursor, broadcast bool) error {
 	sid, sw, last := g.sid, g.sw, g.last
 	return func(ev cluster.Event, cur coordinator.GetCursor, broadcast bool) error {
@@ -139,7 +140,7 @@ func (h *HTTPHandler) getEvents(g *getStream) func(ev cluster.Event, cur coordin
 		if !broadcast && ev.Seq <= last {
 			h.metrics.Replayed(1)
 		}
-		return sw.Event(sse.Event{ID: getEventID(sid, cur), Data: ev.Data})
+		return sw.Queue(sse.Event{ID: getEventID(sid, cur), Data: ev.Data})
 	}
 }
 
@@ -158,7 +159,7 @@ func (h *HTTPHandler) takeOverGet(g *getStream, r *http.Request) bool {
 	}
 	g.unlink()
 	go g.taken.watch(func() { g.conn.Cancel(context.Canceled) })
-	h.node.TailGetFunc(g.ctx, g.sid, g.after, h.getEvents(g), func(err error) {
+	h.node.TailGetFunc(g.ctx, g.sid, g.after, h.getEvents(g), g.sw.Flush, func(err error) {
 		h.endStream(g.sw, g.ctx, err)
 		g.close()
 	})
@@ -260,24 +261,25 @@ func getEventID(session string, cur coordinator.GetCursor) string {
 	return sse.EventID{Stream: coordinator.GetEventStream(session, cur.Broadcast), Seq: cur.Own}.String()
 }
 
-// historyWriter writes a stream's events to sw, counting those up to
-// replayedUpTo (history the client missed) as replayed.
+// historyWriter queues a stream's events on sw (the tail flushes each
+// round of them at once), counting those up to replayedUpTo (history the
+// client missed) as replayed.
 func (h *HTTPHandler) historyWriter(sw *sse.Writer, stream string, replayedUpTo uint64) func(cluster.Event) error {
 	return func(ev cluster.Event) error {
 		if ev.Seq <= replayedUpTo && len(ev.Data) > 0 {
 			h.metrics.Replayed(1)
 		}
-		return writeHistoryEvent(sw, stream, ev)
+		return queueHistoryEvent(sw, stream, ev)
 	}
 }
 
-// writeHistoryEvent writes an event from a stream's history; priming
+// queueHistoryEvent queues an event from a stream's history; priming
 // events (empty data) are not replayed.
-func writeHistoryEvent(sw *sse.Writer, stream string, ev cluster.Event) error {
+func queueHistoryEvent(sw *sse.Writer, stream string, ev cluster.Event) error {
 	if len(ev.Data) == 0 {
 		return nil
 	}
-	return sw.Event(sse.Event{ID: sse.EventID{Stream: stream, Seq: ev.Seq}.String(), Data: ev.Data})
+	return sw.Queue(sse.Event{ID: sse.EventID{Stream: stream, Seq: ev.Seq}.String(), Data: ev.Data})
 }
 
 // endStream closes a stream; a draining node, or a stream that reached
@@ -338,7 +340,7 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *s
 		jobs.Owner = &coordinator.OwnerWatch{Session: sid, Stream: eid.Stream, Info: info}
 	}
 	go h.node.RunUpkeep(ctx, jobs)
-	h.endStream(sw, ctx, h.node.Tail(ctx, sid, eid.Stream, eid.Seq, head, h.historyWriter(sw, eid.Stream, head.Info.Last)))
+	h.endStream(sw, ctx, h.node.Tail(ctx, sid, eid.Stream, eid.Seq, head, h.historyWriter(sw, eid.Stream, head.Info.Last), sw.Flush))
 }
 
 // serveDelete ends a session everywhere.

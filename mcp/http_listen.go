@@ -81,19 +81,26 @@ func (c *listenConn) enqueue(msg *jsonrpc.Message) {
 	}
 }
 
-func (c *listenConn) send(msg *jsonrpc.Message) {
+// hold queues msg on the stream's writer, for its next flush.
+func (c *listenConn) hold(msg *jsonrpc.Message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sendLocked(msg)
+	c.holdLocked(msg)
 }
 
-func (c *listenConn) sendLocked(msg *jsonrpc.Message) {
+func (c *listenConn) holdLocked(msg *jsonrpc.Message) {
 	if c.over {
 		return
 	}
 	if data, err := jsonrpc.Encode(msg); err == nil {
-		_ = c.sw.Event(sse.Event{Data: data})
+		_ = c.sw.Queue(sse.Event{Data: data})
 	}
+}
+
+// sendLocked writes msg (after the messages held) and flushes.
+func (c *listenConn) sendLocked(msg *jsonrpc.Message) {
+	c.holdLocked(msg)
+	_ = c.sw.Flush()
 }
 
 // listen serves subscriptions/listen through the receiving middleware;
@@ -221,12 +228,24 @@ func (h *HTTPHandler) runListen(l *listenStream, here func() bool) {
 		case <-ctx.Done():
 			open = false
 		case msg := <-c.queue:
-			if msg.Method == taskNotification {
-				if msg = h.taskNotice(ctx, req, msg); msg == nil {
-					continue
+			// The notifications waiting (a burst) go out together,
+			// with one write and one flush.
+			for n := 1; msg != nil; n++ {
+				if msg.Method == taskNotification {
+					msg = h.taskNotice(ctx, req, msg)
+				}
+				if msg != nil {
+					c.hold(msg)
+				}
+				msg = nil
+				if n < listenQueue {
+					select {
+					case msg = <-c.queue:
+					default:
+					}
 				}
 			}
-			c.send(msg)
+			_ = c.sw.Flush()
 		}
 	}
 	c.closed.Store(true)

@@ -30,6 +30,12 @@ type TailOptions struct {
 	// between is not missed; a Head that reaches the final event ends
 	// the call without following at all. TailMerged ignores it.
 	Head *History
+	// Flush, when not nil, is called after each round of deliveries
+	// (the Head; the history read; the followed events of one wake-up),
+	// before the tail waits for more or returns, so that fn may only
+	// queue what it is given and write a round at once. Its error ends
+	// the tail as fn's would.
+	Flush func() error
 }
 
 // History is what one EventLog.Read returned.
@@ -160,7 +166,9 @@ func newTailer(ctx context.Context, tails []*tail, opts TailOptions) *tailer {
 // whether the tail is over, and then its error.
 func (a *tailer) open(log EventLog, wake func()) (bool, error) {
 	if h := a.opts.Head; h != nil && len(a.tails) == 1 {
-		if done, err := a.tails[0].take(h.Events, h.Info); done || err != nil {
+		// The replay goes out before the follow's round trip.
+		done, err := a.tails[0].take(h.Events, h.Info)
+		if err = a.flush(err); done || err != nil {
 			return true, err
 		}
 	}
@@ -175,10 +183,25 @@ func (a *tailer) open(log EventLog, wake func()) (bool, error) {
 	}
 	for _, t := range a.tails {
 		if done, err := t.read(a.ctx); done || err != nil {
-			return true, t.fail(a.ctx, err)
+			return true, a.flush(t.fail(a.ctx, err))
 		}
 	}
-	return false, nil
+	return false, a.flush(nil)
+}
+
+// flush calls Flush after a round of deliveries that ended with err,
+// and returns err, else Flush's error (the context's when it ended).
+func (a *tailer) flush(err error) error {
+	if a.opts.Flush == nil {
+		return err
+	}
+	if ferr := a.opts.Flush(); err == nil && ferr != nil {
+		if a.ctx.Err() != nil {
+			return a.ctx.Err()
+		}
+		return ferr
+	}
+	return err
 }
 
 // step delivers the followed events buffered, re-reading the streams
@@ -186,10 +209,11 @@ func (a *tailer) open(log EventLog, wake func()) (bool, error) {
 func (a *tailer) step(polled bool) (bool, error) {
 	for _, t := range a.tails {
 		if done, err := t.catchUp(a.ctx, polled && !t.noPoll); done || err != nil {
-			return true, err
+			return true, a.flush(err)
 		}
 	}
-	return false, nil
+	err := a.flush(nil)
+	return err != nil, err
 }
 
 // close stops the follows, the last first.

@@ -482,3 +482,64 @@ func TestTailMergedFuncIdle(t *testing.T) {
 // memoryFollowGoroutines is the goroutines a Follow of the memory
 // backend runs.
 const memoryFollowGoroutines = 2
+
+// Flush runs after each round of deliveries: once after a replayed
+// history (before the tail follows, or returns at the final event), once
+// per batch of followed events; its error ends the tail.
+func TestTailFlushRounds(t *testing.T) {
+	b, _ := lossy(t, 0)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(b.Events.Open(ctx, "x", cluster.StreamMeta{Session: "s"}, lim))
+	_, err := b.Events.AppendBatch(ctx, "s", "x", [][]byte{[]byte("a"), []byte("b"), []byte("c")}, false, nil, lim)
+	must(err)
+	var mu sync.Mutex
+	var rounds [][]uint64 // the events of each flush
+	var cur []uint64
+	flushed := make(chan struct{}, 10)
+	opts := cluster.TailOptions{Poll: -1, Flush: func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(cur) > 0 {
+			rounds, cur = append(rounds, cur), nil
+			flushed <- struct{}{}
+		}
+		return nil
+	}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := cluster.TailWith(ctx, b.Events, "s", "x", 0, opts, func(ev cluster.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			cur = append(cur, ev.Seq)
+			return nil
+		})
+		done <- err
+	}()
+	<-flushed // the history
+	_, err = b.Events.AppendBatch(ctx, "s", "x", [][]byte{[]byte("d"), []byte("e")}, true, nil, lim)
+	must(err)
+	must(<-done)
+	mu.Lock()
+	if len(cur) != 0 || len(rounds) < 2 || !slices.Equal(rounds[0], []uint64{1, 2, 3}) || !slices.Equal(slices.Concat(rounds[1:]...), []uint64{4, 5}) {
+		t.Fatalf("flushed rounds %v, unflushed %v; want [[1 2 3] [4 5]] (4 and 5 may come apart)", rounds, cur)
+	}
+	mu.Unlock()
+
+	// A failing flush ends the tail with its error.
+	boom := errors.New("broken pipe")
+	_, err = cluster.TailWith(ctx, b.Events, "s", "x", 0, cluster.TailOptions{Flush: func() error { return boom }}, func(cluster.Event) error { return nil })
+	if !errors.Is(err, boom) {
+		t.Fatalf("a failing flush: %v", err)
+	}
+	_, err = cluster.TailWith(ctx, b.Events, "s", "x", 0, cluster.TailOptions{Head: &cluster.History{}, Flush: func() error { return boom }}, func(cluster.Event) error { return nil })
+	if !errors.Is(err, boom) {
+		t.Fatalf("a failing flush after a head: %v", err)
+	}
+}

@@ -93,22 +93,23 @@ func (n *Node) broadcastFrom(ctx context.Context, after uint64, resume bool) (ui
 // each exactly once and in its order, the two interleaved as they come,
 // on the caller's goroutine (see cluster.TailMerged). fn gets each event
 // with the cursor that includes it, and whether it came from the
-// broadcast log.
-func (n *Node) TailGet(ctx context.Context, session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error) error {
-	srcs, opts, deliver := n.getTail(session, from, fn)
+// broadcast log. flush, when not nil, is called after each round of
+// events (see cluster.TailOptions.Flush).
+func (n *Node) TailGet(ctx context.Context, session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error, flush func() error) error {
+	srcs, opts, deliver := n.getTail(session, from, fn, flush)
 	return cluster.TailMerged(ctx, n.be.Events, srcs, opts, deliver)
 }
 
 // TailGetFunc is TailGet without a goroutine waiting for events (see
 // cluster.TailMergedFunc): it returns once the history is delivered, and
 // end gets what TailGet would have returned.
-func (n *Node) TailGetFunc(ctx context.Context, session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error, end func(error)) {
-	srcs, opts, deliver := n.getTail(session, from, fn)
+func (n *Node) TailGetFunc(ctx context.Context, session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error, flush func() error, end func(error)) {
+	srcs, opts, deliver := n.getTail(session, from, fn, flush)
 	cluster.TailMergedFunc(ctx, n.be.Events, srcs, opts, deliver, end)
 }
 
 // getTail is the sources, options and delivery of TailGet.
-func (n *Node) getTail(session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error) ([]cluster.TailSource, cluster.TailOptions, func(int, cluster.Event) error) {
+func (n *Node) getTail(session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error, flush func() error) ([]cluster.TailSource, cluster.TailOptions, func(int, cluster.Event) error) {
 	cur := from
 	srcs := []cluster.TailSource{
 		{Session: session, Stream: GetStreamID(session), After: from.Own},
@@ -118,7 +119,7 @@ func (n *Node) getTail(session string, from GetCursor, fn func(ev cluster.Event,
 		{Session: broadcastSession, Stream: broadcastStream, After: from.Broadcast,
 			NoPoll: n.be.FollowPoll >= cluster.LosslessFollowPoll},
 	}
-	return srcs, cluster.TailOptions{Poll: n.be.FollowPoll}, func(i int, ev cluster.Event) error {
+	return srcs, cluster.TailOptions{Poll: n.be.FollowPoll, Flush: flush}, func(i int, ev cluster.Event) error {
 		next := cur
 		if i == 1 {
 			next.Broadcast = ev.Seq

@@ -78,7 +78,7 @@ func followGet(t *testing.T, n testNode, sid string, after coordinator.GetCursor
 			defer g.mu.Unlock()
 			g.got, g.cur = append(g.got, string(ev.Data)), cur
 			return nil
-		})
+		}, nil)
 	}()
 	t.Cleanup(func() { g.close() })
 	return g

@@ -195,7 +195,7 @@ func TestNodeFanOutReachesEverySessionAndListener(t *testing.T) {
 			}
 			cancel()
 			return nil
-		})
+		}, nil)
 		cancel()
 		if !errors.Is(err, context.Canceled) || len(got) != 1 {
 			t.Fatalf("the GET stream of %s: %v, %q", sid, err, got)
