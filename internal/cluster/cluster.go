@@ -54,6 +54,13 @@ type Backend struct {
 	// lost, so work that depends on them must be refused. nil means
 	// always ready.
 	Ready func() bool
+	// Current reports, at the call and without a round trip, whether
+	// this node has received every bus message published up to
+	// BusFresh ago and its bus connection is not known to be broken
+	// (see BusFresh): what lets a node answer from a copy of shared
+	// state that bus messages invalidate. It implies Ready. nil means
+	// always (a backend whose bus is in-process).
+	Current func() bool
 	// Name is "memory" or "redis".
 	Name string
 	// FollowPoll is how long a follower goes without re-reading a
@@ -64,6 +71,21 @@ type Backend struct {
 	// costs the store little.
 	FollowPoll time.Duration
 }
+
+// BusFresh bounds how old the newest bus message a node is known to
+// have received may be while Backend.Current reports true: every message
+// published more than BusFresh before a call for which Current reported
+// true had been handed to its subscribers by then. (The Redis backend
+// pings its pub/sub connection every BusTick and counts a PING as
+// answered once the hub dispatched its answer, which Redis sends after
+// every message published before the PING.) It is shorter than
+// coordinator.EchoWait on purpose: see the coordinator's echo.
+const BusFresh = 250 * time.Millisecond
+
+// BusTick is how often a backend with a remote bus proves its bus
+// connection current (Backend.Current): a fraction of BusFresh, so that
+// a late tick or two does not stop the answers.
+const BusTick = 100 * time.Millisecond
 
 // LosslessFollowPoll is the FollowPoll of a backend whose Follow drops
 // no event without a re-read hint.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
 )
 
 // A change to a session (its end, its log level) is told to every node
@@ -20,16 +22,37 @@ import (
 // order once it runs.
 //
 // An acknowledgement costs the acknowledging node one publish, off the
-// request path. What remains: an instance that joined but is not yet in
-// the sender's view of the members (MemberJoined narrows that to the
-// bus's delivery), and a node that does not answer within EchoWait (cut
-// off the bus: it bypasses its cache until it resyncs; or gone, until
-// the view drops it): the sender answers then, and the change reaches
-// that node when its message does.
+// request path.
+//
+// A node that does not acknowledge within EchoWait (cut off the bus, or
+// stalled, or gone) does not keep the change from its client either:
+// a node answers from its cache only while its bus is current
+// (Node.BusCurrent: it has received every bus message published up to
+// cluster.BusFresh before the answer), and BusFresh < EchoWait. The
+// sender published the invalidation before it started waiting, so at
+// least EchoWait before its client heard the answer, and so more than
+// BusFresh before any later request reaches another node. That node
+// answers from its copy only if it holds the answer to a tick PING sent
+// on its pub/sub connection less than BusFresh before, hence after the
+// invalidation was published; Redis answers the PING on that connection
+// after every message published before it, and the node's hub
+// dispatches them in the order it reads them, so the invalidation was
+// dispatched (the copy dropped) before the PING's answer was recorded.
+// A node that lacks such an answer reads the store. What remains: an
+// instance that joined but is not yet in the sender's view of the
+// members when it starts waiting and that answers a request within
+// EchoWait from a copy read before the change (MemberJoined narrows that
+// to the bus's delivery); a copy made before an outage of the node's bus
+// and used between the bus's return and the Flush of the node's resync.
 
 // EchoWait bounds how long a node waits for the acknowledgements of a
-// session's invalidation before it answers anyway.
+// session's invalidation before it answers anyway. It must exceed
+// cluster.BusFresh (see above).
 const EchoWait = 500 * time.Millisecond
+
+// A compile-time check that EchoWait > cluster.BusFresh: a negative
+// constant does not convert to uint64.
+const _ = uint64(EchoWait - cluster.BusFresh - 1)
 
 // echoes are the Echo waits of a node, by token.
 type echoes struct {

@@ -77,6 +77,18 @@ func (n *Node) BusReady() bool {
 	return n.be.Ready == nil || n.be.Ready()
 }
 
+// BusCurrent reports whether this node has received every bus message
+// published up to cluster.BusFresh ago, its bus connection not known
+// broken (cluster.Backend.Current; BusReady when the backend has no such
+// check). It does no round trip: a node asks it before each answer from
+// a copy that bus messages invalidate.
+func (n *Node) BusCurrent() bool {
+	if n.be.Current == nil {
+		return n.BusReady()
+	}
+	return n.be.Current()
+}
+
 // ErrBusDown answers work that needs the bus while it reconnects.
 var ErrBusDown = jsonrpc.NewError(jsonrpc.CodeUnavailable, "the cluster bus is reconnecting; retry shortly", nil)
 

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -87,6 +89,19 @@ type hub struct {
 	token     uint64
 	reconnect []func()
 	scratch   []*handler // receive goroutine only
+
+	// Currency (current.go): the socket of the pub/sub connection, how
+	// many were dialed, and the send time (since start) of the newest
+	// tick PING answered on it (0: none yet).
+	start    time.Time
+	sock     net.Conn
+	raw      syscall.RawConn // sock's socket (nil: none to peek)
+	dials    uint64
+	fresh    time.Duration
+	answered chan struct{} // closed when fresh moves
+	wanted   atomic.Bool   // current was asked since the last tick
+	kick     chan struct{} // current found the last answer too old
+	ticking  chan struct{} // closed when tick returns
 }
 
 type channel struct {
@@ -105,15 +120,21 @@ const (
 )
 
 func newHub(b *backend) *hub {
-	ctx, cancel := context.WithCancel(context.Background())
 	h := &hub{
-		b: b, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		ps:      b.client.Subscribe(ctx),
-		sent:    make(map[string]bool),
-		chans:   make(map[string]*channel),
-		waiters: make(map[uint64]chan struct{}),
+		b: b, done: make(chan struct{}),
+		sent:     make(map[string]bool),
+		chans:    make(map[string]*channel),
+		waiters:  make(map[uint64]chan struct{}),
+		start:    time.Now(),
+		kick:     make(chan struct{}, 1),
+		answered: make(chan struct{}),
+		ticking:  make(chan struct{}),
 	}
+	h.ctx, h.cancel = context.WithCancel(h.mark(context.Background()))
+	h.hook(h.ctx)
+	h.ps = b.client.Subscribe(h.ctx)
 	go h.run()
+	go h.tick()
 	return h
 }
 
@@ -146,7 +167,7 @@ func (h *hub) subscribe(ctx context.Context, name string, fn func(string), hint 
 	if !h.sent[name] {
 		// On error go-redis keeps the channel and subscribes it when it
 		// reconnects; the barrier below tells whether that happened.
-		_ = h.ps.Subscribe(ctx, name)
+		_ = h.ps.Subscribe(h.mark(ctx), name)
 		h.sent[name] = true
 	}
 	h.subMu.Unlock()
@@ -200,7 +221,7 @@ func (h *hub) barrier(ctx context.Context) error {
 		h.subMu.Lock()
 		ps := h.ps
 		h.subMu.Unlock()
-		err := ps.Ping(ctx, barrierPrefix+strconv.FormatUint(tok, 10))
+		err := ps.Ping(h.mark(ctx), barrierPrefix+strconv.FormatUint(tok, 10))
 		wait := 500 * time.Millisecond
 		if err != nil {
 			wait = 50 * time.Millisecond
@@ -230,6 +251,12 @@ func (h *hub) barrier(ctx context.Context) error {
 	}
 }
 
+// mark marks ctx as the hub's, for a call on its PubSub: a connection
+// dialed under it is the hub's (dialHook).
+func (h *hub) mark(ctx context.Context) context.Context {
+	return context.WithValue(ctx, pubSubDial{}, h)
+}
+
 func (h *hub) dropWaiter(tok uint64) {
 	h.mu.Lock()
 	delete(h.waiters, tok)
@@ -239,6 +266,10 @@ func (h *hub) dropWaiter(tok uint64) {
 // pong wakes the barriers up to the answered token: the connection
 // answers in order, so every earlier PING has been processed too.
 func (h *hub) pong(payload string) {
+	if t, ok := strings.CutPrefix(payload, tickPrefix); ok {
+		h.ticked(t)
+		return
+	}
 	n, ok := strings.CutPrefix(payload, barrierPrefix)
 	if !ok {
 		return
@@ -401,6 +432,7 @@ func (h *hub) close() {
 	_ = h.ps.Close()
 	h.subMu.Unlock()
 	<-h.done
+	<-h.ticking
 }
 
 // ready reports whether the pub/sub connection is up (no loss pending).

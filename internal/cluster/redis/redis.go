@@ -246,6 +246,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 		},
 		Ping:       b.ping,
 		Ready:      b.hub.ready,
+		Current:    b.hub.current,
 		Name:       "redis",
 		FollowPoll: followPoll,
 	}, nil
