@@ -84,21 +84,26 @@ type HTTPOptions struct {
 	// loopback host (DNS-rebinding protection) and others may name any;
 	// when set, every request must name a listed or loopback host.
 	AllowedHosts []string
-	// SessionCacheTTL, when positive, lets a node reuse a session it
-	// created or read that long (at most SessionTTL/4) instead of reading
-	// the store on every request. A change to a session (its log level,
-	// its end) is answered once every other node has acknowledged
-	// dropping its copy, so the client's next request sees it on any
-	// node; the TTL bounds what a lost message can leave stale (see
-	// session.Store), and the cache is bypassed while the bus is down.
-	// One window remains (why it is off by default): between Redis
-	// becoming unreachable and the node noticing the loss of its pub/sub
-	// connection (milliseconds when Redis dies; for a partition that
-	// delivers nothing, the bus's health ping, up to twice its interval),
-	// a request the node can answer without the store (a tool that
-	// touches no shared state) is served from the copy, for at most
-	// SessionCacheTTL. Set it alike on every node. Default 0: every
-	// request reads the store (one round trip).
+	// SessionCacheTTL is how long a node reuses a session it created or
+	// read (at most SessionTTL/4) instead of reading the store on every
+	// request (default 30s; NoSessionCache turns the cache off). A change
+	// to a session (its log level, its end) is answered once every other
+	// node has acknowledged dropping its copy, or after a bounded wait
+	// (coordinator.EchoWait) past which a node that did not acknowledge
+	// no longer answers from its copy: a node answers from its cache only
+	// while it has received every change published up to
+	// cluster.BusFresh (250ms) ago. So the client's next request sees
+	// the change on any node. Each answer from the cache first looks at
+	// the node's bus connection (a peek at its socket, no round trip):
+	// when Redis is down or the connection is closed, the request reads
+	// the store and fails like any other, never a silent answer from a
+	// node-local copy; a partition that delivers nothing stops the
+	// answers from the cache within BusFresh. The TTL bounds what
+	// remains (see session.Store): a copy used between the bus's return
+	// after an outage and the node's resync, a node that joined and is
+	// not yet known to the one making a change, a session Redis evicts.
+	// The cache needs Linux (the peek); elsewhere it is never used. Set
+	// it alike on every node.
 	SessionCacheTTL time.Duration
 	// LeaseTTL is the membership lease of the node (default 5s).
 	LeaseTTL time.Duration
@@ -213,6 +218,9 @@ type HTTPOptions struct {
 	// NoAccessLog turns the access lines off (those of 5xx answers,
 	// logged at warn, stay).
 	NoAccessLog bool
+	// NoSessionCache turns the session cache off (SessionCacheTTL): every
+	// legacy-era request reads its session from the store.
+	NoSessionCache bool
 }
 
 // HTTPHandler serves the MCP endpoint (POST, GET, DELETE) for one node.
@@ -279,6 +287,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.sessions = session.NewStore(h.be.Sessions, session.Options{
 		TTL: h.opts.SessionTTL, MaxSessions: h.opts.MaxSessions,
 		CacheTTL: h.opts.SessionCacheTTL, Live: func() bool { return h.node.BusReady() },
+		Current: func() bool { return h.node.BusCurrent() },
 	})
 	h.metrics = telemetry.NewMetrics(h.opts.NodeID)
 	h.node = coordinator.NewNode(coordinator.Config{

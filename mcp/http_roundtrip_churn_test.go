@@ -29,7 +29,7 @@ func TestRedisRoundTripsPerSessionLife(t *testing.T) {
 		{"cached", time.Hour, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n := newRedisRoundTripNode(t, srv.URL(), mcp.HTTPOptions{SessionCacheTTL: c.cacheTTL, LeaseTTL: time.Minute})
+			n := newRedisRoundTripNode(t, srv.URL(), mcp.HTTPOptions{SessionCacheTTL: c.cacheTTL, NoSessionCache: c.cacheTTL == 0, LeaseTTL: time.Minute})
 			n.sessionLife(t, n.initialize(t)) // warms the scripts
 			var hdrs []map[string]string
 			var total float64

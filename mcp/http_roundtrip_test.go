@@ -38,7 +38,7 @@ func TestRedisRoundTripsPerToolCall(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// A long lease keeps the heartbeat out of the window.
-			n := newRedisRoundTripNode(t, srv.URL(), mcp.HTTPOptions{SessionCacheTTL: c.cacheTTL, LeaseTTL: time.Minute})
+			n := newRedisRoundTripNode(t, srv.URL(), mcp.HTTPOptions{SessionCacheTTL: c.cacheTTL, NoSessionCache: c.cacheTTL == 0, LeaseTTL: time.Minute})
 			hdr := n.initialize(t)
 			n.call(t, hdr) // warms the cache when there is one
 			perCall, debits := roundTripsPerCall(t, srv.URL(), func() { n.call(t, hdr) })

@@ -19,10 +19,11 @@ import (
 
 // DefaultHTTPOptions returns HTTPOptions with every bound at its
 // documented default: the values zero fields take. Backend, NodeID,
-// Logger, the allow lists and SessionCacheTTL (0: no cache) have none.
+// Logger and the allow lists have none.
 func DefaultHTTPOptions() HTTPOptions {
 	return HTTPOptions{
 		SessionTTL:           30 * time.Minute,
+		SessionCacheTTL:      30 * time.Second,
 		MaxSessions:          10000,
 		MaxBodyBytes:         4 << 20,
 		RetryHint:            time.Second,
@@ -143,6 +144,10 @@ func orDefault[T int | int64 | time.Duration](v, def T) T {
 func (o *HTTPOptions) defaults() {
 	d := DefaultHTTPOptions()
 	o.SessionTTL = orDefault(o.SessionTTL, d.SessionTTL)
+	o.SessionCacheTTL = orDefault(o.SessionCacheTTL, d.SessionCacheTTL)
+	if o.NoSessionCache {
+		o.SessionCacheTTL = 0
+	}
 	o.MaxSessions = orDefault(o.MaxSessions, d.MaxSessions)
 	o.MaxBodyBytes = orDefault(o.MaxBodyBytes, d.MaxBodyBytes)
 	o.RetryHint = orDefault(o.RetryHint, d.RetryHint)

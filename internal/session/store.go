@@ -31,8 +31,15 @@ type Options struct {
 	MaxCached int
 	// Live reports whether Invalidate reaches this node for changes made
 	// on the others (the bus is up). While it is false the cache is
-	// bypassed. nil means always.
+	// neither filled nor used. nil means always.
 	Live func() bool
+	// Current reports, before each answer from the cache, whether
+	// Invalidate has reached this node for every change made on the
+	// others up to a bound ago (coordinator.Node.BusCurrent: the bus
+	// connection open, not known broken, and proven current within
+	// cluster.BusFresh). While it is false Load reads the store. nil means
+	// Live.
+	Current func() bool
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -49,36 +56,34 @@ type Options struct {
 // a Store drops this node's copy at once; the caller tells the other
 // nodes over the bus, which call Invalidate, and answers its client only
 // once every other live node has acknowledged that (coordinator.Echo),
-// so the client's next request finds the change on any node. What
-// remains: a node that does not acknowledge within the bounded wait
-// (coordinator.EchoWait: it is stalled, or its bus is down, and then it
-// bypasses its cache), or that joined and is not yet in the caller's
-// view of the members; a request such a node answers from its copy
-// before the message reaches it may see the old state (a served call on
-// an ended session, the old log level). A load that an
-// invalidation overtakes (it read the store before the change and
-// returns after the invalidation) is not cached, so a stale copy never
-// outlives the invalidation that should have dropped it.
+// so the client's next request finds the change on any node. A node
+// that does not acknowledge within the bounded wait (coordinator.EchoWait:
+// it is stalled, or cut off, or its bus is down) does not answer from
+// its copy either: Load uses the cache only while Options.Live holds,
+// which requires the node to have received every change published up to
+// cluster.BusFresh ago, less than EchoWait (the argument is in the
+// coordinator's echo.go). A load that an invalidation overtakes (it read
+// the store before the change and returns after the invalidation) is not
+// cached, so a stale copy never outlives the invalidation that should
+// have dropped it.
 //
-// While Options.Live is false invalidations may be lost, so the cache is
-// bypassed (a request reads the store, and fails when the store is
-// unreachable: never a silent answer from a node-local copy); call Flush
-// when they flow again. Live turns false only once the node notices the
-// loss: until then a hit answers from the copy although the store is
-// unreachable, which a request needing no other shared state then
-// completes. When Redis dies that is milliseconds (about 1ms idle, up to
-// about 100ms on a loaded machine); a partition that delivers nothing is
-// noticed by the bus's health ping only (up to twice its interval), so
-// copies answer for up to CacheTTL. That is why the cache is off by
-// default. What the
-// cache's lifetime alone bounds (a copy
-// answers at most CacheTTL after it was read) is: an invalidation lost
-// between the bus connection's loss and its detection; a copy made
-// before an outage, used between the bus's return and the Flush of the
-// node's resync (which runs right after); and a session the store drops
-// by itself (eviction under memory pressure). The idle timeout is not
-// among them: the read (or Create) behind a copy set the session's
-// expiry TTL ahead, and a copy lives at most TTL/4.
+// Outages: Current is asked before every hit, and looks at the bus connection's
+// socket then (cluster.Backend.Current), so a Redis that died or closed
+// the connection is seen by the very next request, which reads the store
+// and fails (never a silent answer from a node-local copy); a connection
+// that stops delivering without closing (a partition) stops the hits
+// within BusFresh. While Live is false (the bus known down) nothing is
+// cached; call Flush when invalidations flow again after a loss.
+//
+// What remains: a node that joined and is not yet in the changer's view
+// of the members, answering from a copy it read before the change, until
+// the message reaches it; a copy made before an outage, used between the
+// bus's return and the Flush of the node's resync (which runs right
+// after); and a session the store drops by itself (eviction under memory
+// pressure). The cache's lifetime bounds them (a copy answers at most
+// CacheTTL after it was read). The idle timeout is not among them: the
+// read (or Create) behind a copy set the session's expiry TTL ahead, and
+// a copy lives at most TTL/4.
 //
 // Idle timeout: a cache hit does not reach the store, so it does not
 // slide the session's TTL there. Hits are recorded, and the node's
@@ -150,13 +155,20 @@ func (st *Store) Load(ctx context.Context, id string) (*Session, error) {
 		st.mu.Lock()
 		gen = st.gen
 		s := st.cached[id]
-		hit := s != nil && now.Sub(s.LastUsed) < st.opts.CacheTTL
-		if hit {
-			st.hits[id] = struct{}{}
-		}
 		st.mu.Unlock()
-		if hit {
-			return s, nil
+		// Current after the lookup, so that only a copy pays it, and the
+		// copy looked up again after it: an invalidation it vouches for
+		// has dropped the copy by the time it returns.
+		if s != nil && now.Sub(s.LastUsed) < st.opts.CacheTTL && st.current() {
+			st.mu.Lock()
+			hit := st.cached[id] == s
+			if hit {
+				st.hits[id] = struct{}{}
+			}
+			st.mu.Unlock()
+			if hit {
+				return s, nil
+			}
 		}
 	}
 	f, err := st.be.Load(ctx, id, st.opts.TTL)
@@ -213,6 +225,14 @@ func (st *Store) Hits() []string {
 // caching reports whether Load may use the cache now.
 func (st *Store) caching() bool {
 	return st.opts.CacheTTL > 0 && (st.opts.Live == nil || st.opts.Live())
+}
+
+// current reports whether Load may answer from the cache now.
+func (st *Store) current() bool {
+	if st.opts.Current == nil {
+		return st.opts.Live == nil || st.opts.Live()
+	}
+	return st.opts.Current()
 }
 
 // Touch slides the idle timeout of session id without reading it. An

@@ -411,6 +411,30 @@ func TestStoreCache(t *testing.T) {
 		}
 	})
 
+	// Current is asked before every answer from the cache: while it is
+	// false the store is read, although the copy (kept while Live) is
+	// there; once it holds again the copy answers.
+	t.Run("AnsweredOnlyWhileCurrent", func(t *testing.T) {
+		be := newCounting(t)
+		var current atomic.Bool
+		var asked atomic.Int64
+		st := session.NewStore(be, session.Options{TTL: time.Minute, CacheTTL: time.Second, Now: newClock().Now,
+			Current: func() bool { asked.Add(1); return current.Load() }})
+		if err := st.Create(ctx, newSession("s"), nil); err != nil {
+			t.Fatal(err)
+		}
+		load(t, st)
+		load(t, st)
+		wantLoads(t, be, 2)
+		current.Store(true)
+		load(t, st)
+		load(t, st)
+		wantLoads(t, be, 2)
+		if asked.Load() != 4 {
+			t.Fatalf("Current asked %d times for 4 loads, want 4", asked.Load())
+		}
+	})
+
 	t.Run("NoCacheWithoutCacheTTL", func(t *testing.T) {
 		be := newCounting(t)
 		st := session.NewStore(be, session.Options{TTL: time.Minute})
