@@ -154,3 +154,49 @@ func TestCurrentTickCost(t *testing.T) {
 		t.Errorf("%d PINGs in a second of calls, want at most %d", busy["ping"], want)
 	}
 }
+
+// Current sees the hub's socket whatever the client: through Sentinel
+// (the failover client dials the master it was told of), on Cluster
+// (each node client's dials), and over a unix socket; and a killed
+// server turns it false at once there too.
+func TestCurrentOnEveryClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server")
+	}
+	open := func(t *testing.T, url string) *cluster.Backend {
+		o, err := redis.ParseURL(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := goredis.NewUniversalClient(o)
+		t.Cleanup(func() { _ = c.Close() })
+		return currentBackend(t, c)
+	}
+	t.Run("Sentinel", func(t *testing.T) {
+		m := redistest.StartWith(t, redistest.Options{})
+		s := redistest.StartSentinel(t, redistest.Sentinel{Master: m, Name: "mymaster"})
+		b := open(t, "redis-sentinel://"+s.Addr()+"/mymaster?dial_timeout=2s")
+		m.Kill()
+		if b.Current() {
+			t.Error("Current right after the master was killed")
+		}
+	})
+	t.Run("Cluster", func(t *testing.T) {
+		shards := redistest.StartCluster(t, 2)
+		b := open(t, "redis-cluster://"+shards[0].Addr()+"?addr="+shards[1].Addr())
+		for _, s := range shards {
+			s.Kill()
+		}
+		if b.Current() {
+			t.Error("Current right after every shard was killed")
+		}
+	})
+	t.Run("Unix", func(t *testing.T) {
+		srv := redistest.StartUnix(t)
+		b := open(t, srv.URL())
+		srv.Kill()
+		if b.Current() {
+			t.Error("Current right after redis-server was killed")
+		}
+	})
+}
