@@ -248,7 +248,7 @@ func (h *HTTPHandler) openGet(w http.ResponseWriter, r *http.Request, sess *sess
 	} else {
 		_ = g.sw.Retry(h.opts.RetryHint)
 	}
-	go h.node.RunUpkeep(ctx, coordinator.Upkeep{
+	h.node.RunUpkeep(ctx, coordinator.Upkeep{
 		Conn: conn, Claim: coordinator.GetKey(sid), Session: sid,
 		History: cluster.StreamRef{Session: sid, Stream: coordinator.GetStreamID(sid)},
 	})
@@ -296,28 +296,40 @@ func (h *HTTPHandler) endStream(sw *sse.Writer, ctx context.Context, err error) 
 // resumePost replays a POST stream after eid and follows it live until
 // its final response. If the node producing it dies first, the stream
 // ends with a JSON-RPC error for the request.
+//
+// Nothing waits on another goroutine before the first replayed event is
+// written: a node that resumes many streams at once (clients cut by the
+// same network blip reconnect together) serves each without queueing it
+// behind the others' work. The claim that keeps the stream's producer
+// going (which it looks for only every ResumeGrace) is taken beside the
+// replay, under the caller's own session (so a stream of another
+// session, which the read refuses, is not kept going by it), and given up
+// when the handler returns; if it cannot be taken the stream ends, and
+// the client resumes again from the last event it got.
 func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *session.Session, eid sse.EventID) {
 	sid := sess.ID
 	ctx, conn, _, done := h.liveStream(r, sid, "")
 	defer done()
-	// The stream's check (and the history to replay) and the claim that
-	// keeps its producer going run side by side: one round trip of
-	// waiting, not two. The claim is under the caller's own session and
-	// is given up if the check fails.
-	var head cluster.History
-	var readErr error
-	read := make(chan struct{})
+	claimed := make(chan func(), 1)
 	go func() {
-		defer close(read)
-		head, readErr = h.node.OpenResume(r.Context(), sid, eid.Stream, eid.Seq)
+		release, err := h.node.Follow(ctx, sid, eid.Stream, conn)
+		if err != nil {
+			conn.Cancel(err)
+		} else {
+			// Kept alive once taken: a renewal before would find it
+			// missing and end the stream as taken over.
+			h.node.RunUpkeep(ctx, coordinator.Upkeep{Conn: conn, Claim: coordinator.FollowKey(sid, eid.Stream)})
+		}
+		claimed <- release
 	}()
-	release, claimErr := h.node.Follow(ctx, sid, eid.Stream, conn)
-	<-read
-	if claimErr == nil {
-		defer release()
-	}
-	if readErr != nil {
-		streamError(w, readErr)
+	defer func() {
+		if release := <-claimed; release != nil {
+			release()
+		}
+	}()
+	head, err := h.node.OpenResume(r.Context(), sid, eid.Stream, eid.Seq)
+	if err != nil {
+		streamError(w, err)
 		return
 	}
 	slot, err := h.openStream(r, sid)
@@ -326,20 +338,15 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *s
 		return
 	}
 	defer slot()
-	if claimErr != nil {
-		streamError(w, claimErr)
-		return
-	}
 	defer h.metrics.StreamOpened("resume")()
 	sw := h.streamWriter(w, conn)
 	defer sw.Close()
 	sw.Start(nil)
-	jobs := coordinator.Upkeep{Conn: conn, Claim: coordinator.FollowKey(sid, eid.Stream),
-		History: cluster.StreamRef{Session: sid, Stream: eid.Stream}}
+	jobs := coordinator.Upkeep{Conn: conn, History: cluster.StreamRef{Session: sid, Stream: eid.Stream}}
 	if info := head.Info; !info.Done && info.Owner != "" {
 		jobs.Owner = &coordinator.OwnerWatch{Session: sid, Stream: eid.Stream, Info: info}
 	}
-	go h.node.RunUpkeep(ctx, jobs)
+	h.node.RunUpkeep(ctx, jobs)
 	h.endStream(sw, ctx, h.node.Tail(ctx, sid, eid.Stream, eid.Seq, head, h.historyWriter(sw, eid.Stream, head.Info.Last), sw.Flush))
 }
 

@@ -6,9 +6,14 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mcpcluster/mcpcluster/internal/backendwrap"
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/cluster/memory"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 	"github.com/mcpcluster/mcpcluster/mcp"
@@ -32,17 +37,7 @@ func TestResumePostStreamAfterCutEveryRevision(t *testing.T) {
 		t.Run(v, func(t *testing.T) {
 			n := newNode(t, nil)
 			c := session(t, n.url, v, nil)
-			st, id := openLegacy(t, c, n.url, "tools/call", toolCall("gate", map[string]any{"phases": []int{3, 3, 4}}, true))
-			n.probe.waitReached(t, 0)
-			if !st.WaitFor(5*time.Second, countAtLeast("notifications/progress", 3)) {
-				t.Fatal("first phase not received")
-			}
-			first := mcptest.ProgressValues(st.Messages())
-			last := lastEventID(t, st)
-			st.Close() // the cut
-
-			n.probe.release <- struct{}{} // the second phase is produced while disconnected
-			n.probe.waitReached(t, 1)
+			id, first, last := cutGateCall(t, n, c)
 			resumed := getStream(t, c, n.url, last)
 			if !resumed.WaitFor(5*time.Second, countAtLeast("notifications/progress", 3)) {
 				t.Fatal("second phase not replayed")
@@ -64,6 +59,26 @@ func TestResumePostStreamAfterCutEveryRevision(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cutGateCall calls gate {phases: [3, 3, 4]} on c, cuts its stream after
+// the first phase and lets the second be produced while disconnected. It
+// returns the call's id, the progress received before the cut and the
+// id of the last event received, to resume from; the third phase waits
+// for n.probe.release.
+func cutGateCall(t *testing.T, n *node, c *mcptest.Client) (jsonrpc.ID, []float64, string) {
+	t.Helper()
+	st, id := openLegacy(t, c, n.url, "tools/call", toolCall("gate", map[string]any{"phases": []int{3, 3, 4}}, true))
+	n.probe.waitReached(t, 0)
+	if !st.WaitFor(5*time.Second, countAtLeast("notifications/progress", 3)) {
+		t.Fatal("first phase not received")
+	}
+	first := mcptest.ProgressValues(st.Messages())
+	last := lastEventID(t, st)
+	st.Close()                    // the cut
+	n.probe.release <- struct{}{} // the second phase is produced while disconnected
+	n.probe.waitReached(t, 1)
+	return id, first, last
 }
 
 // testNotes returns the n params of notifications/test messages.
@@ -277,5 +292,76 @@ func TestPollingCloseSSEStream(t *testing.T) {
 				t.Fatalf("resumed stream ends with %+v, want the result of %v", f, id)
 			}
 		})
+	}
+}
+
+// followGate holds the claims of connections following a stream (their
+// keys name ":follow:") until it is opened.
+type followGate struct {
+	cluster.Claims
+	open    chan struct{}
+	once    sync.Once
+	opened  atomic.Bool
+	waiting atomic.Int32
+}
+
+func (g *followGate) release() {
+	g.once.Do(func() {
+		g.opened.Store(true)
+		close(g.open)
+	})
+}
+
+func (g *followGate) Claim(ctx context.Context, key, owner string, ttl time.Duration) (string, error) {
+	if strings.Contains(key, ":follow:") {
+		g.waiting.Add(1)
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	return g.Claims.Claim(ctx, key, owner, ttl)
+}
+
+// The replay of a resumed POST stream waits for no store call but its
+// read: the claim that keeps the stream's producer going is taken beside
+// it, so a slow claim does not hold the first replayed event back. None
+// is lost or repeated.
+func TestResumeReplayDoesNotWaitForTheFollowClaim(t *testing.T) {
+	b := memory.New(memory.Options{})
+	gate := &followGate{Claims: b.Claims, open: make(chan struct{})}
+	b.Claims = gate
+	be := backendwrap.Wrap(b).(*mcp.Backend)
+	t.Cleanup(func() { _ = be.Close() })
+	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{Backend: be}})
+	c := session(t, n.url, mcp.Version20251125, nil)
+	id, first, last := cutGateCall(t, n, c)
+	// Opened in any case, so a replay that waits for the claim fails
+	// the test rather than hanging it.
+	defer time.AfterFunc(3*time.Second, gate.release).Stop()
+	resumed := getStream(t, c, n.url, last)
+	if !resumed.WaitFor(5*time.Second, countAtLeast("notifications/progress", 3)) {
+		t.Fatal("second phase not replayed")
+	}
+	if gate.opened.Load() {
+		t.Fatal("the replay waited for the follow claim")
+	}
+	if gate.waiting.Load() == 0 {
+		t.Fatal("the resumed stream took no follow claim")
+	}
+	gate.release()
+	n.probe.release <- struct{}{} // produced live
+	select {
+	case <-resumed.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the resumed stream did not end after the final response")
+	}
+	got := append(first, mcptest.ProgressValues(resumed.Messages())...)
+	if want := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}; !slices.Equal(got, want) {
+		t.Fatalf("progress %v, want %v exactly once", got, want)
+	}
+	if ms := resumed.Messages(); ms[len(ms)-1].ID != id {
+		t.Fatalf("the resumed stream ends with %+v, want the result of %v", ms[len(ms)-1], id)
 	}
 }
