@@ -126,8 +126,11 @@ unless noted:
             stream open, the request arrives on the call's SSE stream (or
             the GET stream) and mcpbench answers with a POST to the next
             endpoint (--reply-to next, a cross-node reply in a cluster) or
-            the same one; on 2026-07-28 the call returns input_required
-            and mcpbench retries it with inputResponses + requestState.
+            the same one, or alternately each (--reply-to alternate: the
+            report's paired reply_cross_minus_same is the difference of
+            each session's consecutive replies); on 2026-07-28 the call
+            returns input_required and mcpbench retries it with
+            inputResponses + requestState.
   churn     a whole session per operation: initialize, one echo call,
             DELETE. Handshake revisions only.
   fanout    --streams open GET streams (subscriptions/listen on
@@ -200,7 +203,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.steps, "steps", 10, "progress, resume: progress notifications per call")
 	fs.IntVar(&c.delayMs, "delay-ms", -1, "progress, resume: pause between steps in the tool; -1: 0 for progress, 20 for resume")
 	fs.IntVar(&c.streams, "streams", 100, "fanout, idle: number of open streams")
-	fs.StringVar(&c.replyTo, "reply-to", "next", "sampling, resume: send the reply / resuming GET to the same endpoint as the call (same) or the next one (next)")
+	fs.StringVar(&c.replyTo, "reply-to", "next", "sampling, resume: send the reply / resuming GET to the same endpoint as the call (same) or the next one (next); sampling: alternate between the two per operation, and report their paired difference (alternate)")
 	fs.IntVar(&c.cutAfter, "cut-after", 3, "resume: progress notifications received before the stream is cut")
 	fs.DurationVar(&c.gap, "gap", 50*time.Millisecond, "resume: pause between the cut and the resuming GET")
 	fs.DurationVar(&c.settle, "settle", time.Second, "pause after each phase line (sessions-ready, streams-open)")
@@ -282,8 +285,11 @@ func (c *config) validate() error {
 	if c.streams < 1 {
 		bad("streams", "must be at least 1")
 	}
-	if c.replyTo != "same" && c.replyTo != "next" {
-		bad("reply-to", "must be same or next, not %q", c.replyTo)
+	switch {
+	case c.replyTo == "alternate" && c.scenario != "sampling":
+		bad("reply-to", "alternate is for the sampling scenario")
+	case c.replyTo != "same" && c.replyTo != "next" && c.replyTo != "alternate":
+		bad("reply-to", "must be same, next or alternate, not %q", c.replyTo)
 	}
 	if c.scenario == "resume" && (c.cutAfter < 1 || c.cutAfter >= c.steps) {
 		bad("cut-after", "must be between 1 and --steps - 1")

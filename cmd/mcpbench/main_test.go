@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -146,6 +147,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"--scenario", "tasks", "--revision", "2025-06-18"}, "tasks exist"},
 		{[]string{"--url", "ftp://x"}, "--url"},
 		{[]string{"--reply-to", "elsewhere"}, "--reply-to"},
+		{[]string{"--scenario", "resume", "--reply-to", "alternate"}, "--reply-to"},
 		{[]string{"--redis-monitor"}, "needs --redis"},
 		{[]string{"--pid", "node=abc"}, "NAME=PID"},
 		{[]string{"--scenario", "resume", "--steps", "3", "--cut-after", "3"}, "--cut-after"},
@@ -249,5 +251,46 @@ func TestFanoutTogglesOnTheFirstEndpoint(t *testing.T) {
 		if _, ok := rep.Counters["streams_closed_by_server"]; !ok {
 			t.Errorf("%s: no streams_closed_by_server in the report's counters %v", rev, rep.Counters)
 		}
+	}
+}
+
+// With --reply-to alternate a worker's sampling replies alternate
+// between the call's endpoint and the next, and each two consecutive
+// operations make one pair: cross-node minus same-node, whichever came
+// first; an operation that failed between them breaks the pair.
+func TestAlternateRepliesArePaired(t *testing.T) {
+	cfg, err := parseFlags([]string{"--scenario", "sampling", "--url", "http://a/mcp,http://b/mcp", "--reply-to", "alternate"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(cfg, newClient(cfg.urls, cfg.revision, 1), nil, io.Discard)
+	r.measuring.Store(true)
+	w := &worker{n: 0, r: r}
+	var where []bool
+	op := func(d time.Duration) {
+		url, same := w.replyTarget(0)
+		if same != (url == "http://a/mcp") {
+			t.Fatalf("reply to %s reported as same=%v", url, same)
+		}
+		where = append(where, same)
+		if d > 0 {
+			w.recordReply(d, same)
+		}
+	}
+	op(3 * time.Millisecond) // cross
+	op(2 * time.Millisecond) // same: pair +1 ms
+	op(5 * time.Millisecond) // cross
+	op(0)                    // same, failed: no pair
+	op(4 * time.Millisecond) // cross
+	op(6 * time.Millisecond) // same: pair -2 ms
+	if want := []bool{false, true, false, true, false, true}; !slices.Equal(where, want) {
+		t.Fatalf("same-node replies %v, want %v", where, want)
+	}
+	got := r.pairs["reply_cross_minus_same"]
+	if want := []time.Duration{time.Millisecond, -2 * time.Millisecond}; !slices.Equal(got, want) {
+		t.Fatalf("pairs %v, want %v", got, want)
+	}
+	if d := bench.Differences(got); d.Pairs != 2 || d.P10 != -2 || d.P90 != 1 {
+		t.Fatalf("summary %+v", d)
 	}
 }

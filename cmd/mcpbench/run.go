@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,11 @@ type worker struct {
 	// stream, when the scenario keeps one open; closeGet closes it.
 	getReqs  chan incoming
 	closeGet func()
+	// ops counts the worker's sampling operations; lastReply is the
+	// reply→result of the previous one, to pair with the next (see
+	// recordReply).
+	ops       int
+	lastReply *replyTiming
 }
 
 // errHold is returned by operations that only hold connections open
@@ -68,15 +74,27 @@ type runner struct {
 
 	mu       sync.Mutex
 	extras   map[string]*bench.Recorder
+	pairs    map[string][]time.Duration
 	counters map[string]int64
 	notes    []string
 }
 
 func newRunner(cfg *config, cl *client, sc scenario, stderr io.Writer) *runner {
-	return &runner{cfg: cfg, cl: cl, sc: sc, stderr: stderr, stopping: make(chan struct{}), extras: map[string]*bench.Recorder{}, counters: map[string]int64{}}
+	return &runner{cfg: cfg, cl: cl, sc: sc, stderr: stderr, stopping: make(chan struct{}), extras: map[string]*bench.Recorder{}, counters: map[string]int64{}, pairs: map[string][]time.Duration{}}
 }
 
 // extra records a named secondary timing (only while measuring).
+// pair records one signed difference between paired timings, while the
+// window is open.
+func (r *runner) pair(name string, d time.Duration) {
+	if !r.measuring.Load() {
+		return
+	}
+	r.mu.Lock()
+	r.pairs[name] = append(r.pairs[name], d)
+	r.mu.Unlock()
+}
+
 func (r *runner) extra(name string, d time.Duration) {
 	if !r.measuring.Load() {
 		return
@@ -361,6 +379,12 @@ func (r *runner) report(elapsed time.Duration, start time.Time, cpu bench.CPUTim
 		rep.Extra = map[string]bench.Summary{}
 		for k, rec := range r.extras {
 			rep.Extra[k] = rec.Snapshot().Summary()
+		}
+	}
+	if len(r.pairs) > 0 {
+		rep.Paired = map[string]bench.Difference{}
+		for k, ds := range r.pairs {
+			rep.Paired[k] = bench.Differences(slices.Clone(ds))
 		}
 	}
 	if len(r.counters) > 0 {

@@ -136,6 +136,56 @@ func replyURL(cl *client, cfg *config, i int) string {
 	return cl.urls[i]
 }
 
+// replyTarget starts a sampling operation: it returns the endpoint of
+// its reply to a call made on endpoint i, and whether that is i itself.
+// With --reply-to alternate a worker's operations alternate between the
+// two, half the workers starting with each.
+func (w *worker) replyTarget(i int) (string, bool) {
+	cl, cfg := w.r.cl, w.r.cfg
+	w.ops++
+	same := cfg.replyTo == "same" || cfg.replyTo == "alternate" && (w.ops+w.n)%2 == 0
+	if same {
+		return cl.urls[i], true
+	}
+	return cl.urls[(i+1)%len(cl.urls)], false
+}
+
+// replyTiming is one operation's reply→result.
+type replyTiming struct {
+	op   int
+	d    time.Duration
+	same bool
+}
+
+// recordReply records a sampling operation's reply→result. With
+// --reply-to alternate it also records it by where the reply went, and
+// pairs each two consecutive operations of the worker (one of each,
+// nothing between them failed): their difference (cross-node minus
+// same-node) is measured on one session, a few milliseconds apart, so
+// the load the machine was under at the time falls out of it.
+func (w *worker) recordReply(d time.Duration, same bool) {
+	w.r.extra("reply_to_result", d)
+	if w.r.cfg.replyTo != "alternate" {
+		return
+	}
+	if same {
+		w.r.extra("reply_to_result_same", d)
+	} else {
+		w.r.extra("reply_to_result_cross", d)
+	}
+	prev := w.lastReply
+	w.lastReply = &replyTiming{op: w.ops, d: d, same: same}
+	if prev == nil || prev.op != w.ops-1 || prev.same == same {
+		return
+	}
+	cross, sameD := d, prev.d
+	if same {
+		cross, sameD = prev.d, d
+	}
+	w.r.pair("reply_cross_minus_same", cross-sameD)
+	w.lastReply = nil
+}
+
 func (s *samplingScenario) setup(ctx context.Context, w *worker) error {
 	if err := s.sessionHooks.setup(ctx, w); err != nil || w.r.cl.modern {
 		return err
@@ -181,10 +231,11 @@ func (s *samplingScenario) op(ctx context.Context, w *worker) (time.Duration, er
 	if w.r.cl.modern {
 		return s.mrtr(ctx, w)
 	}
-	cl, cfg := w.r.cl, w.r.cfg
+	cl := w.r.cl
 	id := w.sess.newID()
 	body := cl.requestBody(id, "tools/call", map[string]any{"name": "sample", "arguments": map[string]any{"prompt": "What is the answer?"}}, nil)
 	at := cl.pick()
+	replyTo, same := w.replyTarget(at)
 	var mu sync.Mutex
 	var replied time.Time
 	start := time.Now()
@@ -199,7 +250,7 @@ func (s *samplingScenario) op(ctx context.Context, w *worker) (time.Duration, er
 		mu.Lock()
 		replied = time.Now()
 		mu.Unlock()
-		if err := cl.notify(ctx, replyURL(cl, cfg, at), w.sess, rb, ""); err != nil {
+		if err := cl.notify(ctx, replyTo, w.sess, rb, ""); err != nil {
 			return fmt.Errorf("posting the sampling reply: %w", err)
 		}
 		return nil
@@ -246,15 +297,16 @@ func (s *samplingScenario) op(ctx context.Context, w *worker) (time.Duration, er
 	if r.IsZero() {
 		return d, bench.Errorf("no_sampling", "the call finished without asking for sampling")
 	}
-	w.r.extra("reply_to_result", time.Since(r))
+	w.recordReply(time.Since(r), same)
 	return d, expectText(ex, sampleAnswer)
 }
 
 func (s *samplingScenario) mrtr(ctx context.Context, w *worker) (time.Duration, error) {
-	cl, cfg := w.r.cl, w.r.cfg
+	cl := w.r.cl
 	args := map[string]any{"prompt": "What is the answer?"}
 	id := w.sess.newID()
 	at := cl.pick()
+	replyTo, same := w.replyTarget(at)
 	start := time.Now()
 	body := cl.requestBody(id, "tools/call", map[string]any{"name": "sample", "arguments": args}, nil)
 	ex, err := cl.call(ctx, cl.urls[at], w.sess, id, body, "tools/call", "sample", nil)
@@ -280,12 +332,12 @@ func (s *samplingScenario) mrtr(ctx context.Context, w *worker) (time.Duration, 
 	}
 	id = w.sess.newID()
 	retried := time.Now()
-	ex, err = cl.call(ctx, replyURL(cl, cfg, at), w.sess, id, cl.requestBody(id, "tools/call", params, nil), "tools/call", "sample", nil)
+	ex, err = cl.call(ctx, replyTo, w.sess, id, cl.requestBody(id, "tools/call", params, nil), "tools/call", "sample", nil)
 	d := time.Since(start)
 	if err != nil {
 		return d, err
 	}
-	w.r.extra("reply_to_result", time.Since(retried))
+	w.recordReply(time.Since(retried), same)
 	return d, expectText(ex, sampleAnswer)
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"slices"
+	"time"
 )
 
 // Report is the result of one mcpbench run, as written with --json and
@@ -48,8 +50,33 @@ type Report struct {
 	Processes map[string]ProcessCPU `json:"processes,omitempty"`
 	// Redis is the run's cost in Redis, when a Redis URL was given.
 	Redis *RedisStats `json:"redis,omitempty"`
+	// Paired holds signed differences between paired timings of the
+	// run (reply_cross_minus_same: a session's reply to another node
+	// against its next or previous reply to the same node), by name.
+	Paired map[string]Difference `json:"paired,omitempty"`
 	// Notes explain anything unusual about the run.
 	Notes []string `json:"notes,omitempty"`
+}
+
+// Difference summarizes signed differences between paired timings
+// measured side by side in one run, in milliseconds: what two ways of
+// doing one thing differ by, with the drift of a shared machine over the
+// run cancelled out of each pair.
+type Difference struct {
+	Pairs int     `json:"pairs"`
+	P10   float64 `json:"p10_ms"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+}
+
+// Differences summarizes ds (any order; it is sorted in place).
+func Differences(ds []time.Duration) Difference {
+	if len(ds) == 0 {
+		return Difference{}
+	}
+	slices.Sort(ds)
+	at := func(q float64) float64 { return Millis(ds[int(q*float64(len(ds)-1)+0.5)]) }
+	return Difference{Pairs: len(ds), P10: at(0.1), P50: at(0.5), P90: at(0.9)}
 }
 
 // ErrorRate is Errors / (Ops + Errors).

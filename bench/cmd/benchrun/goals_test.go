@@ -58,3 +58,29 @@ func TestGoals(t *testing.T) {
 		t.Errorf("goals table:\n%s", b.String())
 	}
 }
+
+// The cross-node reply goal is judged from the paired run (replies
+// alternating between the handler's node and another): the median of
+// its paired differences, not the difference of two runs' medians.
+func TestCrossNodeReplyGoalIsPaired(t *testing.T) {
+	paired := mainResult("sampling", legacy, "redis3", 500, 5)
+	paired.Spec.Variant = pairedVariant
+	paired.Report.Extra = map[string]bench.Summary{"reply_to_result_cross": {P50: 7}, "reply_to_result_same": {P50: 5}}
+	paired.Report.Paired = map[string]bench.Difference{"reply_cross_minus_same": {Pairs: 400, P10: -1, P50: 0.3, P90: 2}}
+	res := &suiteResult{
+		Targets: []*target{{Key: "redis3", Label: "mcpcluster, 3 nodes, Redis", Ours: true, Redis: true, Nodes: 3}},
+		Results: []*result{mainResult("sampling", legacy, "redis3", 500, 5), paired},
+	}
+	var g goal
+	for _, x := range computeGoals(res) {
+		if strings.HasPrefix(x.name, "cross-node sampling reply") {
+			g = x
+		}
+	}
+	if !g.measured || !g.met || !strings.HasPrefix(g.today, "+0.30 ms p50 over 400 pairs") {
+		t.Fatalf("goal %+v: want met at the paired +0.30 ms, not the medians' +2 ms", g)
+	}
+	if h := headlineSampling(res); !strings.Contains(h, "+0.30 ms p50 over 400 pairs") {
+		t.Fatalf("headline %q", h)
+	}
+}

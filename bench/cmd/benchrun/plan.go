@@ -135,10 +135,11 @@ func plan(targets []*target, st settings) []spec {
 					args = []string{"--streams", strconv.Itoa(st.FanoutStreams), "--settle", "200ms"}
 				}
 				add("main", sc, rev, t, "", args...)
-				// The cross-node round trip's reference: the reply on
-				// the node running the handler.
+				// The cross-node round trip against its reference, the
+				// reply on the node running the handler, measured side
+				// by side: each session alternates the two.
 				if sc == "sampling" && rev == legacy && t.Nodes > 1 {
-					add("main", sc, rev, t, "same-node reply", "--reply-to", "same")
+					add("main", sc, rev, t, pairedVariant, "--reply-to", "alternate")
 				}
 			}
 		}

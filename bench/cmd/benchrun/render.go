@@ -27,7 +27,7 @@ var mainScenarios = []scenarioInfo{
 		"Each operation is one `tools/call` of `progress {steps: 10, delayMs: 0}` with a progress token: the answer is an SSE stream of 10 `notifications/progress` and the result. On mcpcluster's handshake revisions every event is appended to the stream's shared history (so it can be resumed on any node) before it is written.",
 		false, "call"},
 	{"sampling", "sampling: one server→client round trip",
-		"Each operation is one `tools/call` of `sample`, which asks the client for one `sampling/createMessage`. On 2025-11-25 the request arrives on an SSE stream and mcpbench answers with a POST — to the next endpoint, which on three nodes is another node than the one running the handler (the *same-node reply* rows answer the node running it). Each session also holds its GET stream open, as real clients do (mcp-go sends the request there). On 2026-07-28 the call returns `input_required` and mcpbench retries it with `inputResponses` and `requestState` (MRTR), on the next endpoint.",
+		"Each operation is one `tools/call` of `sample`, which asks the client for one `sampling/createMessage`. On 2025-11-25 the request arrives on an SSE stream and mcpbench answers with a POST — to the next endpoint, which on three nodes is another node than the one running the handler (the *paired replies* rows alternate, per session, a reply to the node running it and one to another node). Each session also holds its GET stream open, as real clients do (mcp-go sends the request there). On 2026-07-28 the call returns `input_required` and mcpbench retries it with `inputResponses` and `requestState` (MRTR), on the next endpoint.",
 		false, "call"},
 	{"churn", "churn: a whole session per operation",
 		"Each operation is `initialize` + `notifications/initialized` + one `tools/call echo` + `DELETE`, each request on the next endpoint.",
@@ -317,25 +317,28 @@ func renderScenario(b *strings.Builder, res *suiteResult, sc scenarioInfo, image
 func renderSampling(b *strings.Builder, res *suiteResult) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("## Cross-node and same-node sampling round trips\n\n")
-	p("On three nodes the handler asking for sampling runs on one node; the client's reply is a separate POST. When it lands on another node, that node routes it to the waiting handler through Redis pub/sub. *reply→result* is the time from sending the reply to receiving the call's result; *request→sampling* the time from the call to the sampling request.\n\n")
+	p("On three nodes the handler asking for sampling runs on one node; the client's reply is a separate POST. When it lands on another node, that node routes it to the waiting handler through Redis pub/sub. *reply→result* is the time from sending the reply to receiving the call's result; *request→sampling* the time from the call to the sampling request. In the *alternating* run each session sends its replies alternately to the handler's node and to another, so both are measured side by side under the same load; the cross-node cost is the median of the differences between each session's consecutive replies (see [Goals on Redis](#goals-on-redis)).\n\n")
 	p("| Configuration | Revision | reply lands on | call p50 | call p99 | request→sampling p50 | reply→result p50 | reply→result p99 |\n|---|---|---|---:|---:|---:|---:|---:|\n")
 	for _, rev := range []string{legacy, modern} {
 		for _, r := range rows(res, "sampling", rev, "main") {
 			if !r.t.Ours || !r.ok() {
 				continue
 			}
-			where := "the same node"
-			if r.t.Nodes > 1 {
-				where = "another node"
-				if r.res.Spec.Variant != "" {
-					where = "the same node"
-				}
+			rq := r.rep.Extra["request_to_sampling"]
+			row := func(where string, rr bench.Summary) {
+				p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.t.Label, rev, where, ms(r.rep.Latency.P50), ms(r.rep.Latency.P99), ms(rq.P50), ms(rr.P50), ms(rr.P99))
 			}
-			if rev == modern && r.t.Nodes > 1 {
-				where = "another node (retry)"
+			switch {
+			case r.res.Spec.Variant == pairedVariant:
+				row("another node (alternating)", r.rep.Extra["reply_to_result_cross"])
+				row("the same node (alternating)", r.rep.Extra["reply_to_result_same"])
+			case r.res.Spec.Variant != "" || r.t.Nodes == 1:
+				row("the same node", r.rep.Extra["reply_to_result"])
+			case rev == modern:
+				row("another node (retry)", r.rep.Extra["reply_to_result"])
+			default:
+				row("another node", r.rep.Extra["reply_to_result"])
 			}
-			rr, rq := r.rep.Extra["reply_to_result"], r.rep.Extra["request_to_sampling"]
-			p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.t.Label, rev, where, ms(r.rep.Latency.P50), ms(r.rep.Latency.P99), ms(rq.P50), ms(rr.P50), ms(rr.P99))
 		}
 	}
 	p("\n")

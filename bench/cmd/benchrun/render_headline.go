@@ -133,27 +133,45 @@ func ints(v []int) string {
 	return strings.Join(s, " / ")
 }
 
-func samplingPair(res *suiteResult) (cross, same row, ok bool) {
-	for _, r := range rows(res, "sampling", legacy, "main") {
-		if r.t.Key != "redis3" || !r.ok() {
-			continue
-		}
-		if r.res.Spec.Variant == "" {
-			cross = r
-		} else {
-			same = r
+// pairedVariant is the sampling run on three nodes whose sessions
+// alternate their replies between the node running the handler and
+// another (mcpbench --reply-to alternate): the cross-node cost is the
+// paired difference within it.
+const pairedVariant = "paired replies"
+
+// crossNode is the cross-node reply's cost on target key: from the
+// paired run, or else (results of older runs) from two separate runs.
+type crossNode struct {
+	cross, same bench.Summary // reply→result
+	diff        bench.Difference
+	paired      bool
+}
+
+func crossNodeReply(res *suiteResult, key string) (crossNode, bool) {
+	if r, ok := mainRow(res, "sampling", legacy, key, pairedVariant); ok {
+		if d := r.rep.Paired["reply_cross_minus_same"]; d.Pairs > 0 {
+			return crossNode{cross: r.rep.Extra["reply_to_result_cross"], same: r.rep.Extra["reply_to_result_same"], diff: d, paired: true}, true
 		}
 	}
-	return cross, same, cross.rep != nil && same.rep != nil
+	cross, okC := mainRow(res, "sampling", legacy, key, "")
+	same, okS := mainRow(res, "sampling", legacy, key, "same-node reply")
+	if !okC || !okS {
+		return crossNode{}, false
+	}
+	c, s := cross.rep.Extra["reply_to_result"], same.rep.Extra["reply_to_result"]
+	return crossNode{cross: c, same: s, diff: bench.Difference{P50: c.P50 - s.P50}}, true
 }
 
 func headlineSampling(res *suiteResult) string {
-	cross, same, ok := samplingPair(res)
+	cn, ok := crossNodeReply(res, "redis3")
 	if !ok {
 		return ""
 	}
-	c, s := cross.rep.Extra["reply_to_result"], same.rep.Extra["reply_to_result"]
-	return fmt.Sprintf("cross-node p50 %s / p99 %s, same-node p50 %s / p99 %s", ms(c.P50), ms(c.P99), ms(s.P50), ms(s.P99))
+	out := fmt.Sprintf("cross-node p50 %s / p99 %s, same-node p50 %s / p99 %s", ms(cn.cross.P50), ms(cn.cross.P99), ms(cn.same.P50), ms(cn.same.P99))
+	if cn.paired {
+		out += fmt.Sprintf(", alternating in one run: cross-node minus same-node %+.2f ms p50 over %d pairs", cn.diff.P50, cn.diff.Pairs)
+	}
+	return out
 }
 
 // headlineTasks gives each mcpcluster configuration's task rate and
