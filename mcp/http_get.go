@@ -297,10 +297,12 @@ func (h *HTTPHandler) endStream(sw *sse.Writer, ctx context.Context, err error) 
 // its final response. If the node producing it dies first, the stream
 // ends with a JSON-RPC error for the request.
 //
-// Nothing waits on another goroutine before the first replayed event is
-// written: a node that resumes many streams at once (clients cut by the
-// same network blip reconnect together) serves each without queueing it
-// behind the others' work. The claim that keeps the stream's producer
+// The first replayed event waits only for the history's read and the
+// caller's stream place (openResume: two round trips side by side on
+// Redis, no goroutine to wait on in memory): a node that resumes many
+// streams at once (clients cut by the same network blip reconnect
+// together) serves each without queueing it behind the others' work
+// more often than it must. The claim that keeps the stream's producer
 // going (which it looks for only every ResumeGrace) is taken beside the
 // replay, under the caller's own session (so a stream of another
 // session, which the read refuses, is not kept going by it), and given up
@@ -327,17 +329,19 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *s
 			release()
 		}
 	}()
-	head, err := h.node.OpenResume(r.Context(), sid, eid.Stream, eid.Seq)
-	if err != nil {
-		streamError(w, err)
+	o := h.openResume(r, sid, eid)
+	if o.slot != nil {
+		defer o.slot()
+	}
+	if o.readErr != nil {
+		streamError(w, o.readErr)
 		return
 	}
-	slot, err := h.openStream(r, sid)
-	if err != nil {
-		h.writeRefusal(w, jsonrpc.ID{}, err)
+	if o.slotErr != nil {
+		h.writeRefusal(w, jsonrpc.ID{}, o.slotErr)
 		return
 	}
-	defer slot()
+	head := o.head
 	defer h.metrics.StreamOpened("resume")()
 	sw := h.streamWriter(w, conn)
 	defer sw.Close()
@@ -348,6 +352,35 @@ func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *s
 	}
 	h.node.RunUpkeep(ctx, jobs)
 	h.endStream(sw, ctx, h.node.Tail(ctx, sid, eid.Stream, eid.Seq, head, h.historyWriter(sw, eid.Stream, head.Info.Last), sw.Flush))
+}
+
+// resumeOpening is what openResume found: the history to replay (or
+// why not) and the caller's place for the stream (or its refusal).
+type resumeOpening struct {
+	head    cluster.History
+	readErr error
+	slot    func()
+	slotErr error
+}
+
+// openResume reads the history of a resumed stream after eid (see
+// Node.OpenResume) and takes the caller's place for one more stream
+// (openStream): side by side when the backend's calls are round trips,
+// one after the other (no goroutine to wait on) when they are not.
+func (h *HTTPHandler) openResume(r *http.Request, sid string, eid sse.EventID) (o resumeOpening) {
+	if !h.be.Remote {
+		o.head, o.readErr = h.node.OpenResume(r.Context(), sid, eid.Stream, eid.Seq)
+		o.slot, o.slotErr = h.openStream(r, sid)
+		return o
+	}
+	placed := make(chan struct{})
+	go func() {
+		defer close(placed)
+		o.slot, o.slotErr = h.openStream(r, sid)
+	}()
+	o.head, o.readErr = h.node.OpenResume(r.Context(), sid, eid.Stream, eid.Seq)
+	<-placed
+	return o
 }
 
 // serveDelete ends a session everywhere.

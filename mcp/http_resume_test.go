@@ -365,3 +365,74 @@ func TestResumeReplayDoesNotWaitForTheFollowClaim(t *testing.T) {
 		t.Fatalf("the resumed stream ends with %+v, want the result of %v", ms[len(ms)-1], id)
 	}
 }
+
+// overlapProbe arms a backend whose calls are round trips (Remote) so
+// that reading a stream's history waits (up to a few seconds) for a
+// stream place to be asked for: it completes at once only when the two
+// run side by side.
+type overlapProbe struct {
+	cluster.EventLog
+	lim      cluster.Limiter
+	armed    atomic.Bool
+	asked    chan struct{}
+	askOnce  sync.Once
+	reads    atomic.Int32 // Reads since armed: the first waits
+	waitedUp atomic.Bool
+}
+
+func (p *overlapProbe) Read(ctx context.Context, session, stream string, after uint64) ([]cluster.Event, cluster.StreamInfo, error) {
+	if p.armed.Load() && p.reads.Add(1) == 1 {
+		select {
+		case <-p.asked:
+		case <-time.After(3 * time.Second):
+			p.waitedUp.Store(true)
+		}
+	}
+	return p.EventLog.Read(ctx, session, stream, after)
+}
+
+// overlapLimiter tells the probe when a stream place is asked for.
+type overlapLimiter struct {
+	cluster.Limiter
+	p *overlapProbe
+}
+
+func (l overlapLimiter) Acquire(ctx context.Context, key, member string, ttl time.Duration, max int) (bool, time.Duration, error) {
+	if l.p.armed.Load() {
+		l.p.askOnce.Do(func() { close(l.p.asked) })
+	}
+	return l.Limiter.Acquire(ctx, key, member, ttl, max)
+}
+
+// On a backend whose calls are round trips, a resumed stream's history
+// is read while the caller's stream place is taken, not before (fails
+// on the old code: the place was asked for after the read returned).
+func TestResumeReadsHistoryBesideTheStreamPlace(t *testing.T) {
+	b := memory.New(memory.Options{})
+	b.Remote = true
+	p := &overlapProbe{EventLog: b.Events, asked: make(chan struct{})}
+	b.Events, b.Limiter = p, overlapLimiter{Limiter: b.Limiter, p: p}
+	be := backendwrap.Wrap(b).(*mcp.Backend)
+	t.Cleanup(func() { _ = be.Close() })
+	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{Backend: be}})
+	c := session(t, n.url, mcp.Version20251125, nil)
+	_, first, last := cutGateCall(t, n, c)
+	p.armed.Store(true)
+	resumed := getStream(t, c, n.url, last)
+	if !resumed.WaitFor(5*time.Second, countAtLeast("notifications/progress", 3)) {
+		t.Fatal("second phase not replayed")
+	}
+	if p.waitedUp.Load() {
+		t.Fatal("the history was read before the stream place was asked for")
+	}
+	n.probe.release <- struct{}{}
+	select {
+	case <-resumed.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the resumed stream did not end after the final response")
+	}
+	got := append(first, mcptest.ProgressValues(resumed.Messages())...)
+	if want := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}; !slices.Equal(got, want) {
+		t.Fatalf("progress %v, want %v exactly once", got, want)
+	}
+}

@@ -70,6 +70,11 @@ type Backend struct {
 	// then only notices a stream that expired, and an idle follower
 	// costs the store little.
 	FollowPoll time.Duration
+	// Remote is true when each call is a network round trip, so that
+	// independent calls are worth running side by side. A backend in
+	// the process (false) answers at once: a goroutine to overlap its
+	// calls only queues the caller behind the node's other work.
+	Remote bool
 }
 
 // BusFresh bounds how old the newest bus message a node is known to

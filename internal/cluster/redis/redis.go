@@ -249,6 +249,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 		Current:    b.hub.current,
 		Name:       "redis",
 		FollowPoll: followPoll,
+		Remote:     true,
 	}, nil
 }
 
