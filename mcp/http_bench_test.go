@@ -103,6 +103,22 @@ func newBenchNode(b *testing.B, backend string, cacheTTL time.Duration) *benchNo
 	return n
 }
 
+// legacySession opens a 2025-11-25 session and returns the headers of
+// its requests.
+func (n *benchNode) legacySession(b *testing.B) map[string]string {
+	b.Helper()
+	init := n.post([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`), nil)
+	sid := init.Header().Get("Mcp-Session-Id")
+	if sid == "" {
+		b.Fatalf("initialize: %d %s", init.Code, init.Body)
+	}
+	hdr := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": mcp.Version20251125}
+	if rec := n.post([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), hdr); rec.Code != http.StatusAccepted {
+		b.Fatalf("notifications/initialized: %d", rec.Code)
+	}
+	return hdr
+}
+
 // post serves one POST and returns the recorder.
 func (n *benchNode) post(body []byte, hdr map[string]string) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()

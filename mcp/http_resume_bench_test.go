@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mcpcluster/mcpcluster/mcp"
 )
 
 // BenchmarkResumeFirstEvent measures a POST stream resumed with GET and
@@ -27,15 +25,7 @@ func BenchmarkResumeFirstEvent(b *testing.B) {
 			n := newBenchNode(b, backend, 2*time.Second)
 			ts := httptest.NewServer(n.h)
 			b.Cleanup(ts.Close)
-			init := n.post([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`), nil)
-			sid := init.Header().Get("Mcp-Session-Id")
-			if sid == "" {
-				b.Fatalf("initialize: %d %s", init.Code, init.Body)
-			}
-			hdr := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": mcp.Version20251125}
-			if rec := n.post([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), hdr); rec.Code != http.StatusAccepted {
-				b.Fatalf("notifications/initialized: %d", rec.Code)
-			}
+			hdr := n.legacySession(b)
 			client := ts.Client()
 			var firsts []time.Duration
 			b.ReportAllocs()

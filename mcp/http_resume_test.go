@@ -81,6 +81,26 @@ func cutGateCall(t *testing.T, n *node, c *mcptest.Client) (jsonrpc.ID, []float6
 	return id, first, last
 }
 
+// finishGateCall lets the third phase of cutGateCall's call be produced
+// live and checks that resumed, the stream resumed after the cut, ends
+// with the call's result and that every step arrived exactly once.
+func finishGateCall(t *testing.T, n *node, resumed *mcptest.Stream, id jsonrpc.ID, first []float64) {
+	t.Helper()
+	n.probe.release <- struct{}{}
+	select {
+	case <-resumed.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the resumed stream did not end after the final response")
+	}
+	got := append(first, mcptest.ProgressValues(resumed.Messages())...)
+	if want := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}; !slices.Equal(got, want) {
+		t.Fatalf("progress %v, want %v exactly once", got, want)
+	}
+	if ms := resumed.Messages(); ms[len(ms)-1].Kind() != jsonrpc.KindResponse || ms[len(ms)-1].ID != id || ms[len(ms)-1].Error != nil {
+		t.Fatalf("the resumed stream ends with %+v, want the result of %v", ms[len(ms)-1], id)
+	}
+}
+
 // testNotes returns the n params of notifications/test messages.
 func testNotes(ms []*jsonrpc.Message) []int {
 	var out []int
@@ -351,19 +371,7 @@ func TestResumeReplayDoesNotWaitForTheFollowClaim(t *testing.T) {
 		t.Fatal("the resumed stream took no follow claim")
 	}
 	gate.release()
-	n.probe.release <- struct{}{} // produced live
-	select {
-	case <-resumed.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the resumed stream did not end after the final response")
-	}
-	got := append(first, mcptest.ProgressValues(resumed.Messages())...)
-	if want := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}; !slices.Equal(got, want) {
-		t.Fatalf("progress %v, want %v exactly once", got, want)
-	}
-	if ms := resumed.Messages(); ms[len(ms)-1].ID != id {
-		t.Fatalf("the resumed stream ends with %+v, want the result of %v", ms[len(ms)-1], id)
-	}
+	finishGateCall(t, n, resumed, id, first)
 }
 
 // overlapProbe arms a backend whose calls are round trips (Remote) so
@@ -372,7 +380,6 @@ func TestResumeReplayDoesNotWaitForTheFollowClaim(t *testing.T) {
 // run side by side.
 type overlapProbe struct {
 	cluster.EventLog
-	lim      cluster.Limiter
 	armed    atomic.Bool
 	asked    chan struct{}
 	askOnce  sync.Once
@@ -416,7 +423,7 @@ func TestResumeReadsHistoryBesideTheStreamPlace(t *testing.T) {
 	t.Cleanup(func() { _ = be.Close() })
 	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{Backend: be}})
 	c := session(t, n.url, mcp.Version20251125, nil)
-	_, first, last := cutGateCall(t, n, c)
+	id, first, last := cutGateCall(t, n, c)
 	p.armed.Store(true)
 	resumed := getStream(t, c, n.url, last)
 	if !resumed.WaitFor(5*time.Second, countAtLeast("notifications/progress", 3)) {
@@ -425,14 +432,5 @@ func TestResumeReadsHistoryBesideTheStreamPlace(t *testing.T) {
 	if p.waitedUp.Load() {
 		t.Fatal("the history was read before the stream place was asked for")
 	}
-	n.probe.release <- struct{}{}
-	select {
-	case <-resumed.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the resumed stream did not end after the final response")
-	}
-	got := append(first, mcptest.ProgressValues(resumed.Messages())...)
-	if want := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}; !slices.Equal(got, want) {
-		t.Fatalf("progress %v, want %v exactly once", got, want)
-	}
+	finishGateCall(t, n, resumed, id, first)
 }

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/mcpcluster/mcpcluster/mcp"
 )
 
 // BenchmarkStreamedCall measures a 2025-11-25 tools/call answered on an
@@ -25,12 +23,7 @@ func BenchmarkStreamedCall(b *testing.B) {
 	for _, backend := range []string{"memory", "redis"} {
 		b.Run(backend+"/progress", func(b *testing.B) {
 			n := newBenchNode(b, backend, 2*time.Second)
-			init := n.post([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`), nil)
-			sid := init.Header().Get("Mcp-Session-Id")
-			if sid == "" {
-				b.Fatalf("initialize: %d %s", init.Code, init.Body)
-			}
-			hdr := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": mcp.Version20251125}
+			hdr := n.legacySession(b)
 			var writes, flushes atomic.Int64
 			serve := func() {
 				rec := &countingRecorder{ResponseRecorder: httptest.NewRecorder(), writes: &writes, flushes: &flushes}
