@@ -9,11 +9,15 @@ import (
 )
 
 func (s *suite) testLimiter(t *testing.T) {
+	// The waits depend on the time between takes, which a loaded machine
+	// stretches: each is checked against the time measured around the
+	// takes, never against a sleep assumed to be exact.
 	t.Run("BucketStartsFullAndRefuses", func(t *testing.T) {
 		t.Parallel()
 		l := s.newBackend(t).Limiter
 		key := uniq("b")
 		d := []cluster.Debit{{Key: key, N: 1, Rate: 1, Burst: 3}}
+		start := time.Now()
 		for i := range 2 {
 			w, err := l.Take(t.Context(), d)
 			must(t, "Take", err)
@@ -23,16 +27,13 @@ func (s *suite) testLimiter(t *testing.T) {
 		}
 		w, err := l.Take(t.Context(), d)
 		must(t, "Take", err)
-		// 0 tokens left at rate 1/s: a whole token in about a second.
-		if w[0] < 800*time.Millisecond || w[0] > time.Second {
-			t.Fatalf("third take: got wait %v, want about 1s", w[0])
-		}
+		// 0 tokens left at rate 1/s, plus what refilled since the
+		// first take: a whole token a second after it.
+		wantWait(t, "third take", w[0], time.Second, time.Since(start))
 		// Debt: the balance goes below zero, and the wait grows.
 		w2, err := l.Take(t.Context(), []cluster.Debit{{Key: key, N: 2, Rate: 1, Burst: 3}})
 		must(t, "Take", err)
-		if w2[0] < 2500*time.Millisecond || w2[0] > 3*time.Second {
-			t.Fatalf("take into debt: got wait %v, want about 3s", w2[0])
-		}
+		wantWait(t, "take into debt", w2[0], 3*time.Second, time.Since(start))
 		// The debt is bounded by the burst.
 		w3, err := l.Take(t.Context(), []cluster.Debit{{Key: key, N: 100, Rate: 1, Burst: 3}})
 		must(t, "Take", err)
@@ -45,18 +46,30 @@ func (s *suite) testLimiter(t *testing.T) {
 		t.Parallel()
 		l := s.newBackend(t).Limiter
 		key := uniq("b")
-		w, err := l.Take(t.Context(), []cluster.Debit{{Key: key, N: 2, Rate: 20, Burst: 2}})
-		must(t, "Take", err)
-		if w[0] < 30*time.Millisecond || w[0] > 50*time.Millisecond {
-			t.Fatalf("emptied bucket at 20/s: got wait %v, want about 50ms", w[0])
+		debit := func(n int) time.Duration {
+			t.Helper()
+			w, err := l.Take(t.Context(), []cluster.Debit{{Key: key, N: n, Rate: 20, Burst: 2}})
+			must(t, "Take", err)
+			return w[0]
 		}
-		time.Sleep(w[0] + 20*time.Millisecond)
-		w, err = l.Take(t.Context(), []cluster.Debit{{Key: key, N: 1, Rate: 20, Burst: 2}})
-		must(t, "Take", err)
-		if w[0] == 0 {
-			// It held one token and spent it; the next needs a refill.
-			t.Fatalf("take after one refill: got wait 0, want a wait")
+		start := time.Now()
+		w := debit(2)
+		wantWait(t, "emptied bucket at 20/s", w, 50*time.Millisecond, 0)
+		slept := w + 20*time.Millisecond
+		time.Sleep(slept)
+		// It refilled at 20/s for at least slept (1.4 tokens), at most
+		// the time since the first take, and spent one: a whole token
+		// again 100ms after the first take.
+		w = debit(1)
+		if w > 100*time.Millisecond-slept+time.Millisecond {
+			t.Fatalf("take after %v of refill: got wait %v, want at most %v", slept, w, 100*time.Millisecond-slept)
 		}
+		wantWait(t, "take after a refill", w, 100*time.Millisecond, time.Since(start))
+		// Refilled for longer than the whole burst takes (w to a token,
+		// 50ms more to the second), it holds the burst and no more:
+		// emptying it leaves it 50ms from a token however long it slept.
+		time.Sleep(w + 100*time.Millisecond)
+		wantWait(t, "full bucket emptied", debit(2), 50*time.Millisecond, 0)
 	})
 
 	t.Run("BatchIsPerBucket", func(t *testing.T) {
@@ -137,28 +150,44 @@ func (s *suite) testLimiter(t *testing.T) {
 		t.Parallel()
 		l := s.newBackend(t).Limiter
 		key := uniq("set")
-		ttl := 300 * time.Millisecond
-		for _, m := range []string{"kept", "left"} {
-			if ok, _, err := l.Acquire(t.Context(), key, m, ttl, 2); err != nil || !ok {
-				t.Fatalf("Acquire %s: ok=%v err=%v", m, ok, err)
-			}
+		// "left" runs out after ttl; "kept" would after 10s, but is
+		// renewed to a minute, as is "ghost", never acquired, which must
+		// not be added. Which leases are held is read off the wait of a
+		// refused Acquire, not off how long sleeps took.
+		const ttl = 200 * time.Millisecond
+		if ok, _, err := l.Acquire(t.Context(), key, "kept", 10*time.Second, 2); err != nil || !ok {
+			t.Fatalf("Acquire kept: ok=%v err=%v", ok, err)
 		}
-		// Renewing "kept" (and a member never acquired, which must not be
-		// added) while "left" runs out.
-		deadline := time.Now().Add(2 * ttl)
-		for time.Now().Before(deadline) {
-			must(t, "Renew", l.Renew(t.Context(), []cluster.Lease{{Key: key, Member: "kept", TTL: ttl}, {Key: key, Member: "ghost", TTL: ttl}}))
-			time.Sleep(ttl / 6)
+		start := time.Now()
+		if ok, _, err := l.Acquire(t.Context(), key, "left", ttl, 2); err != nil || !ok {
+			t.Fatalf("Acquire left: ok=%v err=%v", ok, err)
 		}
-		ok, _, err := l.Acquire(t.Context(), key, "new", ttl, 2)
+		must(t, "Renew", l.Renew(t.Context(), []cluster.Lease{{Key: key, Member: "kept", TTL: time.Minute}, {Key: key, Member: "ghost", TTL: time.Minute}}))
+		waitFor(t, 5*time.Second, "left's lease to expire, admitting new (a ghost added by Renew holds the slot)", func() bool {
+			ok, _, err := l.Acquire(t.Context(), key, "new", time.Minute, 2)
+			must(t, "Acquire", err)
+			return ok
+		})
+		if d := time.Since(start); d < ttl-time.Millisecond {
+			t.Fatalf("a lease of %v expired after %v", ttl, d)
+		}
+		ok, wait, err := l.Acquire(t.Context(), key, "third", ttl, 2)
 		must(t, "Acquire", err)
-		if !ok {
-			t.Fatalf("Acquire after a lease expired: refused")
-		}
-		ok, _, err = l.Acquire(t.Context(), key, "third", ttl, 2)
-		must(t, "Acquire", err)
-		if ok {
-			t.Fatalf("Acquire with kept and new held: admitted a third (renewed lease lost, or a ghost counted as free)")
+		if ok || wait < 50*time.Second {
+			t.Fatalf("Acquire with kept and new held for a minute: got ok=%v wait=%v, want refused for about a minute (a renewed lease lost, or not extended)", ok, wait)
 		}
 	})
+}
+
+// wantWait fails unless a bucket's wait is want, what it would be had no
+// time passed since the bucket was last full or empty, less at most
+// elapsed: refilling for elapsed at any rate shortens a wait by elapsed,
+// and never lengthens it. The slack is the Redis clock's millisecond
+// rounding.
+func wantWait(t *testing.T, what string, wait, want, elapsed time.Duration) {
+	t.Helper()
+	const slack = 2 * time.Millisecond
+	if wait > want+slack || wait < want-elapsed-slack {
+		t.Fatalf("%s: got wait %v, want %v less at most the %v that passed", what, wait, want, elapsed)
+	}
 }
