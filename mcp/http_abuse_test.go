@@ -135,6 +135,11 @@ func TestAbuseBatch(t *testing.T) {
 		for range 4 {
 			n.probe.waitCancelled(t, 5*time.Second)
 		}
+		// A handler that saw its context end has yet to return, and the
+		// batch frees its slots once the last one has: wait for that.
+		mcptest.Eventually(t, 5*time.Second, "the batch's handler slots to be freed", func() bool {
+			return gauge(t, n, "mcp_handlers_running") == 0
+		})
 		settle(t, base, 2, 5*time.Second, "the batch's goroutines to end")
 		// The slots are free again.
 		resp, err := c.PostRaw(context.Background(), n.url, batchBody(t, c, 4, "tools/call", echoCall("x")), nil, nil)
