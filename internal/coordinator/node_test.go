@@ -255,9 +255,10 @@ func TestNodeTakeoverHonoursTheClaim(t *testing.T) {
 	a, b := nodes[0], nodes[1]
 	ctx := context.Background()
 	oldCtx, oldCancel := context.WithCancelCause(context.Background())
-	defer b.Local.AddConn("S1", &coordinator.Conn{ID: "old", Cancel: oldCancel, GetFor: "S1"})()
+	old := &coordinator.Conn{ID: "old", Cancel: oldCancel, GetFor: "S1"}
+	defer b.Local.AddConn("S1", old)()
 	// A stale take-over while "old" still holds the claim: nothing ends.
-	if _, err := be.Claims.Claim(ctx, coordinator.GetKey("S1"), "old", time.Minute); err != nil {
+	if _, err := b.TakeGet(oldCtx, "S1", old); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Publish(ctx, coordinator.GetTakeover{Session: "S1", Conn: "stale"}); err != nil {
@@ -279,6 +280,47 @@ func TestNodeTakeoverHonoursTheClaim(t *testing.T) {
 	waitFor(t, "the old holder to end", func() bool { return oldCtx.Err() != nil })
 	if !errors.Is(context.Cause(oldCtx), coordinator.ErrTakenOver) {
 		t.Fatalf("ended with %v", context.Cause(oldCtx))
+	}
+}
+
+// A GET connection is registered on its node before it claims the
+// stream; a take-over message still on its way to that node then (the
+// previous holder's, delivered late) must not end it: it claims after
+// that holder, so the claim will be its own. Only a connection that
+// claimed the stream and lost the claim ends.
+func TestNodeTakeoverSparesAConnectionNotYetClaiming(t *testing.T) {
+	_, nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	conn := func(n testNode, id string) (*coordinator.Conn, context.Context) {
+		cctx, cancel := context.WithCancelCause(context.Background())
+		c := &coordinator.Conn{ID: id, Cancel: cancel, GetFor: "S1"}
+		t.Cleanup(n.Local.AddConn("S1", c))
+		return c, cctx
+	}
+	take := func(n testNode, c *coordinator.Conn, cctx context.Context) {
+		t.Helper()
+		if _, err := n.TakeGet(cctx, "S1", c); err != nil {
+			t.Fatalf("TakeGet %s: %v", c.ID, err)
+		}
+	}
+	// "lost" holds the stream on b; "new", on b too, is set up and has
+	// yet to claim when "old" takes the stream over on a.
+	lost, lostCtx := conn(b, "lost")
+	take(b, lost, lostCtx)
+	newConn, newCtx := conn(b, "new")
+	old, oldCtx := conn(a, "old")
+	take(a, old, oldCtx)
+	waitFor(t, "the take-over by old to end lost", func() bool { return lostCtx.Err() != nil })
+	if cause := context.Cause(newCtx); cause != nil {
+		t.Fatalf("a connection that had not claimed the stream yet was ended by an earlier take-over: %v", cause)
+	}
+	take(b, newConn, newCtx)
+	waitFor(t, "the take-over by new to end old", func() bool { return oldCtx.Err() != nil })
+	if !errors.Is(context.Cause(oldCtx), coordinator.ErrTakenOver) {
+		t.Fatalf("old ended with %v", context.Cause(oldCtx))
+	}
+	if newCtx.Err() != nil {
+		t.Fatalf("the holder ended: %v", context.Cause(newCtx))
 	}
 }
 

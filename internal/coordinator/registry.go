@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrSessionEnded cancels the work of an ended session.
@@ -22,6 +23,9 @@ type Conn struct {
 	// GetFor names the session whose GET stream this connection holds
 	// ("" for other streams).
 	GetFor string
+	// claimed is set once the connection claimed the GET stream
+	// (TakeGet): only then can a take-over end it.
+	claimed atomic.Bool
 }
 
 // Listener is an open subscriptions/listen stream on this node.
@@ -137,13 +141,16 @@ func (r *Registry) endSession(session string) {
 }
 
 // getHoldersBut returns the connections holding session's GET stream
-// other than conn.
+// other than conn: those that claimed it. One registered that has yet
+// to claim it is left out, so a take-over message older than its claim
+// (one that arrives late) cannot end it: its claim comes after that
+// take-over's and wins.
 func (r *Registry) getHoldersBut(session, conn string) []*Conn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []*Conn
 	for c := range r.conns[session] {
-		if c.GetFor == session && c.ID != conn {
+		if c.GetFor == session && c.ID != conn && c.claimed.Load() {
 			out = append(out, c)
 		}
 	}

@@ -60,6 +60,10 @@ func (n *Node) TakeGet(ctx context.Context, session string, conn *Conn) (func(),
 	if _, err := n.be.Claims.Claim(ctx, key, conn.ID, n.ClaimTTL()); err != nil {
 		return nil, err
 	}
+	// From here a take-over ends conn if the claim is another's (see
+	// takeover). A take-over handled between the Claim and this line
+	// misses it; the upkeep's renewal of the claim ends it then.
+	conn.claimed.Store(true)
 	if err := n.Publish(ctx, GetTakeover{Session: session, Conn: conn.ID}); err != nil {
 		n.log.Warn().Err(err).Msg("take-over not broadcast")
 	}
