@@ -38,13 +38,18 @@ func TestPushListChangedEverySessionOnce(t *testing.T) {
 				clients[i] = session(t, n.url, v, nil)
 				streams[i] = getStream(t, clients[i], n.url, "")
 			}
-			for range 2 {
+			// A change made while the previous one's fan-out still waits
+			// for its turn is covered by it (one list_changed for both,
+			// sent after both): each change waits for its notification.
+			for change := 1; change <= 2; change++ {
 				resultText(t, post(t, clients[0], n.url, "tools/call", toolCall("toggle_extra_tool", nil, false), nil))
+				for i, st := range streams {
+					if !st.WaitFor(5*time.Second, countAtLeast("notifications/tools/list_changed", change)) {
+						t.Fatalf("session %d: got %d list_changed, want %d", i, st.Count("notifications/tools/list_changed"), change)
+					}
+				}
 			}
 			for i, st := range streams {
-				if !st.WaitFor(5*time.Second, countAtLeast("notifications/tools/list_changed", 2)) {
-					t.Fatalf("session %d: got %d list_changed, want 2", i, st.Count("notifications/tools/list_changed"))
-				}
 				sentinel(t, n, clients[i], st)
 				if got := st.Count("notifications/tools/list_changed"); got != 2 {
 					t.Fatalf("session %d: got %d list_changed, want exactly 2", i, got)
