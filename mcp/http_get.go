@@ -240,7 +240,7 @@ func (h *HTTPHandler) openGet(w http.ResponseWriter, r *http.Request, sess *sess
 			g.taken.end(h.opts.StreamWriteTimeout)
 		}
 	})
-	g.sw.Start(nil)
+	g.sw.Start(takeableHeader(r, false))
 	if atLeast(sess.Version, Version20251125) {
 		// Priming: the client gets a cursor to resume from even if the
 		// stream carries nothing before the connection ends.

@@ -161,7 +161,7 @@ func (h *HTTPHandler) serveListen(w http.ResponseWriter, r *http.Request, req *R
 	c.mu.Lock()
 	unlist := h.node.Local.AddListener(c)
 	l.undo = append(l.undo, h.metrics.StreamOpened("listen"))
-	c.sw.Start(nil)
+	c.sw.Start(takeableHeader(r, true))
 	c.sendLocked(listenAck(req.id, f))
 	c.mu.Unlock()
 	if h.node.Draining() {

@@ -44,7 +44,7 @@ const maxPooledChunk = 64 << 10
 // must serve the stream on goroutines of its own (the handler's return
 // ends the request's context) and end it with end.
 func takeOver(sw *sse.Writer, r *http.Request, bodyRead bool) *takenStream {
-	if r.ProtoMajor != 1 || r.ProtoMinor < 1 || (!bodyRead && (r.ContentLength != 0 || len(r.TransferEncoding) > 0)) {
+	if !takeable(r, bodyRead) {
 		return nil
 	}
 	var t *takenStream
@@ -62,6 +62,25 @@ func takeOver(sw *sse.Writer, r *http.Request, bodyRead bool) *takenStream {
 		return nil
 	}
 	return t
+}
+
+// takeable reports whether the stream answering r may be taken over
+// (see takeOver).
+func takeable(r *http.Request, bodyRead bool) bool {
+	return r.ProtoMajor == 1 && r.ProtoMinor >= 1 && (bodyRead || (r.ContentLength == 0 && len(r.TransferEncoding) == 0))
+}
+
+// takeableHeader is the Start header hook of a stream answering r that
+// may be taken over (bodyRead as for takeOver), nil for one that may
+// not: it marks the response as its connection's last. A taken stream
+// closes its connection when it ends, and a client that read the body
+// to its end would otherwise put the connection back in its pool and
+// send its next request on it, to get a reset (a POST is not retried).
+func takeableHeader(r *http.Request, bodyRead bool) func(http.Header) {
+	if !takeable(r, bodyRead) {
+		return nil
+	}
+	return func(h http.Header) { h.Set("Connection", "close") }
 }
 
 // Header is for the http.ResponseWriter interface: the headers were sent.

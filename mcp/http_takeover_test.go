@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -110,6 +111,32 @@ func TestTakenGetStream(t *testing.T) {
 	}
 	if len(st.Retries()) == 0 {
 		t.Error("the drained stream got no retry hint")
+	}
+}
+
+// A stream that may be taken over says its connection ends with it: a
+// taken stream closes its connection when it ends, so a client that read
+// the body to its end must not pool the connection and send its next
+// request on it (it would get a reset, and a POST is not retried).
+func TestTakenStreamConnectionNotReused(t *testing.T) {
+	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{NodeID: "t1"}})
+	c, st := openPrimed(t, n)
+	if !st.Resp.Close {
+		t.Fatalf("GET stream response headers %v: want Connection: close", st.Resp.Header)
+	}
+	listen := openModern(t, mcptest.New(t, n.url), n.url, "subscriptions/listen", jsonrpc.IntID(1),
+		map[string]any{"notifications": map[string]any{"toolsListChanged": true}}, nil)
+	if !listen.Resp.Close {
+		t.Fatalf("listen stream response headers %v: want Connection: close", listen.Resp.Header)
+	}
+	// The session's end ends the stream with a complete body; the next
+	// request goes on a new connection and is answered.
+	if got := c.Delete(n.url); got != http.StatusOK && got != http.StatusNoContent {
+		t.Fatalf("DELETE: got %d", got)
+	}
+	mustEnd(t, st, "the session's end")
+	if resp := post(t, c, n.url, "ping", nil, nil); resp.Status != http.StatusNotFound {
+		t.Fatalf("a request after the session ended: got %d, want 404", resp.Status)
 	}
 }
 
