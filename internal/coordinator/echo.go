@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // A change to a session (its end, its log level) is told to every node
@@ -118,7 +119,7 @@ func (e *Echo) Wait(ctx context.Context) bool {
 		select {
 		case <-e.more:
 		case <-t.C:
-			e.n.log.Warn().Str("instance", missing).Dur("waited", EchoWait).Msg("session invalidation not acknowledged in time; answering anyway")
+			e.n.log.Warn().Str("instance", missing).Float64("waited_ms", telemetry.Ms(EchoWait)).Msg("session invalidation not acknowledged in time; answering anyway")
 			return false
 		case <-ctx.Done():
 			return false
