@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -379,24 +379,27 @@ func (s *Server) finish(req *Request, res any) (json.RawMessage, error) {
 	if err := json.Unmarshal(b, &top); err != nil {
 		return nil, fmt.Errorf("mcp: result is not a JSON object: %w", err)
 	}
-	var extra []string
+	var extra []byte
 	if top.ResultType == nil {
-		extra = append(extra, `"resultType":"complete"`)
+		extra = append(extra, `"resultType":"complete",`...)
 		if cacheable[req.Method] {
 			ttl := s.opts.ListTTL.Milliseconds()
 			if req.retry {
 				ttl = 0 // results of MRTR retries must not be cached
 			}
-			extra = append(extra, fmt.Sprintf(`"ttlMs":%d,"cacheScope":%q`, ttl, cacheScope(req)))
+			extra = append(extra, `"ttlMs":`...)
+			extra = strconv.AppendInt(extra, ttl, 10)
+			extra = append(extra, `,"cacheScope":"`+cacheScope(req)+`",`...)
 		}
 	}
-	meta := map[string]json.RawMessage{}
+	extra = append(extra, `"_meta":`...)
 	if len(top.Meta) > 0 && top.Meta[0] == '{' {
 		// The result's own _meta is re-encoded with serverInfo added.
 		var members map[string]json.RawMessage
 		if err := json.Unmarshal(b, &members); err != nil {
 			return nil, err
 		}
+		meta := map[string]json.RawMessage{}
 		if err := json.Unmarshal(top.Meta, &meta); err != nil {
 			return nil, err
 		}
@@ -404,20 +407,37 @@ func (s *Server) finish(req *Request, res any) (json.RawMessage, error) {
 		if b, err = json.Marshal(members); err != nil {
 			return nil, err
 		}
-	}
-	if _, has := meta[MetaServerInfo]; !has {
-		info, err := json.Marshal(s.impl)
+		if _, has := meta[MetaServerInfo]; !has {
+			info, err := s.implJSON()
+			if err != nil {
+				return nil, err
+			}
+			meta[MetaServerInfo] = info
+		}
+		mb, err := json.Marshal(meta)
 		if err != nil {
 			return nil, err
 		}
-		meta[MetaServerInfo] = info
+		extra = append(extra, mb...)
+	} else {
+		// _meta holds serverInfo alone: what encoding the one-member map
+		// gives, written directly.
+		info, err := s.implJSON()
+		if err != nil {
+			return nil, err
+		}
+		extra = append(extra, `{"`+MetaServerInfo+`":`...)
+		extra = append(extra, info...)
+		extra = append(extra, '}')
 	}
-	mb, err := json.Marshal(meta)
-	if err != nil {
-		return nil, err
-	}
-	extra = append(extra, `"_meta":`+string(mb))
-	return spliceObject(b, strings.Join(extra, ",")), nil
+	return spliceObject(b, extra), nil
+}
+
+// implJSON returns the server's identity encoded (it never changes, so it
+// is encoded once).
+func (s *Server) implJSON() (json.RawMessage, error) {
+	s.implOnce.Do(func() { s.implEnc, s.implErr = json.Marshal(s.impl) })
+	return s.implEnc, s.implErr
 }
 
 // cacheScope is private when results depend on who asks.
@@ -430,7 +450,7 @@ func cacheScope(req *Request) string {
 
 // spliceObject inserts members (already encoded, without braces) into the
 // JSON object b.
-func spliceObject(b []byte, members string) json.RawMessage {
+func spliceObject(b, members []byte) json.RawMessage {
 	b = bytes.TrimRight(b, " \n")
 	if len(b) < 2 || b[len(b)-1] != '}' {
 		return b

@@ -37,6 +37,9 @@ func URLElicitationRequired(elicitations ...ElicitParams) error {
 // urlElicitationError turns a handler's URLElicitationRequiredError into
 // what the request's revision expects; other errors pass unchanged.
 func (r *Request) urlElicitationError(err error) error {
+	if err == nil {
+		return nil // without errors.As, whose target escapes
+	}
 	var ue *URLElicitationRequiredError
 	if !errors.As(err, &ue) {
 		return err

@@ -451,8 +451,10 @@ func acceptable(r *http.Request, want string) bool {
 	major := want[:strings.IndexByte(want, '/')]
 	best, ok := -1, false
 	for _, line := range accept {
-		for _, part := range strings.Split(line, ",") {
-			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		for more := true; more; {
+			var part string
+			part, line, more = strings.Cut(line, ",")
+			mt, params, err := parseMediaType(strings.TrimSpace(part))
 			if err != nil {
 				continue
 			}
@@ -473,6 +475,42 @@ func acceptable(r *http.Request, want string) bool {
 	return ok
 }
 
+// isMediaType reports whether the Content-Type value v is the media type
+// want (with any parameters).
+func isMediaType(v, want string) bool {
+	mt, _, err := parseMediaType(v)
+	return err == nil && mt == want
+}
+
+// parseMediaType is mime.ParseMediaType, without its parser for the
+// common value that is a bare lower-case type/subtype.
+func parseMediaType(v string) (string, map[string]string, error) {
+	if plainMediaType(v) {
+		return v, nil, nil
+	}
+	return mime.ParseMediaType(v)
+}
+
+// plainMediaType reports whether v is type/subtype alone, both of
+// lower-case letters, digits and "-.+*": mime.ParseMediaType returns such a
+// value as it is, with no parameters.
+func plainMediaType(v string) bool {
+	slash := strings.IndexByte(v, '/')
+	if slash <= 0 || slash == len(v)-1 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case i == slash:
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '.', c == '+', c == '*':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // zeroQuality reports whether an Accept q parameter is zero ("0",
 // "0.", "0.0", ... up to three decimals).
 func zeroQuality(q string) bool {
@@ -482,12 +520,23 @@ func zeroQuality(q string) bool {
 	return strings.TrimRight(strings.TrimPrefix(q, "0"), "0") == "." || q == "0"
 }
 
-func randomToken(n int) string {
-	b := make([]byte, n)
+func randomToken(n int) string { return randomTokenAfter("", n) }
+
+// randomTokenAfter returns prefix followed by randomToken(n), as one
+// string (the random bytes and their encoding stay on the stack for the
+// tokens this package makes).
+func randomTokenAfter(prefix string, n int) string {
+	var raw [24]byte
+	var out [64]byte
+	b := raw[:]
+	if n > len(raw) {
+		b = make([]byte, n)
+	}
+	b = b[:n]
 	if _, err := rand.Read(b); err != nil {
 		panic(err)
 	}
-	return base64.RawURLEncoding.EncodeToString(b)
+	return string(base64.RawURLEncoding.AppendEncode(append(out[:0], prefix...), b))
 }
 
 // newSessionID returns 192 bits from the CSPRNG, URL-safe.

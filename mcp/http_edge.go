@@ -154,8 +154,9 @@ func infoEnabled(l *zerolog.Logger) bool {
 // the request's edge information (nil outside the HTTP edge).
 func noteMethod(ctx context.Context, method string) *requestInfo {
 	info, ok := ctx.Value(requestInfoKey{}).(*requestInfo)
-	if ok {
-		info.method.CompareAndSwap(nil, &method)
+	if ok && info.method.Load() == nil {
+		m := method // allocated only when noted
+		info.method.CompareAndSwap(nil, &m)
 	}
 	return info
 }

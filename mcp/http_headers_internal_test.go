@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/base64"
+	"mime"
 	"strings"
 	"testing"
 )
@@ -40,4 +41,20 @@ func FuzzDecodeHeaderValue(f *testing.F) {
 			t.Fatalf("%q encoded as %q decodes to %q, %v", s, enc, back, err)
 		}
 	})
+}
+
+// parseMediaType answers as mime.ParseMediaType does, on the bare
+// types it reads itself and on the rest.
+func TestParseMediaTypeMatchesMime(t *testing.T) {
+	for _, v := range []string{
+		"application/json", "text/event-stream", "*/*", "text/*", "application/vnd.a+json", "a/b-c.d",
+		"Application/JSON", "application/json; charset=utf-8", "application/", "/json", "application", "",
+		"a/b/c", "a b/c", "application/json;q=0", "text/event-stream;q=0.5", "a/b,", "ü/x",
+	} {
+		mt, params, err := parseMediaType(v)
+		wmt, wparams, werr := mime.ParseMediaType(v)
+		if mt != wmt || (err == nil) != (werr == nil) || len(params) != len(wparams) || params["q"] != wparams["q"] {
+			t.Errorf("parseMediaType(%q) = %q %v %v; mime gives %q %v %v", v, mt, params, err, wmt, wparams, werr)
+		}
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -31,8 +30,7 @@ const (
 var errNotAcceptable = errors.New("mcp: client does not accept text/event-stream")
 
 func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
+	if !isMediaType(r.Header.Get("Content-Type"), "application/json") {
 		writeError(w, http.StatusUnsupportedMediaType, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Content-Type must be application/json"))
 		return
 	}
@@ -327,7 +325,7 @@ func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *js
 	}
 	ctx := r.Context()
 	// Tracked so that a drain waits for it; nothing can cancel it by id.
-	defer h.node.Local.AddInflight("", "modern:"+randomToken(9), func() {})()
+	defer h.node.Local.AddInflight("", randomTokenAfter("modern:", 9), func() {})()
 	out := h.newPostOut(w, r, req, "")
 	req.out = out
 	req.tasks, req.remote = h.tasks, r.RemoteAddr

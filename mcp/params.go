@@ -77,7 +77,8 @@ func stringMember(raw json.RawMessage) (s string, ok bool) {
 	if len(raw) == 0 || raw[0] != '"' {
 		return "", false
 	}
-	return s, json.Unmarshal(raw, &s) == nil
+	s, err := jsonrpc.UnquoteString(raw)
+	return s, err == nil
 }
 
 // callParams returns the params of tools/call, from the split members

@@ -159,8 +159,13 @@ type promptEntry struct {
 // safe for concurrent use; registrations may change at run time, and each
 // change notifies clients (list_changed) through every attached transport.
 type Server struct {
-	impl   Implementation
-	opts   ServerOptions
+	impl Implementation
+	opts ServerOptions
+
+	implOnce sync.Once // implEnc, implErr: impl encoded (see implJSON)
+	implEnc  json.RawMessage
+	implErr  error
+
 	log    zerolog.Logger
 	sealer *seal.Sealer
 

@@ -101,8 +101,8 @@ func (id *ID) UnmarshalJSON(b []byte) error {
 	}
 	switch b[0] {
 	case '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		s, err := UnquoteString(b)
+		if err != nil {
 			return errBadID
 		}
 		*id = StringID(s)
@@ -122,4 +122,25 @@ func (id *ID) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	return errBadID
+}
+
+// UnquoteString decodes the JSON value b into a string as json.Unmarshal
+// does (the same result and the same failures), without the decoder for
+// the common string of printable ASCII without escapes.
+func UnquoteString(b []byte) (string, error) {
+	if n := len(b); n >= 2 && b[0] == '"' && b[n-1] == '"' {
+		plain := true
+		for _, c := range b[1 : n-1] {
+			if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			return string(b[1 : n-1]), nil
+		}
+	}
+	var s string
+	err := json.Unmarshal(b, &s)
+	return s, err
 }

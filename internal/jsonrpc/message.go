@@ -244,6 +244,15 @@ func invalid(id ID, format string, args ...any) error {
 	return &DecodeError{ID: id, Err: Errorf(CodeInvalidRequest, "invalid request: "+format, args...)}
 }
 
+// isVersion reports whether the JSON value v is the string "2.0".
+func isVersion(v []byte) bool {
+	if string(v) == `"`+Version+`"` {
+		return true
+	}
+	s, err := UnquoteString(v)
+	return err == nil && s == Version
+}
+
 // decodeValue decodes a value that is valid JSON unless it starts with
 // '{' (its decoding checks that: malformed JSON gives -32700).
 func decodeValue(data []byte) (*Message, error) {
@@ -278,12 +287,12 @@ func decodeValue(data []byte) (*Message, error) {
 	if !isRequest && (hasResult || hasError) {
 		replyID = ID{} // a response: see DecodeError
 	}
-	var version string
-	if v, ok := fields["jsonrpc"]; !ok || json.Unmarshal(v, &version) != nil || version != Version {
+	if v, ok := fields["jsonrpc"]; !ok || !isVersion(v) {
 		return nil, invalid(replyID, `"jsonrpc" must be "2.0"`)
 	}
 	if isRequest {
-		if err := json.Unmarshal(rawMethod, &m.Method); err != nil || m.Method == "" {
+		var err error
+		if m.Method, err = UnquoteString(rawMethod); err != nil || m.Method == "" {
 			return nil, invalid(replyID, `"method" must be a non-empty string`)
 		}
 		if _, ok := fields["result"]; ok {
