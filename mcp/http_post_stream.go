@@ -166,7 +166,12 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final, wait bo
 	sw := p.sw
 	if !p.legacy {
 		p.mu.Unlock()
-		_ = sw.Event(sse.Event{Data: data})
+		if !final {
+			_ = sw.Event(sse.Event{Data: data})
+			return nil
+		}
+		_ = queueEvent(sw, sse.Event{Data: data}, true)
+		_ = sw.Flush()
 		return nil
 	}
 	if lost := p.lost; lost != nil && !final {
@@ -182,7 +187,7 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final, wait bo
 				// The live connection gets its final message whatever
 				// happens to the history (without an id: it cannot
 				// be resumed from); the caller records it later.
-				_ = sw.Queue(ev)
+				_ = queueEvent(sw, ev, true)
 			}
 			failed = &unrecorded{data: data, err: rpcError(err), cause: err}
 			if !wait {
@@ -195,7 +200,7 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final, wait bo
 			return
 		}
 		ev.ID = sse.EventID{Stream: p.stream, Seq: seq}.String()
-		_ = sw.Queue(ev) // a dead connection is not an error: the history has it
+		_ = queueEvent(sw, ev, final) // a dead connection is not an error: the history has it
 	})
 	p.mu.Unlock()
 	if wait || backlog > p.h.opts.MaxStreamBacklog {
@@ -205,6 +210,16 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final, wait bo
 		return failed
 	}
 	return nil
+}
+
+// queueEvent queues ev on sw; the final message is the stream's last
+// event: the response ends right after, and its end sends the event with
+// the end of the body in one write (sse.Writer.QueueLast).
+func queueEvent(sw *sse.Writer, ev sse.Event, final bool) error {
+	if final {
+		return sw.QueueLast(ev)
+	}
+	return sw.Queue(ev)
 }
 
 // lostError waits until the stream's queued events are recorded and

@@ -68,11 +68,13 @@ type Writer struct {
 	w    http.ResponseWriter
 	rc   *http.ResponseController
 
-	mu      sync.Mutex
-	started bool
-	err     error
-	buf     []byte      // the queued events, then the write in progress
-	keep    *time.Timer // nil until Start, or without keep-alives
+	mu       sync.Mutex
+	started  bool
+	last     bool // the last event is queued: writes no longer flush (QueueLast)
+	replaced bool // Replace gave the writer another response
+	err      error
+	buf      []byte      // the queued events, then the write in progress
+	keep     *time.Timer // nil until Start, or without keep-alives
 
 	busy atomic.Int64 // start of the write in progress (unix ns), 0 when idle
 }
@@ -157,7 +159,7 @@ func (s *Writer) writeLocked(fn func([]byte) []byte) error {
 			s.buf = s.buf[:0]
 		}
 	}
-	if err == nil {
+	if err == nil && (!s.last || s.replaced) {
 		err = s.rc.Flush()
 	}
 	s.busy.Store(0)
@@ -206,6 +208,22 @@ func (s *Writer) Queue(ev Event) error {
 		return nil
 	}
 	return s.writeLocked(nil)
+}
+
+// QueueLast is Queue for the stream's last event: from then on writes
+// (the Flush that sends it included) leave what they write in the
+// response's buffer, for the response's end to send with the end of the
+// body in one write rather than a flush of its own. The writer must be
+// closed once the last event is written, and the handler return: until
+// it does, the client does not have the event. A writer whose response
+// was replaced (Replace), which net/http does not end, flushes as always.
+func (s *Writer) QueueLast(ev Event) error {
+	s.mu.Lock()
+	if s.err == nil {
+		s.last = true
+	}
+	s.mu.Unlock()
+	return s.Queue(ev)
 }
 
 // Flush writes the queued events in one Write and flushes; it does
@@ -259,7 +277,7 @@ func (s *Writer) Replace(fn func(http.ResponseWriter) (http.ResponseWriter, erro
 	if err != nil {
 		return err
 	}
-	s.w, s.rc = w, http.NewResponseController(w)
+	s.w, s.rc, s.replaced = w, http.NewResponseController(w), true
 	return nil
 }
 

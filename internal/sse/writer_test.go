@@ -420,3 +420,39 @@ func TestWriterQueueWritesABatchOnce(t *testing.T) {
 		t.Fatalf("Queue after Close: %v", err)
 	}
 }
+
+// The last event is written without a flush of its own (the response's
+// end sends it), the events queued before it with it; a writer whose
+// response was replaced flushes it.
+func TestWriterQueueLastLeavesTheFlushToTheEnd(t *testing.T) {
+	rec := newRecorder()
+	w := sse.NewWriter(rec, sse.WriterOptions{})
+	w.Start(nil)
+	_ = w.Queue(sse.Event{Data: []byte("a")})
+	if err := w.QueueLast(sse.Event{Data: []byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if writes, flushes := rec.counts(); writes != 1 || flushes != 1 || rec.String() != "data: a\n\ndata: b\n\n" {
+		t.Fatalf("after the last event: %d writes, %d flushes (1 of Start), %q", writes, flushes, rec.String())
+	}
+	w.Close()
+
+	old, next := newRecorder(), newRecorder()
+	w = sse.NewWriter(old, sse.WriterOptions{})
+	w.Start(nil)
+	if err := w.Replace(func(http.ResponseWriter) (http.ResponseWriter, error) { return next, nil }); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.QueueLast(sse.Event{Data: []byte("b")})
+	_ = w.Flush()
+	if writes, flushes := next.counts(); writes != 1 || flushes != 1 {
+		t.Fatalf("replaced response: %d writes, %d flushes, want 1 and 1", writes, flushes)
+	}
+	w.Close()
+	if err := w.QueueLast(sse.Event{Data: []byte("late")}); !errors.Is(err, sse.ErrClosed) {
+		t.Fatalf("QueueLast after Close: %v", err)
+	}
+}
