@@ -119,7 +119,8 @@ func (p *postOut) upgrade(ctx context.Context) error {
 		p.prod = p.h.node.Produce(p.session, p.stream, p.req.id.Key(), func() { _ = sw.Flush() })
 	}
 	p.sw = sw
-	sw.Start(nil)
+	// The headers go out with the first events (one write, not two).
+	sw.StartBuffered(nil)
 	if p.legacy && atLeast(p.req.version, Version20251125) {
 		// The priming event gives the client an id to resume from
 		// (2025-11-25; older clients may not expect an empty event):

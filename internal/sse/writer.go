@@ -88,29 +88,50 @@ func NewWriter(w http.ResponseWriter, opts WriterOptions) *Writer {
 // nothing) and starts the keep-alives. header, when set, may add
 // headers. Start sends X-Accel-Buffering: no, so that proxies pass
 // events on at once.
-func (s *Writer) Start(header func(http.Header)) {
+func (s *Writer) Start(header func(http.Header)) { s.start(header, true) }
+
+// StartBuffered is Start but for the flush: the headers wait in the
+// response's buffer for the first write (Flush, a keep-alive or any
+// other), which sends them with its events in one write. It suits a
+// stream whose first event is on its way.
+func (s *Writer) StartBuffered(header func(http.Header)) { s.start(header, false) }
+
+func (s *Writer) start(header func(http.Header), flush bool) {
 	s.mu.Lock()
 	if s.started {
 		s.mu.Unlock()
 		return
 	}
 	s.started = true
+	if !flush {
+		defer s.mu.Unlock()
+		if s.err == nil {
+			s.writeHeader(header)
+		}
+		return
+	}
 	s.mu.Unlock()
 	_ = s.write(func(b []byte) []byte {
-		h := s.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache, no-transform")
-		h.Set("X-Accel-Buffering", "no")
-		h.Set("Connection", "keep-alive")
-		if header != nil {
-			header(h)
-		}
-		s.w.WriteHeader(http.StatusOK)
-		if s.opts.KeepAlive > 0 {
-			s.keep = time.AfterFunc(s.opts.KeepAlive, s.keepAlive)
-		}
+		s.writeHeader(header)
 		return b
 	})
+}
+
+// writeHeader writes the stream's headers (not flushed) and arms the
+// keep-alives; s.mu is held.
+func (s *Writer) writeHeader(header func(http.Header)) {
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("Connection", "keep-alive")
+	if header != nil {
+		header(h)
+	}
+	s.w.WriteHeader(http.StatusOK)
+	if s.opts.KeepAlive > 0 {
+		s.keep = time.AfterFunc(s.opts.KeepAlive, s.keepAlive)
+	}
 }
 
 // keepAlive is the keep-alive timer's function. A failed keep-alive

@@ -456,3 +456,32 @@ func TestWriterQueueLastLeavesTheFlushToTheEnd(t *testing.T) {
 		t.Fatalf("QueueLast after Close: %v", err)
 	}
 }
+
+// StartBuffered writes the stream's headers without a flush: the first
+// write sends them with its event; a second start does nothing.
+func TestWriterStartBufferedFlushesWithTheFirstWrite(t *testing.T) {
+	rec := newRecorder()
+	w := sse.NewWriter(rec, sse.WriterOptions{})
+	starts := 0
+	w.StartBuffered(func(h http.Header) { starts++ })
+	w.Start(func(h http.Header) { starts++ })
+	if writes, flushes := rec.counts(); rec.status != http.StatusOK || starts != 1 || writes != 0 || flushes != 0 ||
+		rec.Header().Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("after StartBuffered: status %d, header callback ran %d times, %d writes, %d flushes, headers %v",
+			rec.status, starts, writes, flushes, rec.Header())
+	}
+	if err := w.Event(sse.Event{Data: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	if writes, flushes := rec.counts(); writes != 1 || flushes != 1 {
+		t.Fatalf("after the first event: %d writes, %d flushes, want 1 and 1", writes, flushes)
+	}
+	w.Close()
+	closed := newRecorder()
+	w = sse.NewWriter(closed, sse.WriterOptions{})
+	w.Close()
+	w.StartBuffered(nil)
+	if closed.status != 0 {
+		t.Fatalf("StartBuffered after Close wrote status %d", closed.status)
+	}
+}
