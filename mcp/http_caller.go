@@ -35,11 +35,15 @@ func callerKey(r *http.Request, trusted []netip.Prefix) string {
 	if !a.IsValid() {
 		return "a:" + r.RemoteAddr
 	}
+	var buf [64]byte // "a:" and an address or prefix, encoded on the stack
 	if a.Is6() {
 		p, _ := a.Prefix(callerIPv6Bits)
-		return "a:" + p.String()
+		if !p.IsValid() {
+			return "a:" + p.String()
+		}
+		return string(p.AppendTo(append(buf[:0], "a:"...)))
 	}
-	return "a:" + a.String()
+	return string(a.AppendTo(append(buf[:0], "a:"...)))
 }
 
 // noteCaller keeps the caller key in the request's info, so it is
