@@ -318,6 +318,14 @@ func (s *Writer) end(err error) {
 		s.keep.Stop()
 	}
 	if s.opts.WriteTimeout > 0 {
-		_ = s.rc.SetWriteDeadline(time.Time{})
+		if s.last && !s.replaced && err == ErrClosed {
+			// The response's end writes the last event (QueueLast): a
+			// client that stops reading must not hold that write either.
+			// net/http lifts the deadline once the response is finished,
+			// before the connection serves another request.
+			_ = s.rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		} else {
+			_ = s.rc.SetWriteDeadline(time.Time{})
+		}
 	}
 }

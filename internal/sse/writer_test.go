@@ -457,6 +457,35 @@ func TestWriterQueueLastLeavesTheFlushToTheEnd(t *testing.T) {
 	}
 }
 
+// Closing a writer whose last event waits for the response's end keeps a
+// write deadline for that end; any other close lifts it.
+func TestWriterCloseBoundsTheResponseEnd(t *testing.T) {
+	const timeout = time.Minute
+	for _, last := range []bool{true, false} {
+		rec := newRecorder()
+		w := sse.NewWriter(rec, sse.WriterOptions{WriteTimeout: timeout})
+		w.Start(nil)
+		ev := sse.Event{Data: []byte("b")}
+		if last {
+			_ = w.QueueLast(ev)
+		} else {
+			_ = w.Queue(ev)
+		}
+		_ = w.Flush()
+		before := time.Now()
+		w.Close()
+		rec.mu.Lock()
+		final := rec.deadlines[len(rec.deadlines)-1]
+		rec.mu.Unlock()
+		switch {
+		case last && final.Before(before.Add(timeout)):
+			t.Errorf("last event queued: the deadline left for the response's end is %v, want at least %v", final, before.Add(timeout))
+		case !last && !final.IsZero():
+			t.Errorf("no last event queued: the deadline left is %v, want none", final)
+		}
+	}
+}
+
 // StartBuffered writes the stream's headers without a flush: the first
 // write sends them with its event; a second start does nothing.
 func TestWriterStartBufferedFlushesWithTheFirstWrite(t *testing.T) {
