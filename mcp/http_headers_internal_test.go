@@ -58,3 +58,23 @@ func TestParseMediaTypeMatchesMime(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseMediaType: on any Content-Type or Accept member a client sends,
+// parseMediaType answers as mime.ParseMediaType does.
+func FuzzParseMediaType(f *testing.F) {
+	for _, v := range []string{"application/json", "text/event-stream", "*/*", "a/b/c", "Application/JSON", "text/plain; q=0", "a/", "/b"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		mt, params, err := parseMediaType(v)
+		wmt, wparams, werr := mime.ParseMediaType(v)
+		if mt != wmt || (err == nil) != (werr == nil) || len(params) != len(wparams) {
+			t.Fatalf("parseMediaType(%q) = %q %v %v; mime gives %q %v %v", v, mt, params, err, wmt, wparams, werr)
+		}
+		for k, want := range wparams {
+			if params[k] != want {
+				t.Fatalf("parseMediaType(%q) parameter %q = %q; mime gives %q", v, k, params[k], want)
+			}
+		}
+	})
+}

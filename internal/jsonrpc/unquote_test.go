@@ -29,3 +29,19 @@ func TestUnquoteStringPlainAllocs(t *testing.T) {
 		t.Errorf("UnquoteString of a plain string: %v allocs, want at most 1", n)
 	}
 }
+
+// FuzzUnquoteString: on any bytes a request carries where a string is
+// expected, UnquoteString answers as json.Unmarshal into a string does.
+func FuzzUnquoteString(f *testing.F) {
+	for _, in := range []string{`"2.0"`, `"tools/call"`, `"\u0041"`, `"a\"b"`, "\"\xff\"", `null`, `"`, `1`} {
+		f.Add([]byte(in))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, gotErr := UnquoteString(in)
+		var want string
+		wantErr := json.Unmarshal(in, &want)
+		if got != want || (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("UnquoteString(%q) = %q, %v; json.Unmarshal gives %q, %v", in, got, gotErr, want, wantErr)
+		}
+	})
+}
