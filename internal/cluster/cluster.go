@@ -33,6 +33,10 @@ var (
 	ErrForbidden = errors.New("cluster: stream belongs to another session")
 	// ErrUnavailable: the shared store could not be reached.
 	ErrUnavailable = errors.New("cluster: backend unavailable")
+	// ErrDiverged: a stream's history no longer holds every event its
+	// producer saw recorded (Batch.Next), as when the store failed over
+	// to a replica that had not received them.
+	ErrDiverged = errors.New("cluster: history lost recorded events")
 )
 
 // Backend bundles every seam. A node holds exactly one.
@@ -284,11 +288,10 @@ type EventLog interface {
 	// AppendBatch appends events (data, nil for a priming event) in
 	// order, as many Appends would, in one round trip where the backend
 	// allows, and returns the seq of the first; the others follow it
-	// without a gap. final ends the stream with the last event. With
-	// open set, the stream is first opened as Open would (of session
-	// open.Session), so a producer folds its stream's creation into its
-	// first append. A call the backend retries appends once.
-	AppendBatch(ctx context.Context, session, stream string, data [][]byte, final bool, open *StreamMeta, lim Limits) (uint64, error)
+	// without a gap. final ends the stream with the last event. b opens
+	// the stream first, checks where the batch lands and names it for
+	// retries (see Batch). A call the backend retries appends once.
+	AppendBatch(ctx context.Context, session, stream string, data [][]byte, final bool, b Batch, lim Limits) (uint64, error)
 	// Read returns the events with Seq > after, oldest first, and the
 	// stream's info (also returned with ErrEvicted). ErrNotFound when the stream is unknown; ErrForbidden
 	// when it is another session's (so a caller cannot probe streams);
@@ -313,6 +316,28 @@ type EventLog interface {
 	// connections read, so an idle stream's history outlives it by ttl.
 	// The keys of one stream stay in one slot (Redis Cluster).
 	SlideMany(ctx context.Context, streams []StreamRef, ttl time.Duration) error
+}
+
+// Batch qualifies an AppendBatch; the zero Batch appends as Append does.
+type Batch struct {
+	// Open, when set, opens the stream first as Open would (of session
+	// Open.Session), so a producer folds its stream's creation into its
+	// first append.
+	Open *StreamMeta
+	// Next, when not 0, is the seq the batch's first event must get: a
+	// stream whose last event is not Next-1 refuses the batch with
+	// ErrDiverged (and a stream that is gone, with ErrNotFound). The
+	// only writer of a stream names it, so that a history that lost
+	// events it saw recorded (the store failed over to a replica that
+	// had not received them) is noticed at the next append, not carried
+	// on with a gap.
+	Next uint64
+	// Token names the batch. When an error leaves it unknown whether a
+	// try was recorded (its reply was lost), a retry with the same Token
+	// returns the seq the recorded try got instead of appending again,
+	// for the stream's recent batches (a few hundred bytes of tokens).
+	// Empty: the backend names each call.
+	Token string
 }
 
 // StreamRef names a stream of a session.

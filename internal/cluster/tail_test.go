@@ -176,7 +176,7 @@ func (s *scripted) SlideMany(context.Context, []cluster.StreamRef, time.Duration
 	return errors.New("not supported")
 }
 
-func (s *scripted) AppendBatch(context.Context, string, string, [][]byte, bool, *cluster.StreamMeta, cluster.Limits) (uint64, error) {
+func (s *scripted) AppendBatch(context.Context, string, string, [][]byte, bool, cluster.Batch, cluster.Limits) (uint64, error) {
 	return 0, errors.New("not supported")
 }
 
@@ -497,7 +497,7 @@ func TestTailFlushRounds(t *testing.T) {
 		}
 	}
 	must(b.Events.Open(ctx, "x", cluster.StreamMeta{Session: "s"}, lim))
-	_, err := b.Events.AppendBatch(ctx, "s", "x", [][]byte{[]byte("a"), []byte("b"), []byte("c")}, false, nil, lim)
+	_, err := b.Events.AppendBatch(ctx, "s", "x", [][]byte{[]byte("a"), []byte("b"), []byte("c")}, false, cluster.Batch{}, lim)
 	must(err)
 	var mu sync.Mutex
 	var rounds [][]uint64 // the events of each flush
@@ -523,7 +523,7 @@ func TestTailFlushRounds(t *testing.T) {
 		done <- err
 	}()
 	<-flushed // the history
-	_, err = b.Events.AppendBatch(ctx, "s", "x", [][]byte{[]byte("d"), []byte("e")}, true, nil, lim)
+	_, err = b.Events.AppendBatch(ctx, "s", "x", [][]byte{[]byte("d"), []byte("e")}, true, cluster.Batch{}, lim)
 	must(err)
 	must(<-done)
 	mu.Lock()

@@ -39,6 +39,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) *cluster.Backend) {
 		{"Sessions", s.testSessions},
 		{"Events", s.testEvents},
 		{"Batch", s.testAppendBatch},
+		{"BatchNextToken", s.testBatchNextToken},
 		{"Tail", s.testTail},
 		{"Bus", s.testBus},
 		{"Members", s.testMembers},

@@ -16,7 +16,7 @@ func (s *suite) testAppendBatch(t *testing.T) {
 		b := s.newBackend(t)
 		ctx := t.Context()
 		sess, x := uniq("s"), uniq("x")
-		if _, err := b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("a")}, false, nil, lim); !errors.Is(err, cluster.ErrNotFound) {
+		if _, err := b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("a")}, false, cluster.Batch{}, lim); !errors.Is(err, cluster.ErrNotFound) {
 			t.Fatalf("batch to an unknown stream: %v, want ErrNotFound", err)
 		}
 		got := make(chan cluster.Event, 16)
@@ -24,14 +24,14 @@ func (s *suite) testAppendBatch(t *testing.T) {
 		must(t, "Follow", err)
 		defer cancel()
 		meta := cluster.StreamMeta{Session: sess, Owner: "node-b", Request: "n:9"}
-		first, err := b.Events.AppendBatch(ctx, sess, x, [][]byte{nil, []byte("one")}, false, &meta, lim)
+		first, err := b.Events.AppendBatch(ctx, sess, x, [][]byte{nil, []byte("one")}, false, cluster.Batch{Open: &meta}, lim)
 		if err != nil || first != 1 {
 			t.Fatalf("opening batch: %d, %v; want 1", first, err)
 		}
 		if evs, _, err := b.Events.Read(ctx, sess, x, 0); err != nil || len(evs) != 2 {
 			t.Fatalf("Read after the opening batch: %v, %v; want 2 events", evs, err)
 		}
-		first, err = b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("two"), []byte("three"), []byte("end")}, true, &meta, lim)
+		first, err = b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("two"), []byte("three"), []byte("end")}, true, cluster.Batch{Open: &meta}, lim)
 		if err != nil || first != 3 {
 			t.Fatalf("final batch: %d, %v; want 3", first, err)
 		}
@@ -57,12 +57,58 @@ func (s *suite) testAppendBatch(t *testing.T) {
 				t.Fatalf("followed event %d: %+v, want seq %d data %q", i, ev, i+1, want[i])
 			}
 		}
-		if _, err := b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("late")}, false, nil, lim); err == nil {
+		if _, err := b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("late")}, false, cluster.Batch{}, lim); err == nil {
 			t.Error("a batch after the final event was appended")
 		}
 		other := cluster.StreamMeta{Session: uniq("s")}
-		if _, err := b.Events.AppendBatch(ctx, other.Session, x, [][]byte{[]byte("x")}, false, &other, lim); !errors.Is(err, cluster.ErrForbidden) {
+		if _, err := b.Events.AppendBatch(ctx, other.Session, x, [][]byte{[]byte("x")}, false, cluster.Batch{Open: &other}, lim); !errors.Is(err, cluster.ErrForbidden) {
 			t.Errorf("another session's opening batch: %v, want ErrForbidden", err)
+		}
+	})
+}
+
+// testBatchNextToken: a batch that names where it lands (Batch.Next) is
+// refused with ErrDiverged anywhere else, and appends nothing; a retry
+// of a recorded batch under its Token answers with the seq the first
+// try got and appends nothing, even once the stream ended.
+func (s *suite) testBatchNextToken(t *testing.T) {
+	t.Run("BatchNextToken", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		sess, x := uniq("s"), uniq("x")
+		meta := cluster.StreamMeta{Session: sess, Owner: "node-a", Request: "n:1"}
+		if _, err := b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("one")}, false, cluster.Batch{Open: &meta, Next: 2, Token: "t0"}, lim); !errors.Is(err, cluster.ErrDiverged) {
+			t.Fatalf("opening batch at 2: %v, want ErrDiverged", err)
+		}
+		first, err := b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("one"), []byte("two")}, false, cluster.Batch{Open: &meta, Next: 1, Token: "t1"}, lim)
+		if err != nil || first != 1 {
+			t.Fatalf("opening batch at 1: %d, %v; want 1", first, err)
+		}
+		first, err = b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("one"), []byte("two")}, false, cluster.Batch{Open: &meta, Next: 1, Token: "t1"}, lim)
+		if err != nil || first != 1 {
+			t.Fatalf("retried opening batch: %d, %v; want 1 again", first, err)
+		}
+		for _, next := range []uint64{2, 4} {
+			if _, err := b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("three")}, false, cluster.Batch{Next: next, Token: "t2"}, lim); !errors.Is(err, cluster.ErrDiverged) {
+				t.Errorf("batch at %d after 2 events: %v, want ErrDiverged", next, err)
+			}
+		}
+		first, err = b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("three")}, true, cluster.Batch{Next: 3, Token: "t2"}, lim)
+		if err != nil || first != 3 {
+			t.Fatalf("final batch at 3: %d, %v; want 3", first, err)
+		}
+		first, err = b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("three")}, true, cluster.Batch{Next: 3, Token: "t2"}, lim)
+		if err != nil || first != 3 {
+			t.Errorf("retried final batch: %d, %v; want 3 again", first, err)
+		}
+		evs, info, err := b.Events.Read(ctx, sess, x, 0)
+		must(t, "Read", err)
+		if len(evs) != 3 || info.Last != 3 || !info.Done {
+			t.Errorf("history %v, %+v; want 3 events, done", evs, info)
+		}
+		if _, err := b.Events.AppendBatch(ctx, sess, uniq("x"), [][]byte{[]byte("a")}, false, cluster.Batch{Next: 1, Token: "t3"}, lim); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("batch to an unknown stream: %v, want ErrNotFound", err)
 		}
 	})
 }

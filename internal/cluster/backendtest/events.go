@@ -269,12 +269,12 @@ func (s *suite) testEvents(t *testing.T) {
 			if open {
 				meta = &cluster.StreamMeta{Session: sess, Owner: "n", Request: x}
 			}
-			if _, err := b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("final")}, true, meta, l); err != nil {
+			if _, err := b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte("final")}, true, cluster.Batch{Open: meta}, l); err != nil {
 				t.Fatalf("final AppendBatch: %v", err)
 			}
 			time.Sleep(2 * time.Millisecond) // distinct use times for backends that score by clock
 		}
-		if _, err := b.Events.AppendBatch(ctx, sess, long, [][]byte{[]byte("a")}, false, &cluster.StreamMeta{Session: sess, Owner: "n", Request: "long"}, l); err != nil {
+		if _, err := b.Events.AppendBatch(ctx, sess, long, [][]byte{[]byte("a")}, false, cluster.Batch{Open: &cluster.StreamMeta{Session: sess, Owner: "n", Request: "long"}}, l); err != nil {
 			t.Fatal(err)
 		}
 		var short []string

@@ -25,6 +25,7 @@ type stream struct {
 	done    bool
 	expires time.Time
 	elem    *list.Element // in its group's lru
+	tokens  []batchToken  // of the latest batches, oldest first
 }
 
 // group is the set of streams of one session, most recently used first.
@@ -170,7 +171,7 @@ func (s *store) appendLocked(st *stream, data []byte, final bool, lim cluster.Li
 	return ev.Seq
 }
 
-func (m *events) AppendBatch(ctx context.Context, session, id string, data [][]byte, final bool, open *cluster.StreamMeta, lim cluster.Limits) (uint64, error) {
+func (m *events) AppendBatch(ctx context.Context, session, id string, data [][]byte, final bool, b cluster.Batch, lim cluster.Limits) (uint64, error) {
 	s := (*store)(m)
 	if err := s.check(ctx, "Events.Append"); err != nil {
 		return 0, err
@@ -182,21 +183,46 @@ func (m *events) AppendBatch(ctx context.Context, session, id string, data [][]b
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	if open != nil {
-		_ = s.openLocked(id, *open, lim, now) // another session's: ownedLocked says so
+	if b.Open != nil {
+		_ = s.openLocked(id, *b.Open, lim, now) // another session's: ownedLocked says so
 	}
 	st, err := s.ownedLocked(session, id, now)
 	if err != nil {
 		return 0, err
 	}
+	if b.Token != "" {
+		for _, t := range st.tokens {
+			if t.token == b.Token {
+				return t.first, nil
+			}
+		}
+	}
 	if st.done {
 		return 0, fmt.Errorf("stream %q: %w", id, errDone)
 	}
 	first := st.last + 1
+	if b.Next != 0 && b.Next != first {
+		return 0, fmt.Errorf("stream %q: the batch was to start at %d, the history ends at %d: %w", id, b.Next, st.last, cluster.ErrDiverged)
+	}
 	for i, d := range data {
 		s.appendLocked(st, d, final && i == len(data)-1, lim, now)
 	}
+	if b.Token != "" {
+		if len(st.tokens) == maxTokens {
+			st.tokens = append(st.tokens[:0], st.tokens[1:]...)
+		}
+		st.tokens = append(st.tokens, batchToken{b.Token, first})
+	}
 	return first, nil
+}
+
+// maxTokens bounds the batch tokens a stream remembers (Batch.Token).
+const maxTokens = 8
+
+// batchToken is a recorded batch's Token and first seq.
+type batchToken struct {
+	token string
+	first uint64
 }
 
 func (m *events) Read(ctx context.Context, session, id string, after uint64) ([]cluster.Event, cluster.StreamInfo, error) {

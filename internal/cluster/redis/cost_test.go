@@ -49,7 +49,7 @@ func TestCommandsPerBatch(t *testing.T) {
 		for i, d := range data {
 			raw[i] = []byte(d)
 		}
-		if _, err := b.Events.AppendBatch(ctx, "s", x, raw, final, meta, lim); err != nil {
+		if _, err := b.Events.AppendBatch(ctx, "s", x, raw, final, cluster.Batch{Open: meta}, lim); err != nil {
 			t.Fatalf("AppendBatch %s: %v", x, err)
 		}
 	}

@@ -66,10 +66,10 @@ func (b *backend) missing(ctx context.Context, session, x string) error {
 }
 
 func (m *events) Append(ctx context.Context, session, x string, data []byte, final bool, lim cluster.Limits) (uint64, error) {
-	return m.AppendBatch(ctx, session, x, [][]byte{data}, final, nil, lim)
+	return m.AppendBatch(ctx, session, x, [][]byte{data}, final, cluster.Batch{}, lim)
 }
 
-func (m *events) AppendBatch(ctx context.Context, session, x string, data [][]byte, final bool, open *cluster.StreamMeta, lim cluster.Limits) (uint64, error) {
+func (m *events) AppendBatch(ctx context.Context, session, x string, data [][]byte, final bool, bt cluster.Batch, lim cluster.Limits) (uint64, error) {
 	b := (*backend)(m)
 	if len(data) == 0 {
 		return 0, fmt.Errorf("stream %q: an empty batch", x)
@@ -80,10 +80,14 @@ func (m *events) AppendBatch(ctx context.Context, session, x string, data [][]by
 	if b.single {
 		keys = append(keys, k.owner(x))
 	}
-	args := make([]any, 0, 12+len(data))
+	token := bt.Token
+	if token == "" {
+		token = b.token()
+	}
+	args := make([]any, 0, 13+len(data))
 	args = append(args, session, x, flag(final), lim.MaxEvents, lim.MaxStreams, ms(lim.TTL),
-		k.session(session), k.followPrefix(), b.token())
-	if open != nil {
+		k.session(session), k.followPrefix(), token)
+	if open := bt.Open; open != nil {
 		if !b.single {
 			ok, err := ownerScript.Run(ctx, b.client, []string{k.owner(x)}, session, ms(ownerTTL(lim.TTL))).Int64()
 			if err != nil {
@@ -97,6 +101,7 @@ func (m *events) AppendBatch(ctx context.Context, session, x string, data [][]by
 	} else {
 		args = append(args, "0", "", "")
 	}
+	args = append(args, strconv.FormatUint(bt.Next, 10))
 	for _, d := range data {
 		args = append(args, d)
 	}
@@ -121,6 +126,8 @@ func (m *events) AppendBatch(ctx context.Context, session, x string, data [][]by
 		return 0, fmt.Errorf("stream %q: %w", x, errDone)
 	case -3:
 		return 0, fmt.Errorf("stream %q: %w", x, cluster.ErrForbidden)
+	case -4:
+		return 0, fmt.Errorf("stream %q: the batch was to start at %d: %w", x, bt.Next, cluster.ErrDiverged)
 	}
 	return uint64(seq), nil
 }

@@ -121,7 +121,7 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 	if _, err := b.Events.Append(ctx, "warm", "warm", nil, false, lim); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Events.AppendBatch(ctx, "warm", "warm", [][]byte{nil}, false, nil, lim); err != nil {
+	if _, err := b.Events.AppendBatch(ctx, "warm", "warm", [][]byte{nil}, false, cluster.Batch{}, lim); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Claims.Once(ctx, "warm", time.Minute); err != nil {
@@ -193,7 +193,7 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 			}
 			n := l.lost.Load()
 			lose(t)
-			first, err := b.Events.AppendBatch(ctx, "s4", "x4", data, i == 2, open, lim)
+			first, err := b.Events.AppendBatch(ctx, "s4", "x4", data, i == 2, cluster.Batch{Open: open}, lim)
 			if err != nil {
 				t.Fatalf("batch %q: %v", batch, err)
 			}

@@ -389,10 +389,11 @@ return 1
 // openScript does when asked. KEYS: meta, events, lru [, owner]. ARGV:
 // session, stream, final 0|1 (of the last event), max events, max
 // streams, ttl ms, session key prefix, follow channel prefix, token,
-// open 0|1, owner node, request, data... Returns {first, refresh}: the
-// first event's seq (the others follow it), -1 when the stream is
-// unknown (and not to be opened), -2 when done, -3 when another session
-// owns the stream. The tokens of the stream's latest batches are kept
+// open 0|1, owner node, request, next (the seq the first event must
+// get; 0: any), data... Returns {first, refresh}: the first event's seq
+// (the others follow it), -1 when the stream is unknown (and not to be
+// opened), -2 when done, -3 when another session owns the stream, -4
+// when the history does not end right before next (cluster.Batch.Next). The tokens of the stream's latest batches are kept
 // with their first seqs in the meta field 'toks' (";token=seq", at most
 // tokensBytes long; only the final's once the stream is done), so a
 // retry of a batch that already happened (its reply was lost) returns
@@ -439,7 +440,8 @@ if at then
   return {tonumber(string.sub(toks, from, (to or 0) - 1)), 0}
 end
 if m[1] == '1' then return {-2, 0} end
-local n = #ARGV - 12
+if ARGV[13] ~= '0' and tonumber(ARGV[13]) ~= tonumber(m[2]) + 1 then return {-4, 0} end
+local n = #ARGV - 13
 local first = tonumber(m[2]) + 1
 local last = first + n - 1
 if ARGV[3] == '1' then
@@ -460,7 +462,7 @@ if refresh then
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 local len = 0
-for i = 13, #ARGV, 500 do
+for i = 14, #ARGV, 500 do
   len = redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 499, #ARGV)))
 end
 if len > maxev then redis.call('LTRIM', KEYS[2], -maxev, -1) end
@@ -481,10 +483,10 @@ else
   end
 end
 if m[5] then
-  for i = 13, #ARGV do
+  for i = 14, #ARGV do
     local fin = '0'
     if i == #ARGV then fin = ARGV[3] end
-    redis.call('PUBLISH', ARGV[8] .. ARGV[2], (first + i - 13) .. ':' .. fin .. ':' .. ARGV[i])
+    redis.call('PUBLISH', ARGV[8] .. ARGV[2], (first + i - 14) .. ':' .. fin .. ':' .. ARGV[i])
   end
 end
 if refresh and not opened and not KEYS[4] then return {first, 1} end

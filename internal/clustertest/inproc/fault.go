@@ -329,11 +329,11 @@ func (e events) Append(ctx context.Context, session, stream string, data []byte,
 	return e.EventLog.Append(ctx, session, stream, data, final, lim)
 }
 
-func (e events) AppendBatch(ctx context.Context, session, stream string, data [][]byte, final bool, open *cluster.StreamMeta, lim cluster.Limits) (uint64, error) {
+func (e events) AppendBatch(ctx context.Context, session, stream string, data [][]byte, final bool, b cluster.Batch, lim cluster.Limits) (uint64, error) {
 	if err := e.f.down(); err != nil {
 		return 0, err
 	}
-	return e.EventLog.AppendBatch(ctx, session, stream, data, final, open, lim)
+	return e.EventLog.AppendBatch(ctx, session, stream, data, final, b, lim)
 }
 
 func (e events) Read(ctx context.Context, session, stream string, after uint64) ([]cluster.Event, cluster.StreamInfo, error) {
