@@ -188,6 +188,14 @@ type HTTPOptions struct {
 	// live connection gets it at once); past it, clients resuming the
 	// stream get an error instead (default 1m).
 	RecordTimeout time.Duration
+	// RecordRetry is how long a node keeps trying to record a stream's
+	// events while the store is unavailable, holding the events after
+	// them (the handler goes on until MaxStreamBacklog are held): a
+	// retry finds a try whose reply was lost recorded, so the stream
+	// goes on without a gap or a repeat. Past it the stream ends at the
+	// first event not recorded and the call fails with -31000 (default
+	// 10s).
+	RecordRetry time.Duration
 	// TaskTTL is how long a task's record lives after its creation when
 	// the client names no TTL (default 1h).
 	TaskTTL time.Duration
@@ -293,7 +301,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.node = coordinator.NewNode(coordinator.Config{
 		Backend: h.be, Waiters: h.coord, Sessions: h.sessions,
 		LeaseTTL: h.opts.LeaseTTL, SessionTTL: h.opts.SessionTTL, HistoryTTL: h.opts.HistoryTTL, Limits: h.lim,
-		MaxFanOuts: h.opts.MaxFanOuts, Log: h.log, Metrics: h.metrics,
+		MaxFanOuts: h.opts.MaxFanOuts, RecordRetry: h.opts.RecordRetry, Log: h.log, Metrics: h.metrics,
 		Refresh: h.loadFeatures,
 	})
 	h.tasks = &taskEngine{node: h.node, opts: &h.opts}

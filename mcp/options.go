@@ -46,6 +46,7 @@ func DefaultHTTPOptions() HTTPOptions {
 		StreamWriteTimeout:   30 * time.Second,
 		MaxStreamLifetime:    time.Hour,
 		RecordTimeout:        time.Minute,
+		RecordRetry:          10 * time.Second,
 		MaxCallerSessions:    1000,
 		MaxCallerStreams:     1000,
 		CallerRate:           1000,
@@ -170,6 +171,7 @@ func (o *HTTPOptions) defaults() {
 	o.StreamWriteTimeout = orDefault(o.StreamWriteTimeout, d.StreamWriteTimeout)
 	o.MaxStreamLifetime = orDefault(o.MaxStreamLifetime, d.MaxStreamLifetime)
 	o.RecordTimeout = orDefault(o.RecordTimeout, d.RecordTimeout)
+	o.RecordRetry = orDefault(o.RecordRetry, d.RecordRetry)
 	o.MaxCallerSessions = orDefault(o.MaxCallerSessions, d.MaxCallerSessions)
 	o.MaxCallerStreams = orDefault(o.MaxCallerStreams, d.MaxCallerStreams)
 	o.CallerRate = orDefault(o.CallerRate, d.CallerRate)

@@ -48,6 +48,7 @@ type Config struct {
 	MaxFanOuts      int
 	LeaseTTL        time.Duration
 	RecordTimeout   time.Duration
+	RecordRetry     time.Duration
 	TaskTTL         time.Duration
 	MinTaskTTL      time.Duration
 	MaxTaskTTL      time.Duration
@@ -206,6 +207,7 @@ func settings() []setting {
 		{"max-fanouts", "MCP_MAX_FANOUTS", itoa(h.MaxFanOuts), "notification fan-outs (list_changed, resources/updated) a node runs at once; the same notification waits at most once", intSetter(func(c *Config) *int { return &c.MaxFanOuts })},
 		{"lease-ttl", "MCP_LEASE_TTL", dur(h.LeaseTTL), "membership lease of a node; a dead node's streams end this long after it stops", durationSetter(func(c *Config) *time.Duration { return &c.LeaseTTL })},
 		{"record-timeout", "MCP_RECORD_TIMEOUT", dur(h.RecordTimeout), "how long a node keeps trying to record a request's final response when Redis fails (the live connection gets it at once); past it, clients resuming the stream get an error", durationSetter(func(c *Config) *time.Duration { return &c.RecordTimeout })},
+		{"record-retry", "MCP_RECORD_RETRY", dur(h.RecordRetry), "how long a node keeps trying to record a stream's events when Redis fails, holding the events after them; past it the stream ends at the first event not recorded and the call fails with -31000", durationSetter(func(c *Config) *time.Duration { return &c.RecordRetry })},
 		{"task-ttl", "MCP_TASK_TTL", dur(h.TaskTTL), "how long a task's record (its status and result) lives after the task is created, when the client names no TTL", durationSetter(func(c *Config) *time.Duration { return &c.TaskTTL })},
 		{"min-task-ttl", "MCP_MIN_TASK_TTL", dur(h.MinTaskTTL), "shortest task TTL a client may ask for; a shorter one is refused (-32602)", durationSetter(func(c *Config) *time.Duration { return &c.MinTaskTTL })},
 		{"max-task-ttl", "MCP_MAX_TASK_TTL", dur(h.MaxTaskTTL), "longest task TTL a client may ask for; a longer one is refused (-32602)", durationSetter(func(c *Config) *time.Duration { return &c.MaxTaskTTL })},
@@ -334,6 +336,7 @@ func (c *Config) Validate() error {
 	pos("resume-grace", c.ResumeGrace)
 	pos("lease-ttl", c.LeaseTTL)
 	pos("record-timeout", c.RecordTimeout)
+	pos("record-retry", c.RecordRetry)
 	pos("task-ttl", c.TaskTTL)
 	pos("min-task-ttl", c.MinTaskTTL)
 	pos("max-task-ttl", c.MaxTaskTTL)
@@ -476,6 +479,7 @@ func (c *Config) httpOptions() mcp.HTTPOptions {
 		ResumeGrace:          c.ResumeGrace,
 		LeaseTTL:             c.LeaseTTL,
 		RecordTimeout:        c.RecordTimeout,
+		RecordRetry:          c.RecordRetry,
 		TaskTTL:              c.TaskTTL,
 		MinTaskTTL:           c.MinTaskTTL,
 		MaxTaskTTL:           c.MaxTaskTTL,

@@ -32,8 +32,12 @@ type Config struct {
 	Limits cluster.Limits
 	// MaxFanOuts bounds the fan-outs running at once.
 	MaxFanOuts int
-	Log        zerolog.Logger
-	Metrics    *telemetry.Metrics
+	// RecordRetry is how long a POST stream's producer keeps trying to
+	// record a batch of events while the store is unavailable before the
+	// stream ends at it (see Producer.Add).
+	RecordRetry time.Duration
+	Log         zerolog.Logger
+	Metrics     *telemetry.Metrics
 	// Refresh reloads what the adapter keeps of cluster state (the
 	// enabled state of features): on every heartbeat, after the bus
 	// comes back, and soon after a RegistryChanged message. It runs on
@@ -49,16 +53,17 @@ type Node struct {
 	Waiters *Coordinator
 	Local   *Registry
 
-	be         *cluster.Backend
-	sessions   *session.Store
-	instance   string
-	leaseTTL   time.Duration
-	sessionTTL time.Duration
-	history    time.Duration
-	lim        cluster.Limits
-	log        zerolog.Logger
-	metrics    *telemetry.Metrics
-	refresh    func(ctx context.Context)
+	be          *cluster.Backend
+	sessions    *session.Store
+	instance    string
+	leaseTTL    time.Duration
+	sessionTTL  time.Duration
+	history     time.Duration
+	lim         cluster.Limits
+	recordRetry time.Duration
+	log         zerolog.Logger
+	metrics     *telemetry.Metrics
+	refresh     func(ctx context.Context)
 
 	fanOuts       *fanOutLimiter
 	fanOutDropped func()
@@ -85,7 +90,8 @@ func NewNode(cfg Config) *Node {
 		Waiters: cfg.Waiters, Local: NewRegistry(),
 		be: cfg.Backend, sessions: cfg.Sessions, instance: cfg.Waiters.Instance(),
 		leaseTTL: cfg.LeaseTTL, sessionTTL: cfg.SessionTTL, history: cfg.HistoryTTL, lim: cfg.Limits,
-		log: cfg.Log, metrics: cfg.Metrics, refresh: cfg.Refresh,
+		recordRetry: cfg.RecordRetry,
+		log:         cfg.Log, metrics: cfg.Metrics, refresh: cfg.Refresh,
 		fanOuts:    newFanOutLimiter(cfg.MaxFanOuts, maxWaitingFanOuts),
 		refreshDue: make(chan struct{}, 1),
 	}

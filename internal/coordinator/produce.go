@@ -2,10 +2,14 @@ package coordinator
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // Group commit of a stream with a single producer (a POST stream: only
@@ -37,6 +41,7 @@ type Producer struct {
 	tail   chan struct{} // closed once the last added event is delivered
 	last   uint64        // seq of the last recorded event
 	queued int           // events added and not yet delivered
+	failed error         // why an event was not recorded: the later ones fail with it
 }
 
 type pending struct {
@@ -61,7 +66,10 @@ func (n *Node) Produce(session, stream, request string, flush func()) *Producer 
 // Add queues an event (data nil for a priming event; final ends the
 // stream) and returns a channel closed once deliver has run: with its
 // seq once the event is recorded, or with the store's error (the event
-// is then not in the history). deliver runs on the producer's own
+// is then not in the history). Once an event could not be recorded (the
+// store stayed unavailable for the node's RecordRetry, or its history
+// lost events this node recorded), every later one fails with the same
+// error without being tried: a stream never skips an event. deliver runs on the producer's own
 // goroutine, for one event at a time, in the order of Add; it must not
 // wait for a later event. backlog is the number of events added and not
 // yet delivered, this one included.
@@ -127,10 +135,11 @@ func (p *Producer) run() {
 		}
 		batch := p.queue[:n:n]
 		p.queue = p.queue[n:]
-		var open *cluster.StreamMeta
+		b := cluster.Batch{Next: p.last + 1}
 		if !p.opened {
-			open = &cluster.StreamMeta{Session: p.session, Owner: p.n.instance, Request: p.request}
+			b.Open = &cluster.StreamMeta{Session: p.session, Owner: p.n.instance, Request: p.request}
 		}
+		err := p.failed
 		p.mu.Unlock()
 
 		data := make([][]byte, 0, len(batch))
@@ -140,19 +149,14 @@ func (p *Producer) run() {
 			}
 		}
 		final := batch[len(batch)-1].final
-		ctx, cancel := context.WithTimeout(p.n.ctx, recordBound)
 		var first uint64
-		var err error
-		switch {
-		case len(data) > 0:
-			first, err = p.n.be.Events.AppendBatch(ctx, p.session, p.stream, data, final, open, p.n.lim)
-		case open != nil:
-			err = p.n.be.Events.Open(ctx, p.stream, *open, p.n.lim)
+		if err == nil {
+			first, err = p.record(data, final, b)
 		}
-		cancel()
 
 		p.mu.Lock()
-		if err == nil {
+		switch {
+		case err == nil:
 			p.opened = true
 			if final {
 				p.n.producing.ended(p.stream)
@@ -160,6 +164,12 @@ func (p *Producer) run() {
 			if len(data) > 0 {
 				p.last = first + uint64(len(data)) - 1
 			}
+		case p.failed == nil:
+			// No later event may overtake one that is not recorded:
+			// the stream ends here, every event after it fails alike.
+			p.failed = err
+			p.n.log.Warn().Err(err).Str("session", telemetry.SessionTag(p.session)).Str("stream", p.stream).
+				Uint64("seq", p.last+1).Msg("stream event not recorded: the stream ends at it")
 		}
 		p.queued -= len(data)
 		p.mu.Unlock()
@@ -184,6 +194,54 @@ func (p *Producer) run() {
 	}
 }
 
+// record appends one batch (or opens the stream, for a start alone).
+// While the store is unavailable it tries again under the batch's token
+// for up to the node's RecordRetry after the first failure (a try itself
+// may take the store client's own tries): a try whose reply was lost may have
+// been recorded, and a retry then answers with its seq instead of
+// appending twice; b.Next makes a history that lost recorded events (a
+// failover) refuse the batch with ErrDiverged.
+func (p *Producer) record(data [][]byte, final bool, b cluster.Batch) (uint64, error) {
+	b.Token = p.n.batchToken()
+	var deadline time.Time
+	wait := 25 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(p.n.ctx, recordBound)
+		var first uint64
+		var err error
+		if len(data) > 0 {
+			first, err = p.n.be.Events.AppendBatch(ctx, p.session, p.stream, data, final, b, p.n.lim)
+		} else {
+			err = p.n.be.Events.Open(ctx, p.stream, *b.Open, p.n.lim)
+		}
+		cancel()
+		if err == nil || !errors.Is(err, cluster.ErrUnavailable) {
+			return first, err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(p.n.recordRetry)
+		}
+		if !time.Now().Add(wait).Before(deadline) {
+			return first, err
+		}
+		select {
+		case <-p.n.ctx.Done():
+			return 0, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
 // recordBound bounds one batch's append (the store's client gives up
 // sooner on its own).
 const recordBound = 30 * time.Second
+
+// batchTokens numbers the batches of this process (see batchToken).
+var batchTokens atomic.Uint64
+
+// batchToken returns a token no other batch of the deployment has: the
+// node's instance and a counter.
+func (n *Node) batchToken() string {
+	return n.instance + "#" + strconv.FormatUint(batchTokens.Add(1), 36)
+}

@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -102,7 +103,130 @@ func TestProducerGroupCommits(t *testing.T) {
 		t.Errorf("%d appends for %d events: no group commit", n, events)
 	}
 	t.Logf("%d appends for %d events", appends.Load(), events)
-	if _, err := be.Events.AppendBatch(ctx, sess, stream, [][]byte{nil}, false, nil, cluster.Limits{}); err == nil {
+	if _, err := be.Events.AppendBatch(ctx, sess, stream, [][]byte{nil}, false, cluster.Batch{}, cluster.Limits{}); err == nil {
 		t.Error("an append after the final event succeeded")
+	}
+}
+
+// replyLost is an event log whose appends are recorded but answered,
+// while fail > 0, with ErrUnavailable: the store ran them and the reply
+// was lost on the way back.
+type replyLost struct {
+	cluster.EventLog
+	fail, tries atomic.Int64
+}
+
+func (r *replyLost) AppendBatch(ctx context.Context, session, stream string, data [][]byte, final bool, b cluster.Batch, lim cluster.Limits) (uint64, error) {
+	r.tries.Add(1)
+	first, err := r.EventLog.AppendBatch(ctx, session, stream, data, final, b, lim)
+	if err == nil && r.fail.Add(-1) >= 0 {
+		return 0, fmt.Errorf("reply lost: %w", cluster.ErrUnavailable)
+	}
+	return first, err
+}
+
+// producerNode starts a node on be whose producers retry for retry.
+func producerNode(t *testing.T, be *cluster.Backend, retry time.Duration) *coordinator.Node {
+	t.Helper()
+	node := coordinator.NewNode(coordinator.Config{
+		Backend: be, Waiters: coordinator.New("a", "inc", be.Bus, 0),
+		Sessions: session.NewStore(be.Sessions, session.Options{TTL: time.Minute}),
+		LeaseTTL: 3 * time.Second, HistoryTTL: time.Minute, RecordRetry: retry,
+		Log: zerolog.Nop(), Metrics: telemetry.NewMetrics("a"),
+	})
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Close(errors.New("closed")); node.Leave() })
+	return node
+}
+
+// produceAll adds events e1..en (the last final) and returns what each
+// deliver got: "seq" or "error", in delivery order.
+func produceAll(t *testing.T, p *coordinator.Producer, n int) []string {
+	t.Helper()
+	var got []string
+	var last <-chan struct{}
+	for i := 1; i <= n; i++ {
+		last, _ = p.Add(fmt.Appendf(nil, "e%d", i), i == n, func(seq uint64, err error) {
+			if err != nil {
+				got = append(got, "error")
+				return
+			}
+			got = append(got, fmt.Sprint(seq))
+		})
+	}
+	select {
+	case <-last:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the last event was not delivered")
+	}
+	return got
+}
+
+// A batch whose reply was lost is retried under its token: the retry
+// finds it recorded, so every event is delivered once, in order, with
+// the seq the history has, and the history holds each event once.
+func TestProducerRetriesABatchWhoseReplyWasLost(t *testing.T) {
+	mem := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = mem.Close() })
+	lossy := &replyLost{EventLog: mem.Events}
+	be := *mem
+	be.Events = lossy
+	node := producerNode(t, &be, 5*time.Second)
+	lossy.fail.Store(3)
+	p := node.Produce("S1", "x1", "n:1", nil)
+	got := produceAll(t, p, 5)
+	if fmt.Sprint(got) != "[1 2 3 4 5]" {
+		t.Errorf("delivered %v, want seqs 1..5", got)
+	}
+	evs, info, err := mem.Events.Read(t.Context(), "S1", "x1", 0)
+	if err != nil || len(evs) != 5 || !info.Done {
+		t.Fatalf("history %v %+v %v, want 5 events, done", evs, info, err)
+	}
+	for i, ev := range evs {
+		if string(ev.Data) != fmt.Sprintf("e%d", i+1) {
+			t.Errorf("history event %d: %q", i+1, ev.Data)
+		}
+	}
+	if lossy.tries.Load() < 4 {
+		t.Errorf("%d tries, want the lost replies retried", lossy.tries.Load())
+	}
+}
+
+// Once a batch could not be recorded within RecordRetry, the stream
+// ends at it: that batch and every later event fail, none is tried, even
+// after the store answers again.
+func TestProducerEndsAtTheFirstEventNotRecorded(t *testing.T) {
+	var down atomic.Bool
+	mem := memory.New(memory.Options{Fault: func(op string) error {
+		if op == "Events.Append" && down.Load() {
+			return fmt.Errorf("down: %w", cluster.ErrUnavailable)
+		}
+		return nil
+	}})
+	t.Cleanup(func() { _ = mem.Close() })
+	node := producerNode(t, mem, 100*time.Millisecond)
+	p := node.Produce("S1", "x1", "n:1", nil)
+	if got := produceAll(t, p, 1); fmt.Sprint(got) != "[1]" {
+		t.Fatalf("first event: %v", got)
+	}
+	p = node.Produce("S1", "x2", "n:2", nil)
+	produceAll(t, p, 1)
+	p = node.Produce("S1", "x3", "n:3", nil)
+	first, _ := p.Add([]byte("a"), false, func(uint64, error) {})
+	<-first
+	down.Store(true)
+	var got []string
+	done, _ := p.Add([]byte("b"), false, func(_ uint64, err error) { got = append(got, fmt.Sprint(err != nil)) })
+	<-done
+	down.Store(false)
+	got = append(got, produceAll(t, p, 2)...)
+	if fmt.Sprint(got) != "[true error error]" {
+		t.Errorf("after the store failed past RecordRetry: %v, want every event failed", got)
+	}
+	evs, info, err := mem.Events.Read(t.Context(), "S1", "x3", 0)
+	if err != nil || len(evs) != 1 || info.Done {
+		t.Errorf("history %v %+v %v, want only the event before the failure", evs, info, err)
 	}
 }
