@@ -1,7 +1,6 @@
 package mcp_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/mcp"
-	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
 )
 
 // outageNode starts a node on a Redis that keeps its data across a kill
@@ -18,13 +16,7 @@ import (
 func outageNode(t *testing.T, opts mcp.HTTPOptions) (*node, *redistest.Server) {
 	t.Helper()
 	srv := redistest.StartWith(t, redistest.Options{Persist: true})
-	be, err := redisbackend.Open(context.Background(), srv.URL(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = be.Close() })
-	opts.Backend = be
-	return newNode(t, &nodeOptions{HTTP: opts}), srv
+	return redisNodeAt(t, srv.URL(), opts), srv
 }
 
 // resumeOnceUp resumes a stream after lastID, retrying while the node
@@ -87,7 +79,7 @@ func callThroughOutage(t *testing.T, n *node, srv *redistest.Server, more bool) 
 // connection still gets the call's final response, and once Redis is
 // back the response is recorded, so a client resuming the stream gets it.
 func TestOutageFinalReachesLiveAndResumedClients(t *testing.T) {
-	n, srv := outageNode(t, mcp.HTTPOptions{RecordTimeout: 30 * time.Second})
+	n, srv := outageNode(t, mcp.HTTPOptions{RecordTimeout: 30 * time.Second, RecordRetry: time.Second})
 	c, live, lastID := callThroughOutage(t, n, srv, false)
 	got := finalOf(t, live, 10*time.Second, "live connection during the outage")
 	if got != nil && (got.Error != nil || !strings.Contains(string(got.Result), "gated")) {
@@ -107,7 +99,7 @@ func TestOutageFinalReachesLiveAndResumedClients(t *testing.T) {
 // recorded either. The live client gets the error at once; a client
 // resuming once Redis is back gets the same error from history.
 func TestOutageFailedCallEndsWithErrorEverywhere(t *testing.T) {
-	n, srv := outageNode(t, mcp.HTTPOptions{RecordTimeout: 30 * time.Second})
+	n, srv := outageNode(t, mcp.HTTPOptions{RecordTimeout: 30 * time.Second, RecordRetry: time.Second})
 	c, live, lastID := callThroughOutage(t, n, srv, true)
 	got := finalOf(t, live, 10*time.Second, "live connection during the outage")
 	if got != nil && (got.Error == nil || got.Error.Code != jsonrpc.CodeUnavailable) {
@@ -126,7 +118,7 @@ func TestOutageFailedCallEndsWithErrorEverywhere(t *testing.T) {
 // the final: a client resuming the stream afterwards gets a clear
 // JSON-RPC error instead of waiting forever for an end nobody appends.
 func TestOutageAbandonedStreamEndsWithError(t *testing.T) {
-	n, srv := outageNode(t, mcp.HTTPOptions{RecordTimeout: 200 * time.Millisecond, LeaseTTL: 3 * time.Second})
+	n, srv := outageNode(t, mcp.HTTPOptions{RecordTimeout: 200 * time.Millisecond, RecordRetry: time.Second, LeaseTTL: 3 * time.Second})
 	c, live, lastID := callThroughOutage(t, n, srv, false)
 	finalOf(t, live, 10*time.Second, "live connection during the outage")
 	time.Sleep(time.Second) // past RecordTimeout, within the node's lease

@@ -176,7 +176,9 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final, wait bo
 		return nil
 	}
 	if lost := p.lost; lost != nil && !final {
-		p.lost = nil
+		// The stream ended at an event it could not record: nothing
+		// after it is sent, and the call fails (lostError) even when
+		// the handler ignores this error.
 		p.mu.Unlock()
 		return lost
 	}
@@ -190,14 +192,15 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final, wait bo
 				// be resumed from); the caller records it later.
 				_ = queueEvent(sw, ev, true)
 			}
-			failed = &unrecorded{data: data, err: rpcError(err), cause: err}
-			if !wait {
-				p.mu.Lock()
-				if p.lost == nil {
-					p.lost = failed
-				}
-				p.mu.Unlock()
+			failed = &unrecorded{data: data, err: recordError(err), cause: err}
+			// The stream ends here, so the call does too, whatever
+			// the handler makes of the error (a server request's
+			// failure may become a tool result): see lostError.
+			p.mu.Lock()
+			if p.lost == nil && !final {
+				p.lost = failed
 			}
+			p.mu.Unlock()
 			return
 		}
 		ev.ID = sse.EventID{Stream: p.stream, Seq: seq}.String()
@@ -224,9 +227,10 @@ func queueEvent(sw *sse.Writer, ev sse.Event, final bool) error {
 }
 
 // lostError waits until the stream's queued events are recorded and
-// returns the failure to record a notification the handler was not told
-// of (it returned before), once: the call fails with it, as a handler
-// that had been told would have.
+// returns the failure to record one of them, once: the stream ended at
+// that event, so the call fails with it, whether or not the handler was
+// told (a notification's failure reaches it only at its next emit, and
+// it may ignore it or turn it into a result).
 func (p *postOut) lostError() error {
 	p.mu.Lock()
 	prod := p.prod

@@ -30,10 +30,25 @@ type unrecorded struct {
 func (u *unrecorded) Error() string { return u.err.Error() }
 func (u *unrecorded) Unwrap() error { return u.err }
 
+// recordError is what a client is told when an event of its stream
+// could not be recorded: the cluster's -31000, in its terms.
+func recordError(err error) error {
+	switch {
+	case errors.Is(err, cluster.ErrUnavailable):
+		return rpcError(err)
+	case errors.Is(err, cluster.ErrDiverged), errors.Is(err, cluster.ErrNotFound):
+		return jsonrpc.NewError(jsonrpc.CodeUnavailable, "the shared state lost part of this request's stream (a failover, or the session ended); retry the request", nil)
+	}
+	return jsonrpc.NewError(jsonrpc.CodeUnavailable, "this request's stream could not be recorded; retry the request", nil)
+}
+
 // finish sends the final response: the terminating SSE event, or a JSON
 // body (406 when the response needed a stream the client refused).
 func (p *postOut) finish(ctx context.Context, res json.RawMessage, err error) {
-	if lost := p.lostError(); lost != nil && err == nil {
+	if lost := p.lostError(); lost != nil {
+		// The stream ended at an event it could not record: the call
+		// ends with the cluster's error there, not with what the
+		// handler made of it.
 		res, err = nil, lost
 	}
 	p.h.observe(p.req, res, err, time.Since(p.start))

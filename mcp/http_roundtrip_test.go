@@ -17,7 +17,6 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/internal/toolpack/demo"
 	"github.com/mcpcluster/mcpcluster/mcp"
-	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
 )
 
 // TestRedisRoundTripsPerToolCall counts the commands a node sends to
@@ -140,12 +139,7 @@ type roundTripNode struct{ *benchNode }
 // Redis at url.
 func newRedisRoundTripNode(t *testing.T, url string, opts mcp.HTTPOptions) roundTripNode {
 	t.Helper()
-	be, err := redisbackend.Open(t.Context(), url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = be.Close() })
-	opts.Backend = be
+	opts.Backend = redisBackend(t, url)
 	return newRoundTripNode(t, &opts)
 }
 
