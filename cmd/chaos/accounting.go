@@ -21,6 +21,7 @@ type stats struct {
 	errs              map[string]int
 	hung              int
 	lost, dup         int
+	unclear           int // errors in internal terms (see unclear)
 	resumes, resumed  int // calls cut and resumed; of those, ended through the resume
 	resumeGets        int // GET requests made to resume
 	getStreams        int // legacy GET streams: reconnects
@@ -128,8 +129,11 @@ func (t *tracker) position(eid sse.EventID, priming bool) (string, uint64) {
 
 // result counts duplicated events (an id twice, or a progress value
 // twice), and lost events: positions 1 up to the highest one received
-// that no event filled (recorded, never delivered) and, when complete
-// is set, progress values missing out of 1..steps.
+// that no event filled (recorded, never delivered), whatever ended the
+// call; progress values missing below the highest one received (a gap,
+// also one a terminal error follows); and, when complete is set (the
+// call returned a result), progress values missing out of 1..steps, the
+// number of notifications its handler sent.
 func (t *tracker) result(steps int, complete bool) (lost, dup int) {
 	for st, m := range t.seqs {
 		var top uint64
@@ -143,14 +147,17 @@ func (t *tracker) result(steps int, complete bool) (lost, dup int) {
 			}
 		}
 	}
-	for _, n := range t.progress {
+	top := 0
+	for v, n := range t.progress {
 		dup += n - 1
+		top = max(top, int(v))
 	}
 	if complete {
-		for i := 1; i <= steps; i++ {
-			if t.progress[float64(i)] == 0 {
-				lost++
-			}
+		top = max(top, steps)
+	}
+	for i := 1; i <= top; i++ {
+		if t.progress[float64(i)] == 0 {
+			lost++
 		}
 	}
 	return lost, dup

@@ -348,6 +348,32 @@ func startSentinels(h *harness, primary *redistest.Server) *sentinelSet {
 	return s
 }
 
+// failover orders a failover (SENTINEL FAILOVER) and waits until the
+// sentinels name another primary and it takes writes.
+func (s *sentinelSet) failover(h *harness) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sc := goredis.NewSentinelClient(&goredis.Options{Addr: s.sentinels[0]})
+	defer sc.Close()
+	before, err := sc.GetMasterAddrByName(ctx, s.master).Result()
+	if err != nil {
+		h.Logf("sentinel: primary: %v", err)
+		return
+	}
+	if err := sc.Failover(ctx, s.master).Err(); err != nil {
+		h.Logf("sentinel: SENTINEL FAILOVER: %v", err)
+		return
+	}
+	for ctx.Err() == nil {
+		now, err := sc.GetMasterAddrByName(ctx, s.master).Result()
+		if err == nil && strings.Join(now, ":") != strings.Join(before, ":") {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	h.Logf("sentinel: the primary is still %v 30 s after SENTINEL FAILOVER", before)
+}
+
 func (s *sentinelSet) url() string {
 	return "redis-sentinel://" + strings.Join(s.sentinels, ",") + "/" + s.master
 }

@@ -188,6 +188,10 @@ func (c *client) call(s *session, name string, args map[string]any, steps int) (
 	msg, _ := jsonrpc.Request(jsonrpc.IntID(id), "tools/call", params)
 	tr := newTracker()
 	final, how := c.follow(ctx, s, id, encode(msg), name, tr)
+	if what := unclear(final); what != "" {
+		c.st.add(func(s *stats) { s.unclear++ })
+		c.st.note("unclear: %s id %d (session %.8s): %.200s", name, id, sessionID(s), what)
+	}
 	switch {
 	case final != nil && final.Error != nil:
 		key := fmt.Sprintf("200 %d", final.Error.Code)
@@ -206,6 +210,34 @@ func (c *client) call(s *session, name string, args map[string]any, steps int) (
 		c.st.note("%s id %d (session %.8s): %d lost, %d duplicated; seqs %v progress %v", name, id, sessionID(s), lost, dup, describeSeqs(tr), describeProgress(tr))
 	}
 	return final, how
+}
+
+// internals are words a message for a user must not carry: package and
+// error-variable names, store commands, stream ids in quotes.
+var internals = []string{"cluster:", "redis", "stream \"", "coordinator", "goroutine", "panic"}
+
+// unclear returns what is wrong with a final response under a fault: an
+// internal error (-32603), or an error message or tool error text that
+// names internals; "" when it is clear.
+func unclear(final *jsonrpc.Message) string {
+	if final == nil {
+		return ""
+	}
+	text := string(final.Result)
+	if final.Error != nil {
+		if final.Error.Code == jsonrpc.CodeInternalError {
+			return fmt.Sprintf("error %d %q", final.Error.Code, final.Error.Message)
+		}
+		text = final.Error.Message
+	} else if !bytes.Contains(final.Result, []byte(`"isError":true`)) {
+		return ""
+	}
+	for _, w := range internals {
+		if strings.Contains(strings.ToLower(text), w) {
+			return text
+		}
+	}
+	return ""
 }
 
 func sessionID(s *session) string {
