@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // Start joins the node to the cluster: it subscribes to its reply topic
@@ -31,6 +32,7 @@ func (n *Node) Start() error {
 		n.resync()
 		n.Refresh()
 	})
+	renewed := time.Now()
 	if err := n.be.Members.Heartbeat(ctx, n.instance, n.leaseTTL); err != nil {
 		n.log.Warn().Err(err).Msg("membership heartbeat failed")
 	}
@@ -52,14 +54,41 @@ func (n *Node) Start() error {
 			case <-n.refreshDue:
 				n.refresh(ctx)
 			case <-t.C:
-				if err := n.be.Members.Heartbeat(ctx, n.instance, n.leaseTTL); err != nil && ctx.Err() == nil {
-					n.log.Warn().Err(err).Msg("membership heartbeat failed")
+				start := time.Now()
+				if err := n.be.Members.Heartbeat(ctx, n.instance, n.leaseTTL); err != nil {
+					if ctx.Err() == nil {
+						n.log.Warn().Err(err).Msg("membership heartbeat failed")
+					}
+				} else {
+					if gap := time.Since(renewed); gap > n.leaseTTL {
+						n.leaseLapsed(gap)
+					}
+					renewed = start
 				}
 				n.refresh(ctx)
 			}
 		}
 	})
 	return nil
+}
+
+// ErrLeaseLapsed fails the server→client requests a node was waiting
+// for while its membership lease lapsed: the other nodes took it for
+// gone then, and answered a reply to it with 410 (RouteReply), so the
+// reply will not come.
+var ErrLeaseLapsed = jsonrpc.NewError(jsonrpc.CodeNodeLost,
+	"the node waiting for the client's reply was cut off from the cluster for a while, and the reply may have been refused; retry the request", nil)
+
+// leaseLapsed runs when a heartbeat succeeds more than LeaseTTL after the
+// last renewal began: the lease may have lapsed in between (a partition
+// from the store), and every pending waiter is failed with
+// ErrLeaseLapsed rather than left waiting for a reply refused as
+// undeliverable.
+func (n *Node) leaseLapsed(gap time.Duration) {
+	pending := n.Waiters.Pending()
+	n.log.Warn().Float64("since_renewal_ms", telemetry.Ms(gap)).Int("waiters", pending).
+		Msg("membership lease may have lapsed: the server→client requests waiting on this node fail")
+	n.Waiters.FailAll(ErrLeaseLapsed)
 }
 
 // Refresh asks the heartbeat goroutine to run Config.Refresh soon; it

@@ -127,13 +127,21 @@ func (r *replyLost) AppendBatch(ctx context.Context, session, stream string, dat
 
 // producerNode starts a node on be whose producers retry for retry.
 func producerNode(t *testing.T, be *cluster.Backend, retry time.Duration) *coordinator.Node {
+	return startNode(t, be, func(c *coordinator.Config) { c.RecordRetry = retry })
+}
+
+// startNode starts a node on be (a lease of 3 s), with set's changes to
+// its configuration; it is closed at the end of the test.
+func startNode(t *testing.T, be *cluster.Backend, set func(*coordinator.Config)) *coordinator.Node {
 	t.Helper()
-	node := coordinator.NewNode(coordinator.Config{
+	cfg := coordinator.Config{
 		Backend: be, Waiters: coordinator.New("a", "inc", be.Bus, 0),
 		Sessions: session.NewStore(be.Sessions, session.Options{TTL: time.Minute}),
-		LeaseTTL: 3 * time.Second, HistoryTTL: time.Minute, RecordRetry: retry,
+		LeaseTTL: 3 * time.Second, HistoryTTL: time.Minute,
 		Log: zerolog.Nop(), Metrics: telemetry.NewMetrics("a"),
-	})
+	}
+	set(&cfg)
+	node := coordinator.NewNode(cfg)
 	if err := node.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +170,20 @@ func produceAll(t *testing.T, p *coordinator.Producer, n int) []string {
 		t.Fatal("the last event was not delivered")
 	}
 	return got
+}
+
+// failing returns a memory backend whose operation op fails with
+// ErrUnavailable while the returned switch is on.
+func failing(t *testing.T, op string) (*cluster.Backend, *atomic.Bool) {
+	down := new(atomic.Bool)
+	be := memory.New(memory.Options{Fault: func(name string) error {
+		if name == op && down.Load() {
+			return fmt.Errorf("down: %w", cluster.ErrUnavailable)
+		}
+		return nil
+	}})
+	t.Cleanup(func() { _ = be.Close() })
+	return be, down
 }
 
 // A batch whose reply was lost is retried under its token: the retry
@@ -198,22 +220,9 @@ func TestProducerRetriesABatchWhoseReplyWasLost(t *testing.T) {
 // ends at it: that batch and every later event fail, none is tried, even
 // after the store answers again.
 func TestProducerEndsAtTheFirstEventNotRecorded(t *testing.T) {
-	var down atomic.Bool
-	mem := memory.New(memory.Options{Fault: func(op string) error {
-		if op == "Events.Append" && down.Load() {
-			return fmt.Errorf("down: %w", cluster.ErrUnavailable)
-		}
-		return nil
-	}})
-	t.Cleanup(func() { _ = mem.Close() })
+	mem, down := failing(t, "Events.Append")
 	node := producerNode(t, mem, 100*time.Millisecond)
-	p := node.Produce("S1", "x1", "n:1", nil)
-	if got := produceAll(t, p, 1); fmt.Sprint(got) != "[1]" {
-		t.Fatalf("first event: %v", got)
-	}
-	p = node.Produce("S1", "x2", "n:2", nil)
-	produceAll(t, p, 1)
-	p = node.Produce("S1", "x3", "n:3", nil)
+	p := node.Produce("S1", "x3", "n:3", nil)
 	first, _ := p.Add([]byte("a"), false, func(uint64, error) {})
 	<-first
 	down.Store(true)
@@ -228,5 +237,45 @@ func TestProducerEndsAtTheFirstEventNotRecorded(t *testing.T) {
 	evs, info, err := mem.Events.Read(t.Context(), "S1", "x3", 0)
 	if err != nil || len(evs) != 1 || info.Done {
 		t.Errorf("history %v %+v %v, want only the event before the failure", evs, info, err)
+	}
+}
+
+// A node cut off from the store for longer than its lease was taken for
+// gone by the others, which answered replies to it with 410: once its
+// heartbeat gets through again, the server→client requests it was
+// waiting for fail with ErrLeaseLapsed instead of waiting for a reply
+// that was refused. A short hiccup fails nothing.
+func TestLeaseLapseFailsPendingWaiters(t *testing.T) {
+	be, down := failing(t, "Members.Heartbeat")
+	const lease = 300 * time.Millisecond
+	node := startNode(t, be, func(c *coordinator.Config) { c.LeaseTTL = lease })
+
+	wait := func(w *coordinator.Waiter, within time.Duration) error {
+		ctx, cancel := context.WithTimeout(t.Context(), within)
+		defer cancel()
+		_, err := w.Wait(ctx)
+		return err
+	}
+	short, err := node.Waiters.Register("S1", "", node.Waiters.NewID(), "post")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	time.Sleep(lease / 2) // a missed heartbeat, within the lease
+	down.Store(false)
+	if err := wait(short, 2*lease); errors.Is(err, coordinator.ErrLeaseLapsed) {
+		t.Fatalf("after a hiccup shorter than the lease: %v, want the waiter still waiting (until the wait's timeout)", err)
+	}
+	short.Cancel()
+
+	w, err := node.Waiters.Register("S1", "", node.Waiters.NewID(), "post")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	time.Sleep(2 * lease)
+	down.Store(false)
+	if err := wait(w, 5*time.Second); !errors.Is(err, coordinator.ErrLeaseLapsed) {
+		t.Fatalf("after a cut longer than the lease: %v, want ErrLeaseLapsed", err)
 	}
 }
