@@ -36,6 +36,8 @@ type harness struct {
 	cleanups   []func()
 	failed     bool
 	name       string
+	// t, in a go test, fails that test instead of exiting.
+	t testing.TB
 }
 
 func (h *harness) Helper()      {}
@@ -47,8 +49,11 @@ func (h *harness) Logf(format string, args ...any) {
 func (h *harness) Errorf(format string, args ...any) { h.failed = true; h.Logf(format, args...) }
 func (h *harness) Fatalf(format string, args ...any) {
 	h.failed = true
-	h.Logf(format, args...)
 	h.cleanup()
+	if h.t != nil {
+		h.t.Fatalf(format, args...)
+	}
+	h.Logf(format, args...)
 	os.Exit(1)
 }
 func (h *harness) Fatal(args ...any) { h.Fatalf("%s", fmt.Sprint(args...)) }

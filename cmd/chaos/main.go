@@ -326,7 +326,7 @@ func runScenario(sc scenario, cfg config) result {
 	h := &harness{name: sc.name}
 	defer h.cleanup()
 	e := &env{h: h}
-	opts := clustertest.Options{Nodes: nodes, Args: []string{"--metrics-addr", "", "--log-level", cfg.logLevel, "--retry", "500ms", "--drain-delay", "1s", "--drain-timeout", "15s"}}
+	opts := clustertest.Options{Nodes: nodes, Args: []string{"--metrics-addr", "", "--log-level", cfg.logLevel, "--retry", "500ms", "--drain-delay", "1s", "--drain-timeout", "15s", "--trusted-proxies", "127.0.0.1"}}
 	if sc.setup != nil {
 		sc.setup(e, &opts)
 	}
