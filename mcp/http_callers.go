@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -75,6 +77,8 @@ type callers struct {
 	// refused counts the refusals of each limit: rate, sessions, streams.
 	refused [3]func()
 
+	proxyWarned atomic.Bool // untrustedProxy warned
+
 	kick   chan struct{} // the first note since the last flush
 	urgent chan struct{} // a caller noted an eighth of its burst: flush now
 }
@@ -104,6 +108,22 @@ func newCallers(lim cluster.Limiter, o *HTTPOptions, log zerolog.Logger, m *tele
 		return float64(len(c.m))
 	})
 	return c
+}
+
+// untrustedProxy warns, once per node, when an anonymous request names a
+// client in X-Forwarded-For or Forwarded but comes from a peer that is
+// not a trusted proxy: every client behind that proxy then counts as
+// one caller, the proxy, and they share one caller's limits.
+func (c *callers) untrustedProxy(r *http.Request) {
+	if r.Header.Get("X-Forwarded-For") == "" && r.Header.Get("Forwarded") == "" {
+		return
+	}
+	peer := parseHop(r.RemoteAddr)
+	if isTrusted(peer, c.trusted) || !c.proxyWarned.CompareAndSwap(false, true) {
+		return
+	}
+	c.log.Warn().Str("peer", peer.String()).
+		Msg("requests arrive through a proxy this node does not trust: every anonymous client behind it counts as one caller for the per-caller limits (--caller-rate, --caller-max-sessions, --caller-max-streams); name the proxy in --trusted-proxies (MCP_TRUSTED_PROXIES)")
 }
 
 // Limiter keys of a caller.
@@ -404,6 +424,9 @@ func (c *callers) pruneLocked(now time.Time) {
 // may go on.
 func (h *HTTPHandler) limitCaller(w http.ResponseWriter, r *http.Request) bool {
 	key := callerKey(r, h.callers.trusted)
+	if !h.callers.off && !h.callers.proxyWarned.Load() && strings.HasPrefix(key, "a:") {
+		h.callers.untrustedProxy(r)
+	}
 	if err := h.callers.allow(key, time.Now()); err != nil {
 		h.writeRefusal(w, jsonrpc.ID{}, err)
 		return false

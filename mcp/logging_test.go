@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -135,5 +136,47 @@ func TestAccessLogBatch(t *testing.T) {
 	}
 	if len(got) != 3 || got[2] != "ping,tools/list,tools/call" {
 		t.Fatalf("access lines name %q, want initialize, notifications/initialized and the batch's methods", got)
+	}
+}
+
+// A node whose anonymous requests name a client in X-Forwarded-For but
+// come from a peer it does not trust (a proxy left out of
+// TrustedProxies) warns once, naming --trusted-proxies: every client
+// behind that proxy shares one caller's limits. Trusting the peer, or
+// requests without the header, give no warning.
+func TestUntrustedProxyWarnsOnce(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		trusted []string
+		xff     bool
+		warn    int
+	}{
+		{"untrusted proxy", nil, true, 1},
+		{"trusted proxy", []string{"127.0.0.1", "::1"}, true, 0},
+		{"no proxy", nil, false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var sink logSink
+			n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{Logger: sink.logger(), TrustedProxies: c.trusted, NoAccessLog: true}})
+			cl := session(t, n.url, mcp.Version20251125, nil)
+			for i := range 5 {
+				mod := header()
+				if c.xff {
+					mod = header("X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i+1))
+				}
+				if resp := post(t, cl, n.url, "tools/list", map[string]any{}, mod); resp.Status != http.StatusOK {
+					t.Fatalf("tools/list: %d", resp.Status)
+				}
+			}
+			warned := 0
+			for _, m := range sink.lines(t) {
+				if msg, _ := m["message"].(string); strings.Contains(msg, "--trusted-proxies") {
+					warned++
+				}
+			}
+			if warned != c.warn {
+				t.Errorf("%d warnings naming --trusted-proxies, want %d:\n%s", warned, c.warn, sink.String())
+			}
+		})
 	}
 }

@@ -266,8 +266,11 @@ fi
 STATE_KEY="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export MCP_STATE_KEY="$STATE_KEY"
 for (( i=1; i<=NODES; i++ )); do
+  # nginx connects from 127.0.0.1 and names the client in X-Forwarded-For:
+  # trusting it gives every anonymous client its own per-caller limits.
   start "node$i" "$TMP/logs/node$i.log" "$TMP/bin/server" --addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 \
-    --redis-url "$REDIS_URL" --node-id "node$i" --drain-timeout "$NODE_DRAIN_TIMEOUT" "${NODE_AUTH[@]}"
+    --redis-url "$REDIS_URL" --node-id "node$i" --drain-timeout "$NODE_DRAIN_TIMEOUT" \
+    --trusted-proxies 127.0.0.1 "${NODE_AUTH[@]}"
 done
 unset MCP_STATE_KEY
 node_addr() { sed -n 's|^mcpcluster node .* listening on http://\([0-9.:]*\)/.*|\1|p' "$1" | head -n 1; }

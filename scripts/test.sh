@@ -120,6 +120,8 @@ prerequisites() {
     missing+=(redis-server)
   fi
   command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+  # nginx: cmd/chaos's tests run the repository's nginx configuration.
+  command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
   if [[ "$(go env CGO_ENABLED)" != 1 ]] || ! command -v "$(go env CC)" >/dev/null 2>&1; then
     missing+=(gcc libc6-dev)
   fi

@@ -151,6 +151,23 @@ func checkCompose(dir string) error {
 				bad("nginx service %s: %w", name, err)
 			}
 		}
+		// The nodes believe nginx's X-Forwarded-For: they trust its
+		// address, and only it.
+		var addrs []string
+		for _, n := range s.Networks {
+			if n != nil && n.Ipv4Address != "" {
+				addrs = append(addrs, n.Ipv4Address)
+			}
+		}
+		if len(addrs) == 0 {
+			bad("nginx service %s has no fixed address for the nodes to trust", name)
+		}
+		for _, node := range nodes {
+			tp := p.Services[node].Environment["MCP_TRUSTED_PROXIES"]
+			if tp == nil || !slices.Equal(strings.Split(*tp, ","), addrs) {
+				bad("node service %s: MCP_TRUSTED_PROXIES %v, want nginx's address %v", node, tp, addrs)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -179,7 +196,7 @@ func checkNginxConf(path string, nodes []string) error {
 	}
 	text := regexp.MustCompile(`(?m)#.*$`).ReplaceAllString(string(b), "")
 	var errs []error
-	buffering, timeouts := 0, 0
+	buffering, timeouts, forwarded := 0, 0, 0
 	servers := map[string]bool{}
 	for _, m := range nginxDirective.FindAllStringSubmatch(text, -1) {
 		name, args := m[1], strings.Fields(m[2])
@@ -208,6 +225,10 @@ func checkNginxConf(path string, nodes []string) error {
 					errs = append(errs, fmt.Errorf("%s: proxy_next_upstream %s: the nodes' JSON-RPC 503s (Redis unreachable) would count as failures and mark every node down", filepath.Base(path), a))
 				}
 			}
+		case "proxy_set_header":
+			if len(args) == 2 && strings.EqualFold(args[0], "X-Forwarded-For") && args[1] == "$proxy_add_x_forwarded_for" {
+				forwarded++
+			}
 		case "server":
 			if len(args) > 0 {
 				host, _, _ := strings.Cut(args[0], ":")
@@ -220,6 +241,9 @@ func checkNginxConf(path string, nodes []string) error {
 	}
 	if timeouts == 0 {
 		errs = append(errs, fmt.Errorf("%s: no proxy_read_timeout (the default 60s cuts idle SSE streams)", filepath.Base(path)))
+	}
+	if forwarded == 0 {
+		errs = append(errs, fmt.Errorf("%s: no proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for (every anonymous client would be one caller, the proxy)", filepath.Base(path)))
 	}
 	for _, n := range nodes {
 		if !servers[n] {
