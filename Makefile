@@ -94,3 +94,18 @@ bench:
 # cache, a whole tools/call in process (memory and Redis backends).
 bench-micro:
 	go test -run '^$$' -bench . -benchmem ./internal/jsonrpc ./internal/sse ./internal/bench ./mcp
+
+.PHONY: scaleout scaleout-short
+
+# Scale-out testbed (as root, about 5 minutes on 2 cores): redis, nginx,
+# the load generator and 1 to 4 nodes each on a host of its own (network
+# namespaces on a bridge, a CPU share per host via cgroups, netem delay
+# where the kernel has it); throughput, latency and each host's CPU per
+# scenario, and the efficiency T(N)/(N×T(1)). See docs/SCALING.md.
+scaleout:
+	scripts/scaleout.sh
+
+# Its CI check (under 2 minutes): N = 1 and 2, echo only; every call
+# answered, every node served requests, nothing left behind.
+scaleout-short:
+	scripts/scaleout.sh --short

@@ -118,21 +118,10 @@ chmod 755 "$TMP"
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
-  local i pid n
+  local i
   # nginx first (no new requests), then the nodes (they drain), then Redis.
   for (( i=${#PIDS[@]}-1; i>=0; i-- )); do
-    pid="${PIDS[$i]}"
-    kill -0 "$pid" 2>/dev/null || continue
-    if [[ "${NAMES[$i]}" == nginx ]]; then kill -QUIT "$pid" 2>/dev/null || true
-    else kill -TERM "$pid" 2>/dev/null || true
-    fi
-    n=0
-    while kill -0 "$pid" 2>/dev/null && (( n < 150 )); do sleep 0.1; n=$(( n + 1 )); done
-    if kill -0 "$pid" 2>/dev/null; then
-      say "${NAMES[$i]} (pid $pid) did not stop; killing it"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || true
+    stop_pid "${NAMES[$i]}" "${PIDS[$i]}" 150
   done
   if (( ${#PIDS[@]} > 0 )); then say "stopped ${#PIDS[@]} process(es)"; fi
   if (( KEEP )); then say "scratch directory kept: $TMP"; else rm -rf "$TMP"; fi

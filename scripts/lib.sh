@@ -40,3 +40,22 @@ start() {
   "$@" >"$logf" 2>&1 </dev/null &
   PIDS+=("$!"); NAMES+=("$name"); LOGS+=("$logf")
 }
+
+# stop_pid NAME PID [TENTHS]: asks a process started with start to stop
+# (nginx with QUIT, so that it finishes its requests; anything else with
+# TERM), waits up to TENTHS tenths of a second (default 100) and kills it
+# past that (the caller's say reports it), then reaps it.
+stop_pid() {
+  local name="$1" pid="$2" limit="${3:-100}" n=0
+  if kill -0 "$pid" 2>/dev/null; then
+    if [[ "$name" == nginx ]]; then kill -QUIT "$pid" 2>/dev/null || true
+    else kill -TERM "$pid" 2>/dev/null || true
+    fi
+    while kill -0 "$pid" 2>/dev/null && (( n < limit )); do sleep 0.1; n=$(( n + 1 )); done
+    if kill -0 "$pid" 2>/dev/null; then
+      say "$name (pid $pid) did not stop within $(( limit / 10 ))s; killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
+  wait "$pid" 2>/dev/null || true
+}

@@ -26,6 +26,10 @@
 #                   nginx under load; kill -9 with stable node ids, then a
 #                   Redis restart; fails on a hung call or a lost or
 #                   duplicated event (nginx installed if missing; ~3 min)
+#   scaleout        scripts/scaleout.sh --short: 1 and 2 nodes, each in a network
+#                   namespace of its own with a CPU share, Redis, nginx and
+#                   mcpbench too; every call answered, every node served some,
+#                   nothing left behind (as root; ~15 s)
 #   conformance single      scripts/conformance.sh (one node, in-memory)
 #   conformance cluster3    scripts/conformance.sh --cluster 3 (Redis + proxy)
 #   conformance alpha-single    the 2026-07-28 suite (0.2.0-alpha.12):
@@ -69,6 +73,8 @@
 #                            sets it)
 #   MCP_SKIP_CHAOS=1         skip the chaos stage (quick local runs; CI never
 #                            sets it)
+#   MCP_SKIP_SCALEOUT=1      skip the scaleout stage (quick local runs, or
+#                            not root; CI never sets it)
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -275,6 +281,11 @@ if [[ "${MCP_SKIP_CHAOS:-}" == 1 ]]; then
   skip "chaos" "MCP_SKIP_CHAOS=1"
 else
   stage "chaos (kill -9, Redis restart)" env CHAOS_TIMEOUT=420 scripts/chaos.sh -short
+fi
+if [[ "${MCP_SKIP_SCALEOUT:-}" == 1 ]]; then
+  skip "scaleout" "MCP_SKIP_SCALEOUT=1"
+else
+  stage "scaleout (1 and 2 nodes, each a host of its own)" timeout --signal=INT --kill-after=30 300 scripts/scaleout.sh --short
 fi
 if [[ "${MCP_SKIP_CONFORMANCE:-}" == 1 ]]; then
   skip "conformance single" "MCP_SKIP_CONFORMANCE=1"

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -46,6 +47,7 @@ type config struct {
 	redisURL     string
 	redisMonitor bool
 	pids         []namedPID
+	sources      []netip.Addr
 	quiet        bool
 }
 
@@ -156,6 +158,11 @@ Examples:
   mcpbench --url http://127.0.0.1:8081/mcp,http://127.0.0.1:8082/mcp,http://127.0.0.1:8083/mcp \
       --revision 2026-07-28 --scenario sampling -d 5s --json out.json
 
+  # from 32 local addresses of its own (worker i dials from address
+  # i mod 32), e.g. behind a proxy that counts each client address as a
+  # caller of its own
+  mcpbench --url http://10.0.0.3:8080/mcp --source 10.0.0.100-10.0.0.131 -c 64
+
   # Redis cost per operation: commands (INFO commandstats) and round
   # trips (MONITOR, slows Redis: keep such runs short)
   mcpbench --scenario echo --count 2000 --redis redis://127.0.0.1:6379 --redis-monitor
@@ -212,6 +219,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.redisMonitor, "redis-monitor", false, "with --redis: also count round trips per operation with MONITOR (slows Redis down)")
 	var pids pidList
 	fs.Var(&pids, "pid", "server process to watch (NAME=PID or PID; repeat or comma-separate): report its CPU per operation (Linux /proc; same machine only)")
+	var sources sourceList
+	fs.Var(&sources, "source", "local IPv4 addresses to dial from: a comma-separated list of addresses and ranges (10.0.0.100-10.0.0.131, or 10.0.0.100-131); worker i's connections come from address i mod their number (default: the system's choice)")
 	fs.BoolVar(&c.quiet, "q", false, "no progress line")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageText)
@@ -225,6 +234,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	c.urls = urls
 	c.pids = pids
+	c.sources = sources
 	if len(c.urls) == 0 {
 		c.urls = []string{"http://127.0.0.1:8080/mcp"}
 	}
@@ -337,11 +347,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// Connections: one per worker for requests, one per replying POST,
 	// one per stream.
-	cl := newClient(cfg.urls, cfg.revision, 2*cfg.concurrency+cfg.streams+16)
+	cl := newClient(cfg.urls, cfg.revision, 2*cfg.concurrency+cfg.streams+16, cfg.sources)
 	if cfg.scenario == "tasks" && cl.modern {
 		cl.caps["extensions"] = map[string]any{extensionTasks: map[string]any{}}
 	}
-	defer cl.tr.CloseIdleConnections()
+	defer cl.closeIdle()
 	r := newRunner(cfg, cl, newScenario(cfg), stderr)
 	var progress io.Writer = stderr
 	if cfg.quiet {

@@ -263,7 +263,7 @@ func TestAlternateRepliesArePaired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRunner(cfg, newClient(cfg.urls, cfg.revision, 1), nil, io.Discard)
+	r := newRunner(cfg, newClient(cfg.urls, cfg.revision, 1, nil), nil, io.Discard)
 	r.measuring.Store(true)
 	w := &worker{n: 0, r: r}
 	var where []bool

@@ -171,7 +171,7 @@ func (r *runner) run(ctx context.Context, progress io.Writer) (*bench.Report, er
 		setupWG.Add(1)
 		go func() {
 			defer setupWG.Done()
-			if err := r.sc.setup(setupCtx, w); err != nil {
+			if err := r.sc.setup(withSource(setupCtx, w.n), w); err != nil {
 				r.setupErrs.Add(err)
 				workers[w.n] = nil
 				return
@@ -195,7 +195,7 @@ func (r *runner) run(ctx context.Context, progress io.Writer) (*bench.Report, er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.loop(runCtx, w)
+			r.loop(withSource(runCtx, w.n), w)
 		}()
 	}
 
@@ -266,7 +266,7 @@ func (r *runner) run(ctx context.Context, progress io.Writer) (*bench.Report, er
 	for _, w := range workers {
 		if w != nil {
 			twg.Add(1)
-			go func() { defer twg.Done(); r.sc.teardown(tctx, w) }()
+			go func() { defer twg.Done(); r.sc.teardown(withSource(tctx, w.n), w) }()
 		}
 	}
 	twg.Wait()

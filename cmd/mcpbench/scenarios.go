@@ -191,7 +191,7 @@ func (s *samplingScenario) setup(ctx context.Context, w *worker) error {
 		return err
 	}
 	cl := w.r.cl
-	gctx, cancel := context.WithCancel(context.Background())
+	gctx, cancel := context.WithCancel(withSource(context.Background(), w.n))
 	resp, err := cl.openGet(gctx, cl.urls[cl.pick()], w.sess, "")
 	if err != nil {
 		cancel()

@@ -59,6 +59,7 @@ func openStreams(ctx context.Context, r *runner, n int) []*openStream {
 	if !cl.modern {
 		parallel(func(i int) error {
 			t := time.Now()
+			ctx := withSource(ctx, i)
 			s, err := cl.initialize(ctx, cl.urls[cl.pick()])
 			if err != nil {
 				if s != nil {
@@ -76,7 +77,7 @@ func openStreams(ctx context.Context, r *runner, n int) []*openStream {
 		if !cl.modern && sessions[i] == nil {
 			return nil // its initialize failed and was counted
 		}
-		sctx, cancel := context.WithCancel(context.Background())
+		sctx, cancel := context.WithCancel(withSource(context.Background(), i))
 		st := &openStream{i: i, sess: sessions[i], cancel: cancel}
 		t := time.Now()
 		if cl.modern {
@@ -135,7 +136,7 @@ func closeStreams(r *runner, streams []*openStream) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			_ = r.cl.deleteSession(ctx, r.cl.urls[r.cl.pick()], st.sess)
+			_ = r.cl.deleteSession(withSource(ctx, st.i), r.cl.urls[r.cl.pick()], st.sess)
 		}()
 	}
 	wg.Wait()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -37,10 +38,16 @@ const (
 
 // client speaks MCP over Streamable HTTP to one or more endpoints, picked
 // round robin per HTTP request the way a load balancer without
-// stickiness would. Connections are kept alive and reused.
+// stickiness would. Connections are kept alive and reused. With source
+// addresses (--source) there is one transport per address, and a
+// request goes through the one its context's worker or stream index
+// selects (index mod the number of addresses; requests of unmarked
+// contexts take the transports in turn), so each worker's connections
+// always come from the same address.
 type client struct {
-	hc       *http.Client
-	tr       *http.Transport
+	hcs      []*http.Client
+	trs      []*http.Transport
+	next     atomic.Uint64 // transport of the next unmarked request
 	urls     []string
 	rr       atomic.Uint64
 	revision string
@@ -48,22 +55,52 @@ type client struct {
 	caps     map[string]any
 }
 
-func newClient(urls []string, revision string, maxConns int) *client {
-	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: maxConns,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-		WriteBufferSize:     16 << 10,
-		ReadBufferSize:      16 << 10,
-	}
-	return &client{
-		hc:       &http.Client{Transport: tr},
-		tr:       tr,
+func newClient(urls []string, revision string, maxConns int, sources []netip.Addr) *client {
+	c := &client{
 		urls:     urls,
 		revision: revision,
 		modern:   revision == rev20260728,
 		caps:     map[string]any{"sampling": map[string]any{}},
+	}
+	newTransport := func(local net.Addr) *http.Transport {
+		d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, LocalAddr: local}
+		return &http.Transport{
+			DialContext:         d.DialContext,
+			MaxIdleConnsPerHost: maxConns,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+			WriteBufferSize:     16 << 10,
+			ReadBufferSize:      16 << 10,
+		}
+	}
+	if len(sources) == 0 {
+		c.trs = []*http.Transport{newTransport(nil)}
+	}
+	for _, a := range sources {
+		c.trs = append(c.trs, newTransport(&net.TCPAddr{IP: a.AsSlice()}))
+	}
+	for _, tr := range c.trs {
+		c.hcs = append(c.hcs, &http.Client{Transport: tr})
+	}
+	return c
+}
+
+// do sends req through the transport of its context's source index.
+func (c *client) do(req *http.Request) (*http.Response, error) {
+	if len(c.hcs) == 1 {
+		return c.hcs[0].Do(req)
+	}
+	i, ok := sourceIndex(req.Context())
+	if !ok {
+		i = int((c.next.Add(1) - 1) % uint64(len(c.hcs)))
+	}
+	return c.hcs[i%len(c.hcs)].Do(req)
+}
+
+// closeIdle closes the idle connections of every transport.
+func (c *client) closeIdle() {
+	for _, tr := range c.trs {
+		tr.CloseIdleConnections()
 	}
 }
 
@@ -164,7 +201,7 @@ func statusError(resp *http.Response) error {
 func (c *client) call(ctx context.Context, url string, s *session, id int64, body []byte, method, name string, onMsg func(incoming) error) (*exchange, error) {
 	req := c.newPost(ctx, url, s, body, method, name)
 	ex := &exchange{started: time.Now()}
-	resp, err := c.hc.Do(req)
+	resp, err := c.do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +275,7 @@ func rpcErr(msg *jsonrpc.Message) error {
 // are accepted from servers that answer so).
 func (c *client) notify(ctx context.Context, url string, s *session, body []byte, method string) error {
 	req := c.newPost(ctx, url, s, body, method, "")
-	resp, err := c.hc.Do(req)
+	resp, err := c.do(req)
 	if err != nil {
 		return err
 	}
@@ -290,7 +327,7 @@ func (c *client) deleteSession(ctx context.Context, url string, s *session) erro
 	if s.version != "" {
 		req.Header.Set("Mcp-Protocol-Version", s.version)
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.do(req)
 	if err != nil {
 		return err
 	}
@@ -316,7 +353,7 @@ func (c *client) openGet(ctx context.Context, url string, s *session, lastID str
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +374,7 @@ func (c *client) openListen(ctx context.Context, url string, id int64) (*http.Re
 		"notifications": map[string]any{"toolsListChanged": true},
 	}, nil)
 	req := c.newPost(ctx, url, nil, body, "subscriptions/listen", "")
-	resp, err := c.hc.Do(req)
+	resp, err := c.do(req)
 	if err != nil {
 		return nil, nil, err
 	}
