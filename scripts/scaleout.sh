@@ -60,6 +60,9 @@
 #   SCALEOUT_SATURATED   share of its CPU from which a host counts as
 #                        saturated (0.9)
 #   SCALEOUT_NODE_ARGS   more flags for the nodes (--log-level warn)
+#   SCALEOUT_GOMAXPROCS  auto: each Go program's GOMAXPROCS is its host's
+#                        CPU share rounded up, as Go sets it in a
+#                        container; 0: Go's default (the machine's CPUs)
 #   SCALEOUT_NGINX_KEEPALIVE  replaces the upstream's keepalive (idle
 #                        connections nginx keeps to the nodes; compose.conf's
 #                        value when unset)
@@ -113,6 +116,7 @@ SATURATED="${SCALEOUT_SATURATED:-0.9}"
 START_TIMEOUT="${SCALEOUT_START_TIMEOUT:-60}"
 read -r -a NODE_ARGS <<<"${SCALEOUT_NODE_ARGS:---log-level warn}"
 NGINX_KEEPALIVE="${SCALEOUT_NGINX_KEEPALIVE:-}"
+GOMAXPROCS_MODE="${SCALEOUT_GOMAXPROCS:-auto}"
 SOURCES=32
 
 say() { printf 'scaleout: %s\n' "$*" >&2; }
@@ -421,8 +425,16 @@ start_on() {
   read -r -d '' -a dirs < <(cg_dirs "$h") || true
   for d in "${dirs[@]}"; do procs+=("$d/cgroup.procs"); done
   (( ${#procs[@]} == 2 )) || procs+=("${procs[0]}")
+  # A Go program sizes GOMAXPROCS by its cgroup's CPU limit, as in a
+  # container, but cannot read it behind ip netns exec (which remounts
+  # /sys): it is given here, the host's share rounded up
+  # (SCALEOUT_GOMAXPROCS=0 leaves Go its default, the machine's CPUs).
+  local procs_env=()
+  if [[ "$GOMAXPROCS_MODE" != 0 ]]; then
+    procs_env=(env "GOMAXPROCS=$(awk -v c="$(cores_of "$h")" 'BEGIN{n=int(c); if (n < c) n++; print (n < 1 ? 1 : n)}')")
+  fi
   # shellcheck disable=SC2016 # $$ and $@ are the wrapper shell's
-  sh -c 'echo $$ >"$1" && echo $$ >"$2" || exit 97; ns="$3"; shift 3; exec "$0" netns exec "$ns" "$@"' \
+  "${procs_env[@]}" sh -c 'echo $$ >"$1" && echo $$ >"$2" || exit 97; ns="$3"; shift 3; exec "$0" netns exec "$ns" "$@"' \
     "$IP" "${procs[0]}" "${procs[1]}" "$(ns_of "$h")" "$@" >"$logf" 2>&1 </dev/null &
   PIDS+=("$!"); NAMES+=("$name"); LOGS+=("$logf")
 }
