@@ -614,7 +614,7 @@ run_point() {
   SAMPLER_PID=$!
   start_on load mcpbench "$log" "$TMP/bin/mcpbench" --url "http://$LB_IP:8080/mcp" \
     --scenario "$sc" --revision "$rev" -c "$c" -d "$DURATION" --warmup "$WARMUP" \
-    --source "$SOURCE_RANGE" -q --json "$json"
+    --source "$SOURCE_RANGE" --redis "redis://$REDIS_IP:6379" -q --json "$json"
   pid="${PIDS[-1]}"
   local deadline=$(( SECONDS + DURATION_S + WARMUP_S + 60 ))
   while kill -0 "$pid" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.2; done
@@ -637,9 +637,10 @@ run_point() {
     FAILED=$(( FAILED + 1 ))
     return 0
   fi
-  local ops_s p50 p99 errs setup_errs ops started elapsed kinds
-  IFS=$'\t' read -r ops_s p50 p99 errs setup_errs ops started elapsed < <(jq -r '[.ops_per_s, .latency.p50_ms, .latency.p99_ms, .errors,
-      ([(.setup_errors // {})[] | .count] | add // 0), .ops, .started, .elapsed_s] | @tsv' "$json")
+  local ops_s p50 p99 errs setup_errs ops started elapsed kinds rcmds rpub
+  IFS=$'\t' read -r ops_s p50 p99 errs setup_errs ops started elapsed rcmds rpub < <(jq -r '[.ops_per_s, .latency.p50_ms, .latency.p99_ms, .errors,
+      ([(.setup_errors // {})[] | .count] | add // 0), .ops, .started, .elapsed_s,
+      (.redis.total_commands_per_op // -1), (.redis.commands_per_op.publish // 0)] | @tsv' "$json")
   kinds="$(jq -r '[(.error_kinds // {}), (.setup_errors // {}) | to_entries[] | "\(.key) \(.value.count)"] | join(", ")' "$json")"
 
   # CPU of each host in the measured window, as a fraction of its share.
@@ -672,8 +673,8 @@ run_point() {
     /upstream=/ { u = $0; sub(/.* upstream=/, "", u); sub(/ rt=.*/, "", u)
       k = split(u, tried, /, */); c[tried[k]]++ }
     END { for (i = 1; i <= n; i++) { a = sprintf("10.77.0.%d:8080", 10 + i); printf "%d ", c[a] + 0 } }')"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$sc" "$rev" "$ops_s" "$p50" "$p99" "$errs" \
-    "$setup_errs" "$ops" "$cpu" "$counts" "$kinds" >>"$RESULTS"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$sc" "$rev" "$ops_s" "$p50" "$p99" "$errs" \
+    "$setup_errs" "$ops" "$cpu" "$counts" "$kinds" "$rcmds" "$rpub" >>"$RESULTS"
 
   # Pass: answered without error, and every node served requests.
   local why=""
@@ -701,7 +702,7 @@ report() {
       n = $1; key = $2 "@" $3
       if (!(key in seen)) { seen[key] = 1; order[++nk] = key }
       if (!(n in seenN)) { seenN[n] = 1; ns[++nn] = n }
-      if ($4 == "fail") { ok[key, n] = 0; row[++nr] = sprintf("| %s | %s | – | – | – | no report | – | – | – | – | – | – | – | – | failed |", n, key); next }
+      if ($4 == "fail") { ok[key, n] = 0; row[++nr] = sprintf("| %s | %s | – | – | – | no report | – | – | – | – | – | – | – | – | – | – | failed |", n, key); next }
       T[key, n] = $4; ok[key, n] = 1
       split($10, cpu, " ")
       # cpu: redis lb load node1..nodeN as used:fraction, then the total.
@@ -726,12 +727,13 @@ report() {
       spread = ""
       for (i = 1; i <= n; i++) spread = spread (i > 1 ? " " : "") (tot ? sprintf("%.0f%%", 100 * c[i] / tot) : "–")
       st[key, n] = status
-      row[++nr] = sprintf("| %s | %s | %.0f | %.2f | %.2f | %d | EFF(%s,%s) | %s | %s | %s | %s | %s | %.2f | %s | %s |",
-        n, key, $4, $5, $6, $7 + $8, key, n, nodes, perop, pct(r[2]), pct(l[2]), pct(d[2]), total, spread, status)
+      rc = ($13 >= 0) ? sprintf("%.2f", $13) : "–"
+      row[++nr] = sprintf("| %s | %s | %.0f | %.2f | %.2f | %d | EFF(%s,%s) | %s | %s | %s | %.2f | %s | %s | %s | %.2f | %s | %s |",
+        n, key, $4, $5, $6, $7 + $8, key, n, nodes, perop, rc, $14, pct(r[2]), pct(l[2]), pct(d[2]), total, spread, status)
     }
     END {
-      print "| N | scenario@revision | ops/s | p50 ms | p99 ms | errors | efficiency | CPU of share: nodes | node µs/op | redis | nginx | load | cores used (all) | requests per node | limit |"
-      print "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|"
+      print "| N | scenario@revision | ops/s | p50 ms | p99 ms | errors | efficiency | CPU of share: nodes | node µs/op | Redis commands/op | bus messages/op | redis | nginx | load | cores used (all) | requests per node | limit |"
+      print "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|"
       for (i = 1; i <= nr; i++) {
         line = row[i]
         if (match(line, /EFF\([^)]*\)/)) {
