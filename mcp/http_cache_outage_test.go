@@ -9,10 +9,6 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
-
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/mcp"
@@ -52,11 +48,7 @@ func TestSessionCacheRefusesRightAfterRedisDies(t *testing.T) {
 // request reads the store and fails.
 func TestSessionCacheStopsWithinFreshOnSilentStall(t *testing.T) {
 	srv := redistest.Start(t)
-	ps := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	p := toxiproxy.NewProxy(ps, "stall", "127.0.0.1:0", strings.TrimPrefix(srv.URL(), "redis://"))
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := redisProxy(t, srv)
 	t.Cleanup(p.Stop)
 	n := newRedisRoundTripNode(t, "redis://"+p.Listen, mcp.HTTPOptions{LeaseTTL: time.Minute})
 	hdr := n.initialize(t)

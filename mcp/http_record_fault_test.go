@@ -35,6 +35,18 @@ func redisBackend(t *testing.T, url string) *mcp.Backend {
 	return be
 }
 
+// redisProxy starts a toxiproxy proxy on loopback in front of srv; the
+// caller stops it (its place among the test's cleanups matters).
+func redisProxy(t *testing.T, srv *redistest.Server) *toxiproxy.Proxy {
+	t.Helper()
+	ps := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	p := toxiproxy.NewProxy(ps, "redis", "127.0.0.1:0", srv.Addr())
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // redisNodeAt starts a node on the Redis at url.
 func redisNodeAt(t *testing.T, url string, opts mcp.HTTPOptions) *node {
 	t.Helper()
@@ -124,11 +136,7 @@ func checkUserError(t *testing.T, what string, err *jsonrpc.Error) {
 // try recorded and the client gets every event in order, once.
 func TestRecordReplyLostLeavesNoHole(t *testing.T) {
 	srv := redistest.Start(t)
-	ps := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	p := toxiproxy.NewProxy(ps, "replies", "127.0.0.1:0", strings.TrimPrefix(srv.URL(), "redis://"))
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := redisProxy(t, srv)
 	// One try per command, given up after 1s without a reply.
 	n := redisNodeAt(t, "redis://"+p.Listen+"?read_timeout=1s&max_retries=-1", mcp.HTTPOptions{})
 	// The proxy's links stop before the node's goroutines are counted.

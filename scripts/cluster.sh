@@ -132,14 +132,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 
-dump_logs() {
-  local i
-  for i in "${!PIDS[@]}"; do
-    [[ -s "${LOGS[$i]}" ]] || continue
-    say "--- last 20 lines of ${NAMES[$i]} (${LOGS[$i]}) ---"
-    tail -n 20 "${LOGS[$i]}" | sed 's/^/    /'
-  done
-}
+dump_logs() { tail_logs 20; }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 

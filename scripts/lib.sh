@@ -59,3 +59,14 @@ stop_pid() {
   fi
   wait "$pid" 2>/dev/null || true
 }
+
+# tail_logs LINES: the last LINES lines of the log of every process
+# started with start that wrote one (the caller's say names each).
+tail_logs() {
+  local i
+  for i in "${!PIDS[@]}"; do
+    [[ -s "${LOGS[$i]}" ]] || continue
+    say "--- last $1 lines of ${NAMES[$i]} (${LOGS[$i]}) ---"
+    tail -n "$1" "${LOGS[$i]}" | sed 's/^/    /'
+  done
+}

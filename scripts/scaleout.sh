@@ -350,14 +350,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-dump_logs() {
-  local i
-  for i in "${!PIDS[@]}"; do
-    [[ -s "${LOGS[$i]}" ]] || continue
-    say "--- last 15 lines of ${NAMES[$i]} (${LOGS[$i]}) ---"
-    tail -n 15 "${LOGS[$i]}" | sed 's/^/    /' >&2
-  done
-}
+dump_logs() { tail_logs 15 >&2; }
 fail_setup() { dump_logs; die "$*"; }
 
 # ----------------------------------------------------------------- hosts ---

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/clustertest"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
 // Through the repository's nginx configuration, with the nodes trusting
@@ -43,14 +43,13 @@ func TestNginxCountsEachClientAsItsOwnCaller(t *testing.T) {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(host))}, Timeout: 3 * time.Second}
 		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
 	}
+	// A stateless 2026-07-28 echo, as the chaos load sends it.
+	msg, _ := jsonrpc.Request(jsonrpc.IntID(1), "tools/call", map[string]any{
+		"name": "echo", "arguments": map[string]any{"text": "hi"}, "_meta": modernMeta(),
+	})
+	body, cl := encode(msg), &client{url: ngx.url}
 	echo := func(hc *http.Client, xff string) int {
-		body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, ngx.url, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", modernVersion)
-		req.Header.Set("Mcp-Method", "tools/call")
-		req.Header.Set("Mcp-Name", "echo")
+		req := cl.newRequest(context.Background(), http.MethodPost, nil, body, "tools/call", "echo")
 		if xff != "" {
 			req.Header.Set("X-Forwarded-For", xff)
 		}

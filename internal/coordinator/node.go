@@ -90,8 +90,7 @@ func NewNode(cfg Config) *Node {
 		Waiters: cfg.Waiters, Local: NewRegistry(),
 		be: cfg.Backend, sessions: cfg.Sessions, instance: cfg.Waiters.Instance(),
 		leaseTTL: cfg.LeaseTTL, sessionTTL: cfg.SessionTTL, history: cfg.HistoryTTL, lim: cfg.Limits,
-		recordRetry: cfg.RecordRetry,
-		log:         cfg.Log, metrics: cfg.Metrics, refresh: cfg.Refresh,
+		recordRetry: cfg.RecordRetry, log: cfg.Log, metrics: cfg.Metrics, refresh: cfg.Refresh,
 		fanOuts:    newFanOutLimiter(cfg.MaxFanOuts, maxWaitingFanOuts),
 		refreshDue: make(chan struct{}, 1),
 	}

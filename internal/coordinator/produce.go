@@ -69,9 +69,9 @@ func (n *Node) Produce(session, stream, request string, flush func()) *Producer 
 // is then not in the history). Once an event could not be recorded (the
 // store stayed unavailable for the node's RecordRetry, or its history
 // lost events this node recorded), every later one fails with the same
-// error without being tried: a stream never skips an event. deliver runs on the producer's own
-// goroutine, for one event at a time, in the order of Add; it must not
-// wait for a later event. backlog is the number of events added and not
+// error without being tried: a stream never skips an event. deliver
+// runs on the producer's own goroutine, for one event at a time, in the
+// order of Add; it must not wait for a later event. backlog is the number of events added and not
 // yet delivered, this one included.
 func (p *Producer) Add(data []byte, final bool, deliver func(seq uint64, err error)) (done <-chan struct{}, backlog int) {
 	return p.add(pending{data: data, final: final, deliver: deliver})
@@ -197,10 +197,10 @@ func (p *Producer) run() {
 // record appends one batch (or opens the stream, for a start alone).
 // While the store is unavailable it tries again under the batch's token
 // for up to the node's RecordRetry after the first failure (a try itself
-// may take the store client's own tries): a try whose reply was lost may have
-// been recorded, and a retry then answers with its seq instead of
-// appending twice; b.Next makes a history that lost recorded events (a
-// failover) refuse the batch with ErrDiverged.
+// may take the store client's own tries): a try whose reply was lost
+// may have been recorded, and a retry then answers with its seq instead
+// of appending twice; b.Next makes a history that lost recorded events
+// (a failover) refuse the batch with ErrDiverged.
 func (p *Producer) record(data [][]byte, final bool, b cluster.Batch) (uint64, error) {
 	b.Token = p.n.batchToken()
 	var deadline time.Time

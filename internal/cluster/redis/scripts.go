@@ -393,11 +393,12 @@ return 1
 // get; 0: any), data... Returns {first, refresh}: the first event's seq
 // (the others follow it), -1 when the stream is unknown (and not to be
 // opened), -2 when done, -3 when another session owns the stream, -4
-// when the history does not end right before next (cluster.Batch.Next). The tokens of the stream's latest batches are kept
-// with their first seqs in the meta field 'toks' (";token=seq", at most
-// tokensBytes long; only the final's once the stream is done), so a
-// retry of a batch that already happened (its reply was lost) returns
-// the original seq instead of storing the events twice.
+// when the history does not end right before next (cluster.Batch.Next).
+// The tokens of the stream's latest batches are kept with their first
+// seqs in the meta field 'toks' (";token=seq", at most tokensBytes
+// long; only the final's once the stream is done), so a retry of a
+// batch that already happened (its reply was lost) returns the original
+// seq instead of storing the events twice.
 //
 // A stream has one producer most of the time, so a batch is kept to a
 // handful of commands: one HMGET and one HSET of the meta, the RPUSH,
