@@ -279,7 +279,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 		h.ownBackend = true
 	}
 	h.be = h.opts.Backend.b
-	incarnation := randomToken(12)
+	incarnation := randomToken(12) + coordinator.FormatSuffix
 	h.log = zerolog.Nop()
 	if h.opts.Logger != nil {
 		h.log = h.opts.Logger.With().Str("node", h.opts.NodeID).Str("incarnation", incarnation).Logger()
@@ -294,7 +294,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.coord.SetSessionShare(h.opts.MaxWaitersPerSession)
 	h.sessions = session.NewStore(h.be.Sessions, session.Options{
 		TTL: h.opts.SessionTTL, MaxSessions: h.opts.MaxSessions,
-		CacheTTL: h.opts.SessionCacheTTL, Live: func() bool { return h.node.BusReady() },
+		CacheTTL: h.opts.SessionCacheTTL, Holder: h.coord.Instance(), Live: func() bool { return h.node.BusReady() },
 		Current: func() bool { return h.node.BusCurrent() },
 	})
 	h.metrics = telemetry.NewMetrics(h.opts.NodeID)

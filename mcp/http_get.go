@@ -402,9 +402,10 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 	// Only the session's own caller may end it; another gets the answer
 	// for a session that does not exist (the store checks, as it ends it).
 	// The store tells every node as it ends it.
-	// The answer waits until the other nodes have acknowledged the end,
-	// so the client's next request finds the session gone on any node,
-	// whatever its cache held (coordinator.Echo).
+	// The answer waits until the other nodes that may hold a copy (the
+	// holders the store returns) have acknowledged the end, so the
+	// client's next request finds the session gone on any node, whatever
+	// its cache held (coordinator.Echo).
 	echo := h.expectInvalidation()
 	defer echo.Stop()
 	notice, err := h.node.SessionEndNotice(sid, echo)
@@ -414,7 +415,7 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	// The caller's lease of the session is released with it.
 	caller := callerKey(r, h.callers.trusted)
-	live, err := h.sessions.End(r.Context(), sid, PrincipalFromContext(r.Context()).ID(), notice, h.callers.sessionsSet(caller))
+	live, holders, err := h.sessions.End(r.Context(), sid, PrincipalFromContext(r.Context()).ID(), notice, h.callers.sessionsSet(caller))
 	if err != nil {
 		writeError(w, statusOf(err, false), jsonrpc.ID{}, rpcError(err))
 		return
@@ -425,6 +426,7 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	h.metrics.Session("ended")
 	h.callers.endedSession(caller, sid)
+	echo.Among(holders)
 	echo.Wait(r.Context())
 	w.WriteHeader(http.StatusNoContent)
 }

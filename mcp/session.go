@@ -73,14 +73,17 @@ type httpSession struct {
 	id string
 }
 
-// setLogLevel answers once the other nodes have dropped their copies of
-// the session (coordinator.Echo), so that the client's next request
-// finds the new level on any node.
+// setLogLevel answers once the other nodes that may hold a copy of the
+// session (the holders the store returns) have dropped it
+// (coordinator.Echo), so that the client's next request finds the new
+// level on any node.
 func (s *httpSession) setLogLevel(ctx context.Context, l LogLevel) error {
-	if err := s.h.sessions.SetLogLevel(ctx, s.id, string(l)); err != nil {
+	holders, err := s.h.sessions.SetLogLevel(ctx, s.id, string(l))
+	if err != nil {
 		return rpcError(err)
 	}
 	echo := s.h.expectInvalidation()
+	echo.Among(holders)
 	if err := s.h.node.Publish(ctx, coordinator.InvalidateSession{Session: s.id, Ack: echo.Token()}); err != nil {
 		echo.Stop()
 		return err

@@ -111,20 +111,23 @@ type SessionStore interface {
 	Create(ctx context.Context, id string, fields map[string]string, ttl time.Duration, max int, opts CreateOptions) error
 	// Load returns a copy of the fields of a live session and slides its
 	// expiry to now+ttl. ErrNotFound when unknown, expired or ended.
-	Load(ctx context.Context, id string, ttl time.Duration) (map[string]string, error)
+	// A holder that is not empty is recorded as holding a copy of the
+	// session, atomically with the read (see Holders).
+	Load(ctx context.Context, id string, ttl time.Duration, holder string) (map[string]string, error)
 	// Touch slides the expiry without reading. ErrNotFound when not live.
 	Touch(ctx context.Context, id string, ttl time.Duration) error
 	// TouchMany is Touch of every id in one batch (one round trip where
 	// the backend allows): live[i] is false when ids[i] is not live. An
 	// error means none is known to have been touched.
 	TouchMany(ctx context.Context, ids []string, ttl time.Duration) (live []bool, err error)
-	// Set merges fields into a live session (other fields are kept).
+	// Set merges fields into a live session (other fields are kept),
+	// clears its holders and returns them, atomically (see Holders).
 	// ErrNotFound when not live; it never resurrects an ended session.
-	Set(ctx context.Context, id string, fields map[string]string) error
+	Set(ctx context.Context, id string, fields map[string]string) (holders []Holder, err error)
 	// End removes the session and everything stored under it: its event
 	// histories, its subscriptions and its claims. It reports whether the
 	// session was live. Ending an unknown session is not an error. See
-	// EndOptions.
+	// EndOptions (and Holders: EndOptions.Holders receives them).
 	End(ctx context.Context, id string, opts EndOptions) (bool, error)
 	// Subscribe records that session id wants notifications/resources/updated
 	// for uri; Unsubscribe removes that. Both need a live session
@@ -141,8 +144,29 @@ type SessionStore interface {
 	Count(ctx context.Context) (int, error)
 }
 
+// Holders: a node that keeps a copy of a session (to answer from it
+// without reading the store) names itself when it reads it (Load's
+// holder, CreateOptions.Holder), in the same atomic step as the read.
+// A change to the session (Set, End) clears the holders and returns
+// them in its own atomic step, so the node that changes a session learns
+// exactly which nodes may hold a copy read before the change, and need
+// tell only those: a node absent from the set read the session after
+// the change, or holds no copy. Holders are not fields: Load does not
+// return them. A session has at most one entry per holder, the latest.
+// Each comes with its age (on the store's clock), so that the changer
+// can leave out those whose copies have expired.
+
+// Holder is a node recorded as holding a copy of a session, Age ago.
+type Holder struct {
+	Name string
+	Age  time.Duration
+}
+
 // CreateOptions qualify SessionStore.Create.
 type CreateOptions struct {
+	// Holder, when not empty, is recorded as holding a copy of the new
+	// session (see Holders).
+	Holder string
 	// Lease, when not nil, is a Limiter lease the session takes as it is
 	// created, in the same round trip where the backend allows: the
 	// session id leased in set Lease.Key for Lease.TTL, unless the set
@@ -184,6 +208,9 @@ type EndOptions struct {
 	// session, in the same round trip where the backend allows, as
 	// Limiter.Release would; never when the session was not live.
 	Lease string
+	// Holders, when not nil, is set to the holders the session had
+	// when this call ended it (see Holders); nil when it was not live.
+	Holders *[]Holder
 }
 
 // Notice is a bus message: Bus.Publish(ctx, Topic, Msg).

@@ -14,7 +14,8 @@ import (
 // A change to a session (its end, its log level) is told to every node
 // over the bus, and each drops its cached copy (session.Store). The node
 // that made the change answers its client only once every other live
-// node has acknowledged the message (Invalidated), or after EchoWait: so
+// node that may hold a copy has acknowledged the message (Invalidated),
+// or after EchoWait: so
 // a client that hears of the change and sends its next request to
 // another node finds the change there, although that node answers from
 // its cache without reading the store. Waiting for the message to come
@@ -22,8 +23,16 @@ import (
 // scheduled meanwhile handles the request and the message in either
 // order once it runs.
 //
+// Only the nodes that may hold a copy need acknowledge: the store
+// returns the session's holders with the change (cluster.Holders), and
+// the sender narrows its wait to them (Echo.Among), and to the members of
+// format 1 (see Format). A node holds a copy only after it served a
+// request of the session since its previous change, so a change waits
+// for at most one acknowledgement per such request, however many nodes
+// the cluster has.
+//
 // An acknowledgement costs the acknowledging node one publish, off the
-// request path.
+// request path, to the sender's own topic (AckTopic).
 //
 // A node that does not acknowledge within EchoWait (cut off the bus, or
 // stalled, or gone) does not keep the change from its client either:
@@ -68,6 +77,7 @@ type Echo struct {
 	n     *Node
 	token string
 	from  map[string]bool // guarded by n.echoes.mu
+	among map[string]bool // guarded by n.echoes.mu; nil: every member
 	more  chan struct{}   // an acknowledgement arrived
 	once  sync.Once
 }
@@ -97,7 +107,25 @@ func (e *Echo) Token() string {
 	return e.token
 }
 
-// Wait returns once every other live member has acknowledged, after
+// Among narrows the acknowledgements e waits for to those of holders
+// (the nodes the store returned with the change: cluster.Holders) and of
+// the members of format 1, which record no holdings. nil holders (not
+// known) keep every live member.
+func (e *Echo) Among(holders []string) {
+	if e == nil || holders == nil {
+		return
+	}
+	among := make(map[string]bool, len(holders))
+	for _, h := range holders {
+		among[h] = true
+	}
+	e.n.echoes.mu.Lock()
+	e.among = among
+	e.n.echoes.mu.Unlock()
+}
+
+// Wait returns once every other live member it waits for (Among) has
+// acknowledged, after
 // EchoWait, when ctx ends, or at once while the bus is down (the other
 // nodes bypass their caches until they resync then). It reports whether
 // every acknowledgement came, and stops the collection.
@@ -134,6 +162,9 @@ func (e *Echo) missing() string {
 	e.n.echoes.mu.Lock()
 	defer e.n.echoes.mu.Unlock()
 	for _, o := range others {
+		if e.among != nil && !e.among[o] && FormatOf(o) >= 2 {
+			continue
+		}
 		if !e.from[o] {
 			return o
 		}
@@ -155,19 +186,43 @@ func (e *Echo) Stop() {
 
 // acknowledge tells the sender of an invalidation carrying token that
 // this node has dropped its copy (nothing when no token, or when this
-// node sent it). It runs on the bus goroutine, so the publish runs on
-// its own.
-func (n *Node) acknowledge(session, token string) {
-	if token == "" || strings.HasPrefix(token, n.instance+"|") {
+// node sent it): on the sender's own topic, or on TopicAll for a sender
+// of format 1. A sender of format 2 waits only for the holders the store
+// named, so this node acknowledges only when it held the session lately
+// (held: session.Store.Invalidate); one of format 1 waits for every
+// node. It runs on the bus goroutine, so the publish runs on its own.
+func (n *Node) acknowledge(session, token string, held bool) {
+	sender, _, ok := strings.Cut(token, "|")
+	if !ok || sender == n.instance {
 		return
+	}
+	topic := TopicAll
+	if FormatOf(sender) >= 2 {
+		if !held {
+			return
+		}
+		topic = AckTopic(sender)
 	}
 	n.Go(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, EchoWait)
 		defer cancel()
-		if err := n.Publish(ctx, Invalidated{Session: session, Ack: token, From: n.instance}); err != nil {
+		if err := n.publishTo(ctx, topic, Invalidated{Session: session, Ack: token, From: n.instance}); err != nil {
 			n.log.Debug().Err(err).Msg("session invalidation not acknowledged")
 		}
 	})
+}
+
+// onAck handles a message on this node's AckTopic.
+func (n *Node) onAck(b []byte) {
+	n.metrics.BusReceived()
+	msg, err := Decode(b)
+	if err != nil {
+		n.skip(AckTopic(n.instance), err)
+		return
+	}
+	if m, ok := msg.(Invalidated); ok {
+		n.acknowledged(m.Ack, m.From)
+	}
 }
 
 // acknowledged records an acknowledgement of an invalidation this node

@@ -32,8 +32,9 @@ func (n *Node) SessionEndNotice(session string, echo *Echo) (*cluster.Notice, er
 
 // EndLocal ends what this node holds of an ended session: its cached
 // state, its waiters, its running requests and its open streams.
-func (n *Node) EndLocal(session string) {
-	n.sessions.Invalidate(session)
+func (n *Node) EndLocal(session string) (held bool) {
+	held = n.sessions.Invalidate(session)
 	n.Waiters.FailSession(session, jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "session ended", nil))
 	n.Local.endSession(session)
+	return held
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
-// Start joins the node to the cluster: it subscribes to its reply topic
-// and to the broadcast topic, takes its membership lease and renews it
+// Start joins the node to the cluster: it subscribes to its reply topic,
+// to the broadcast topic and to its acknowledgement topic (AckTopic), takes its membership lease and renews it
 // every LeaseTTL/3 on one goroutine, which also runs Config.Refresh. The
 // node-wide upkeep (runUpkeep) reloads the view of live instances at the
 // same pace.
@@ -24,6 +24,11 @@ func (n *Node) Start() error {
 	}
 	n.stops = append(n.stops, stop)
 	stop, err = n.be.Bus.Subscribe(ctx, TopicAll, n.onBus)
+	if err != nil {
+		return err
+	}
+	n.stops = append(n.stops, stop)
+	stop, err = n.be.Bus.Subscribe(ctx, AckTopic(n.instance), n.onAck)
 	if err != nil {
 		return err
 	}

@@ -147,12 +147,17 @@ func (n *Node) Go(f func(ctx context.Context)) {
 
 // Publish sends m to every node (this one included).
 func (n *Node) Publish(ctx context.Context, m Message) error {
+	return n.publishTo(ctx, TopicAll, m)
+}
+
+// publishTo publishes m on topic.
+func (n *Node) publishTo(ctx context.Context, topic string, m Message) error {
 	b, err := Encode(m)
 	if err != nil {
 		return err
 	}
 	n.metrics.BusSent()
-	_, err = n.be.Bus.Publish(ctx, TopicAll, b)
+	_, err = n.be.Bus.Publish(ctx, topic, b)
 	return err
 }
 
@@ -178,13 +183,11 @@ func (n *Node) onBus(b []byte) {
 	}
 	switch m := msg.(type) {
 	case SessionEnded:
-		n.EndLocal(m.Session)
-		n.acknowledge(m.Session, m.Ack)
+		n.acknowledge(m.Session, m.Ack, n.EndLocal(m.Session))
 	case CancelRequest:
 		n.Local.cancel(m.Session, m.ID)
 	case InvalidateSession:
-		n.sessions.Invalidate(m.Session)
-		n.acknowledge(m.Session, m.Ack)
+		n.acknowledge(m.Session, m.Ack, n.sessions.Invalidate(m.Session))
 	case Invalidated:
 		n.acknowledged(m.Ack, m.From)
 	case MemberJoined:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,17 +49,24 @@ type testNode struct {
 
 // startNodes starts n nodes on one memory backend.
 func startNodes(t *testing.T, n int) (*cluster.Backend, []testNode) {
+	return startNodesAs(t, slices.Repeat([]string{"inc"}, n), 0)
+}
+
+// startNodesAs starts a node of each incarnation on one memory backend,
+// with a session cache of cacheTTL (0: none).
+func startNodesAs(t *testing.T, incarnations []string, cacheTTL time.Duration) (*cluster.Backend, []testNode) {
 	t.Helper()
 	be := memory.New(memory.Options{})
 	t.Cleanup(func() { _ = be.Close() })
 	var out []testNode
-	for i := range n {
+	for i, inc := range incarnations {
 		id := string(rune('a' + i))
-		store := session.NewStore(be.Sessions, session.Options{TTL: time.Minute})
+		waiters := coordinator.New(id, inc, be.Bus, 0)
+		store := session.NewStore(be.Sessions, session.Options{TTL: time.Minute, CacheTTL: cacheTTL, Holder: waiters.Instance()})
 		buf := &syncBuf{}
 		metrics := telemetry.NewMetrics(id)
 		node := coordinator.NewNode(coordinator.Config{
-			Backend: be, Waiters: coordinator.New(id, "inc", be.Bus, 0), Sessions: store,
+			Backend: be, Waiters: waiters, Sessions: store,
 			LeaseTTL: 3 * time.Second, HistoryTTL: time.Minute, MaxFanOuts: 2,
 			Log: zerolog.New(buf), Metrics: metrics,
 		})
@@ -67,6 +75,13 @@ func startNodes(t *testing.T, n int) (*cluster.Backend, []testNode) {
 		}
 		t.Cleanup(func() { node.Close(errors.New("closed")); node.Leave() })
 		out = append(out, testNode{node, store, buf, metrics})
+	}
+	// Each node counts the others once their MemberJoined arrived: a wait
+	// for acknowledgements (Echo) before that waits for nobody.
+	for _, a := range out {
+		for _, b := range out {
+			waitFor(t, "every node to count every other", func() bool { return a.KnowsMember(b.Instance()) })
+		}
 	}
 	return be, out
 }

@@ -80,7 +80,7 @@ func TestNodeUpkeepEndsStreams(t *testing.T) {
 	connCtx, cancel := context.WithCancelCause(ctx)
 	conn := &coordinator.Conn{ID: "c2", Cancel: cancel}
 	go n.RunUpkeep(connCtx, coordinator.Upkeep{Conn: conn, Session: sid})
-	if _, err := n.sessions.End(ctx, sid, "", nil, ""); err != nil {
+	if _, _, err := n.sessions.End(ctx, sid, "", nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the stream of an ended session to end", func() bool { return connCtx.Err() != nil })

@@ -122,7 +122,7 @@ func TestNodeUpkeepBatches(t *testing.T) {
 	if _, err := be.Claims.Claim(ctx, ss[0].claim, "other", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.End(ctx, ss[1].sess, "", nil, ""); err != nil {
+	if _, _, err := store.End(ctx, ss[1].sess, "", nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the two streams to end", func() bool { return ss[0].ctx.Err() != nil && ss[1].ctx.Err() != nil })

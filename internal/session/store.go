@@ -40,6 +40,10 @@ type Options struct {
 	// cluster.BusFresh). While it is false Load reads the store. nil means
 	// Live.
 	Current func() bool
+	// Holder names this node in the store's holders of the sessions it
+	// caches (cluster.Holders), so that a change made on another node
+	// reports it among the nodes to tell. Empty: none recorded.
+	Holder string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -55,8 +59,13 @@ type Options struct {
 // Create, and subscriptions are not read with it. A change made through
 // a Store drops this node's copy at once; the caller tells the other
 // nodes over the bus, which call Invalidate, and answers its client only
-// once every other live node has acknowledged that (coordinator.Echo),
-// so the client's next request finds the change on any node. A node
+// once every node that may hold a copy has acknowledged that
+// (coordinator.Echo), so the client's next request finds the change on
+// any node. The store names those nodes: each node caching a session
+// records itself as a holder in the read (or Create) that gave it the
+// copy (Options.Holder, cluster.Holders), and the change returns the
+// holders recorded since the previous change (SetLogLevel, End), less
+// those whose copies have expired (Holders). A node
 // that does not acknowledge within the bounded wait (coordinator.EchoWait:
 // it is stalled, or cut off, or its bus is down) does not answer from
 // its copy either: Load uses the cache only while Options.Live holds,
@@ -98,7 +107,16 @@ type Store struct {
 	cached map[string]*Session
 	hits   map[string]struct{} // answered from the cache since Hits last ran
 	gen    uint64              // counts invalidations: a load overtaken by one is not cached
+	// held: when this node last recorded itself as a holder of each
+	// session (before the call that recorded it), for Invalidate's
+	// answer; entries older than heldFor are pruned.
+	held map[string]time.Time
 }
+
+// heldMargin is added to CacheTTL in the holders' filter (Holders): room
+// for the clocks of the store and of the nodes to tick at slightly
+// different rates.
+const heldMargin = 100 * time.Millisecond
 
 // NewStore returns a Store over be.
 func NewStore(be cluster.SessionStore, opts Options) *Store {
@@ -111,7 +129,7 @@ func NewStore(be cluster.SessionStore, opts Options) *Store {
 	if opts.TTL > 0 {
 		opts.CacheTTL = min(opts.CacheTTL, opts.TTL/4)
 	}
-	return &Store{be: be, opts: opts, cached: map[string]*Session{}, hits: map[string]struct{}{}}
+	return &Store{be: be, opts: opts, cached: map[string]*Session{}, hits: map[string]struct{}{}, held: map[string]time.Time{}}
 }
 
 // Create records a new session under s.ID, takes lease with it when not
@@ -126,15 +144,21 @@ func (st *Store) Create(ctx context.Context, s *Session, lease *cluster.SessionL
 	if err != nil {
 		return err
 	}
-	if err := st.be.Create(ctx, s.ID, f, st.opts.TTL, st.opts.MaxSessions, cluster.CreateOptions{Lease: lease}); err != nil {
+	caching := st.caching()
+	co := cluster.CreateOptions{Lease: lease}
+	start := st.opts.Now()
+	if caching {
+		co.Holder = st.hold(s.ID, start)
+	}
+	if err := st.be.Create(ctx, s.ID, f, st.opts.TTL, st.opts.MaxSessions, co); err != nil {
 		return fmt.Errorf("create session: %w", err)
 	}
 	s.LastUsed = s.Created
-	if st.caching() {
+	if caching && st.caching() {
 		// The requests that follow initialize (notifications/initialized,
 		// the first calls) need not read what was just written.
 		c := *s
-		c.LastUsed = st.opts.Now()
+		c.LastUsed = start
 		st.mu.Lock()
 		st.keep(&c)
 		st.mu.Unlock()
@@ -171,7 +195,11 @@ func (st *Store) Load(ctx context.Context, id string) (*Session, error) {
 			}
 		}
 	}
-	f, err := st.be.Load(ctx, id, st.opts.TTL)
+	holder, start := "", st.opts.Now()
+	if caching {
+		holder = st.hold(id, start)
+	}
+	f, err := st.be.Load(ctx, id, st.opts.TTL, holder)
 	if err != nil {
 		if errors.Is(err, cluster.ErrNotFound) {
 			st.Invalidate(id)
@@ -182,7 +210,9 @@ func (st *Store) Load(ctx context.Context, id string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.LastUsed = st.opts.Now()
+	// A copy is as old as the read that began at start: the store's
+	// record of this node as a holder is no older (Holders).
+	s.LastUsed = start
 	if caching && st.caching() {
 		st.mu.Lock()
 		if st.gen == gen {
@@ -191,6 +221,61 @@ func (st *Store) Load(ctx context.Context, id string) (*Session, error) {
 		st.mu.Unlock()
 	}
 	return s, nil
+}
+
+// hold notes that this node records itself (Options.Holder, which it
+// returns) as a holder of session id in a call beginning at now.
+func (st *Store) hold(id string, now time.Time) string {
+	if st.opts.Holder == "" {
+		return ""
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.held) >= st.opts.MaxCached {
+		st.pruneHeld(now)
+	}
+	st.held[id] = now
+	return st.opts.Holder
+}
+
+// heldFor is how long after it recorded itself as a holder of a session
+// this node acknowledges its invalidations (Invalidate): longer than the
+// changer counts the record (Holders), by a CacheTTL and a second, since
+// the record is made during the read that began the holding, and that
+// read may be slow.
+func (st *Store) heldFor() time.Duration { return 2*st.opts.CacheTTL + time.Second }
+
+// pruneHeld drops the holdings older than heldFor, and an arbitrary half
+// of those left when still past MaxCached; st.mu is held.
+func (st *Store) pruneHeld(now time.Time) {
+	for id, at := range st.held {
+		if now.Sub(at) >= st.heldFor() {
+			delete(st.held, id)
+		}
+	}
+	for id := range st.held {
+		if len(st.held) < st.opts.MaxCached/2 {
+			break
+		}
+		delete(st.held, id)
+	}
+}
+
+// Holders returns the names of holders (as returned with a change by the
+// store) whose copies may still be in use: those recorded less than
+// CacheTTL (and a margin) ago. A copy lives CacheTTL from the start of
+// the read that recorded its holder, which is no later than the record.
+func (st *Store) Holders(holders []cluster.Holder) []string {
+	if holders == nil {
+		return nil
+	}
+	out := make([]string, 0, len(holders))
+	for _, h := range holders {
+		if h.Age < st.opts.CacheTTL+heldMargin {
+			out = append(out, h.Name)
+		}
+	}
+	return out
 }
 
 // keep caches s, dropping an arbitrary session past MaxCached; st.mu is
@@ -263,17 +348,19 @@ func (st *Store) TouchMany(ctx context.Context, ids []string) (live []bool, err 
 }
 
 // SetLogLevel records the log level of session id and drops this node's
-// cached copy; the caller tells the other nodes to Invalidate theirs.
-func (st *Store) SetLogLevel(ctx context.Context, id, level string) error {
+// cached copy; the caller tells the other nodes to Invalidate theirs:
+// holders are the nodes that may hold one (cluster.Holders, filtered by
+// Holders).
+func (st *Store) SetLogLevel(ctx context.Context, id, level string) (holders []string, err error) {
 	if level == "" {
-		return fmt.Errorf("session %q: empty log level", id)
+		return nil, fmt.Errorf("session %q: empty log level", id)
 	}
-	err := st.be.Set(ctx, id, map[string]string{fieldLevel: level})
+	h, err := st.be.Set(ctx, id, map[string]string{fieldLevel: level})
 	st.Invalidate(id)
 	if err != nil {
-		return fmt.Errorf("set log level: %w", err)
+		return nil, fmt.Errorf("set log level: %w", err)
 	}
-	return nil
+	return st.Holders(h), nil
 }
 
 // Subscribe records that session id wants notifications/resources/updated
@@ -300,22 +387,34 @@ func (st *Store) Unsubscribe(ctx context.Context, id, uri string) error {
 // when not empty. A session of another principal than principal is
 // kept and reported as not live, exactly as one that does not exist. It
 // does not read the session: a record that does not decode is ended too.
-func (st *Store) End(ctx context.Context, id, principal string, announce *cluster.Notice, lease string) (bool, error) {
-	live, err := st.be.End(ctx, id, cluster.EndOptions{Match: map[string]string{fieldPrincipal: principal}, Announce: announce, Lease: lease})
+// holders are the nodes that may hold a copy of the session it ended
+// (cluster.Holders; nil when not known).
+func (st *Store) End(ctx context.Context, id, principal string, announce *cluster.Notice, lease string) (live bool, holders []string, err error) {
+	var h []cluster.Holder
+	live, err = st.be.End(ctx, id, cluster.EndOptions{Match: map[string]string{fieldPrincipal: principal}, Announce: announce, Lease: lease, Holders: &h})
 	st.Invalidate(id)
 	if err != nil {
-		return live, fmt.Errorf("end session: %w", err)
+		return live, nil, fmt.Errorf("end session: %w", err)
 	}
-	return live, nil
+	return live, st.Holders(h), nil
 }
 
 // Invalidate drops this node's cached copy of session id, and keeps a
-// load already under way from caching what it read.
-func (st *Store) Invalidate(id string) {
+// load already under way from caching what it read. It reports whether
+// this node recorded itself as a holder of the session recently (see
+// heldFor), so that the changer may be waiting for its acknowledgement. Its holdings are kept: one recorded by a load that
+// ran after the change would otherwise be forgotten while the store
+// still names it.
+func (st *Store) Invalidate(id string) (held bool) {
+	now := st.opts.Now()
 	st.mu.Lock()
 	st.gen++
 	delete(st.cached, id)
+	if at, ok := st.held[id]; ok {
+		held = now.Sub(at) < st.heldFor()
+	}
 	st.mu.Unlock()
+	return held
 }
 
 // Flush drops every cached session (invalidations may have been lost).

@@ -114,7 +114,7 @@ func TestStore(t *testing.T) {
 			if err := st.Touch(ctx, "nope"); !errors.Is(err, cluster.ErrNotFound) {
 				t.Errorf("Touch: got %v, want ErrNotFound", err)
 			}
-			if err := st.SetLogLevel(ctx, "nope", "info"); !errors.Is(err, cluster.ErrNotFound) {
+			if _, err := st.SetLogLevel(ctx, "nope", "info"); !errors.Is(err, cluster.ErrNotFound) {
 				t.Errorf("SetLogLevel: got %v, want ErrNotFound", err)
 			}
 			if err := st.Subscribe(ctx, "nope", "file:///x"); !errors.Is(err, cluster.ErrNotFound) {
@@ -126,7 +126,7 @@ func TestStore(t *testing.T) {
 			if err := st.Create(ctx, newSession("lvl"), nil); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.SetLogLevel(ctx, "lvl", "warning"); err != nil {
+			if _, err := st.SetLogLevel(ctx, "lvl", "warning"); err != nil {
 				t.Fatalf("SetLogLevel: %v", err)
 			}
 			got, err := st.Load(ctx, "lvl")
@@ -168,13 +168,13 @@ func TestStore(t *testing.T) {
 			if err := st.Create(ctx, newSession("end"), nil); err != nil {
 				t.Fatal(err)
 			}
-			if live, err := st.End(ctx, "end", "", nil, ""); err != nil || !live {
+			if live, _, err := st.End(ctx, "end", "", nil, ""); err != nil || !live {
 				t.Fatalf("End: got %v, %v; want true", live, err)
 			}
 			if _, err := st.Load(ctx, "end"); !errors.Is(err, cluster.ErrNotFound) {
 				t.Fatalf("Load after End: got %v, want ErrNotFound", err)
 			}
-			if live, err := st.End(ctx, "end", "", nil, ""); err != nil || live {
+			if live, _, err := st.End(ctx, "end", "", nil, ""); err != nil || live {
 				t.Fatalf("End again: got %v, %v; want false", live, err)
 			}
 		})
@@ -222,10 +222,10 @@ type counting struct {
 	ttls  sync.Map // operation → last ttl
 }
 
-func (c *counting) Load(ctx context.Context, id string, ttl time.Duration) (map[string]string, error) {
+func (c *counting) Load(ctx context.Context, id string, ttl time.Duration, holder string) (map[string]string, error) {
 	c.loads.Add(1)
 	c.ttls.Store("load", ttl)
-	return c.SessionStore.Load(ctx, id, ttl)
+	return c.SessionStore.Load(ctx, id, ttl, holder)
 }
 
 func (c *counting) Touch(ctx context.Context, id string, ttl time.Duration) error {
@@ -346,7 +346,7 @@ func TestStoreCache(t *testing.T) {
 		load(t, st)
 		// Another node sets the level: this node's copy is stale (as
 		// documented) until the change's broadcast invalidates it.
-		if err := be.Set(ctx, "s", map[string]string{"lvl": "error"}); err != nil {
+		if _, err := be.Set(ctx, "s", map[string]string{"lvl": "error"}); err != nil {
 			t.Fatal(err)
 		}
 		if got := load(t, st).LogLevel; got != "" {
@@ -361,13 +361,13 @@ func TestStoreCache(t *testing.T) {
 	t.Run("OwnChangesSeenAtOnce", func(t *testing.T) {
 		_, st, _ := setup(t, nil)
 		load(t, st)
-		if err := st.SetLogLevel(ctx, "s", "notice"); err != nil {
+		if _, err := st.SetLogLevel(ctx, "s", "notice"); err != nil {
 			t.Fatal(err)
 		}
 		if got := load(t, st).LogLevel; got != "notice" {
 			t.Fatalf("after SetLogLevel: got level %q, want notice", got)
 		}
-		if _, err := st.End(ctx, "s", "", nil, ""); err != nil {
+		if _, _, err := st.End(ctx, "s", "", nil, ""); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := st.Load(ctx, "s"); !errors.Is(err, cluster.ErrNotFound) {
@@ -402,7 +402,7 @@ func TestStoreCache(t *testing.T) {
 		load(t, st)
 		wantLoads(t, be, 3)
 		// Invalidations lost while the bus was down: Flush.
-		if err := be.Set(ctx, "s", map[string]string{"lvl": "alert"}); err != nil {
+		if _, err := be.Set(ctx, "s", map[string]string{"lvl": "alert"}); err != nil {
 			t.Fatal(err)
 		}
 		st.Flush()
@@ -451,7 +451,7 @@ func TestStoreCache(t *testing.T) {
 	// outlive the invalidation meant to drop it.
 	t.Run("LoadOvertakenByInvalidateIsNotCached", func(t *testing.T) {
 		be, _, _ := setup(t, nil)
-		old, err := be.Load(ctx, "s", time.Minute)
+		old, err := be.Load(ctx, "s", time.Minute, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -468,7 +468,7 @@ func TestStoreCache(t *testing.T) {
 		// The slow load has read the old state; the change lands and is
 		// invalidated while its answer is in flight.
 		<-slow.read
-		if err := be.Set(ctx, "s", map[string]string{"lvl": "critical"}); err != nil {
+		if _, err := be.Set(ctx, "s", map[string]string{"lvl": "critical"}); err != nil {
 			t.Fatal(err)
 		}
 		st.Invalidate("s")
@@ -491,13 +491,13 @@ type slowOnce struct {
 	served       atomic.Bool
 }
 
-func (s *slowOnce) Load(ctx context.Context, id string, ttl time.Duration) (map[string]string, error) {
+func (s *slowOnce) Load(ctx context.Context, id string, ttl time.Duration, holder string) (map[string]string, error) {
 	if s.served.CompareAndSwap(false, true) {
 		close(s.read)
 		<-s.resume
 		return s.fields, nil
 	}
-	return s.SessionStore.Load(ctx, id, ttl)
+	return s.SessionStore.Load(ctx, id, ttl, holder)
 }
 
 // Loads, changes and invalidations from many goroutines (run with -race).
@@ -520,7 +520,7 @@ func TestStoreConcurrent(t *testing.T) {
 				case 0:
 					st.Invalidate(id)
 				case 1:
-					if err := st.SetLogLevel(ctx, id, "info"); err != nil {
+					if _, err := st.SetLogLevel(ctx, id, "info"); err != nil {
 						t.Error(err)
 					}
 				case 2:

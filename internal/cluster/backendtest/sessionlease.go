@@ -73,7 +73,7 @@ func (s *suite) testSessionLeases(t *testing.T) {
 		if !errors.As(err, &lr) || lr.Wait < 50*time.Second || lr.Wait > time.Minute {
 			t.Fatalf("Create past the lease cap: got %v, want a *LeaseRefused waiting about a minute", err)
 		}
-		_, err = b.Sessions.Load(ctx, id, time.Minute)
+		_, err = b.Sessions.Load(ctx, id, time.Minute, "")
 		wantErr(t, "Load of the refused session", err, cluster.ErrNotFound)
 		if n, err := b.Sessions.Count(ctx); err != nil || n != 1 {
 			t.Fatalf("Count: got %d %v, want 1", n, err)

@@ -1,6 +1,8 @@
 package backendtest
 
 import (
+	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -11,6 +13,68 @@ import (
 )
 
 func (s *suite) testSessions(t *testing.T) {
+	t.Run("Holders", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		id := uniq("s")
+		names := func(hs []cluster.Holder) []string {
+			if hs == nil {
+				return nil
+			}
+			out := make([]string, 0, len(hs))
+			for _, h := range hs {
+				if h.Age < 0 || h.Age > time.Minute {
+					t.Fatalf("holder %q recorded %v ago", h.Name, h.Age)
+				}
+				out = append(out, h.Name)
+			}
+			slices.Sort(out)
+			return out
+		}
+		must(t, "Create", b.Sessions.Create(ctx, id, map[string]string{"a": "1"}, time.Minute, 0, cluster.CreateOptions{Holder: "n1.x"}))
+		f, err := b.Sessions.Load(ctx, id, time.Minute, "n2.y")
+		must(t, "Load", err)
+		if !maps.Equal(f, map[string]string{"a": "1"}) {
+			t.Fatalf("Load returned %v, want the fields only (holders are not fields)", f)
+		}
+		_, err = b.Sessions.Load(ctx, id, time.Minute, "n2.y") // once per holder
+		must(t, "Load", err)
+		_, err = b.Sessions.Load(ctx, id, time.Minute, "")
+		must(t, "Load", err)
+		h, err := b.Sessions.Set(ctx, id, map[string]string{"a": "2"})
+		must(t, "Set", err)
+		if got := names(h); !slices.Equal(got, []string{"n1.x", "n2.y"}) {
+			t.Fatalf("Set returned holders %q, want [n1.x n2.y]", got)
+		}
+		h, err = b.Sessions.Set(ctx, id, map[string]string{"a": "3"})
+		must(t, "Set", err)
+		if h == nil || len(h) != 0 {
+			t.Fatalf("a second Set returned holders %v, want none (the first cleared them)", h)
+		}
+		must(t, "Touch", b.Sessions.Touch(ctx, id, time.Minute)) // records no holder
+		_, err = b.Sessions.Load(ctx, id, time.Minute, "n3.z")
+		must(t, "Load", err)
+		time.Sleep(30 * time.Millisecond)
+		var ended []cluster.Holder
+		live, err := b.Sessions.End(ctx, id, cluster.EndOptions{Holders: &ended})
+		must(t, "End", err)
+		if got := names(ended); !live || !slices.Equal(got, []string{"n3.z"}) {
+			t.Fatalf("End: live %v, holders %q; want true, [n3.z]", live, got)
+		}
+		if age := ended[0].Age; age < 20*time.Millisecond {
+			t.Fatalf("End: holder recorded %v ago, want at least the 30ms slept", age)
+		}
+		ended = []cluster.Holder{{Name: "stale"}}
+		live, err = b.Sessions.End(ctx, id, cluster.EndOptions{Holders: &ended})
+		must(t, "End", err)
+		if live || ended != nil {
+			t.Fatalf("End of an ended session: live %v, holders %v; want false, nil", live, ended)
+		}
+		if _, err := b.Sessions.Set(ctx, id, map[string]string{"a": "4"}); !errors.Is(err, cluster.ErrNotFound) {
+			t.Fatalf("Set after End: %v, want ErrNotFound", err)
+		}
+	})
 	t.Run("CreateLoad", func(t *testing.T) {
 		t.Parallel()
 		b := s.newBackend(t)
@@ -18,13 +82,13 @@ func (s *suite) testSessions(t *testing.T) {
 		id := uniq("s")
 		fields := map[string]string{"version": "2025-06-18", "empty": "", "uni": "ünï"}
 		must(t, "Create", b.Sessions.Create(ctx, id, fields, time.Minute, 0, cluster.CreateOptions{}))
-		got, err := b.Sessions.Load(ctx, id, time.Minute)
+		got, err := b.Sessions.Load(ctx, id, time.Minute, "")
 		must(t, "Load", err)
 		if !maps.Equal(got, fields) {
 			t.Fatalf("Load: got %v, want %v", got, fields)
 		}
 		got["version"] = "changed"
-		again, err := b.Sessions.Load(ctx, id, time.Minute)
+		again, err := b.Sessions.Load(ctx, id, time.Minute, "")
 		must(t, "Load", err)
 		if again["version"] != "2025-06-18" {
 			t.Fatalf("Load returned shared map: a caller's change leaked into the store")
@@ -40,7 +104,7 @@ func (s *suite) testSessions(t *testing.T) {
 		ctx := t.Context()
 		id := uniq("s")
 		must(t, "Create", b.Sessions.Create(ctx, id, nil, time.Minute, 0, cluster.CreateOptions{}))
-		got, err := b.Sessions.Load(ctx, id, time.Minute)
+		got, err := b.Sessions.Load(ctx, id, time.Minute, "")
 		must(t, "Load", err)
 		if len(got) != 0 {
 			t.Fatalf("Load: got %v, want no fields", got)
@@ -53,17 +117,17 @@ func (s *suite) testSessions(t *testing.T) {
 		b := s.newBackend(t)
 		ctx := t.Context()
 		id := uniq("nope")
-		_, err := b.Sessions.Load(ctx, id, time.Minute)
+		_, err := b.Sessions.Load(ctx, id, time.Minute, "")
 		wantErr(t, "Load", err, cluster.ErrNotFound)
 		wantErr(t, "Touch", b.Sessions.Touch(ctx, id, time.Minute), cluster.ErrNotFound)
-		wantErr(t, "Set", b.Sessions.Set(ctx, id, map[string]string{"a": "b"}), cluster.ErrNotFound)
+		wantErr(t, "Set", setFields(ctx, b, id, map[string]string{"a": "b"}), cluster.ErrNotFound)
 		wantErr(t, "Subscribe", b.Sessions.Subscribe(ctx, id, "file:///a"), cluster.ErrNotFound)
 		wantErr(t, "Unsubscribe", b.Sessions.Unsubscribe(ctx, id, "file:///a"), cluster.ErrNotFound)
 		live, err := b.Sessions.End(ctx, id, cluster.EndOptions{})
 		if err != nil || live {
 			t.Fatalf("End of unknown: got %v, %v, want false, nil", live, err)
 		}
-		_, err = b.Sessions.Load(ctx, id, time.Minute)
+		_, err = b.Sessions.Load(ctx, id, time.Minute, "")
 		wantErr(t, "Load after Set on unknown", err, cluster.ErrNotFound)
 	})
 
@@ -73,8 +137,8 @@ func (s *suite) testSessions(t *testing.T) {
 		ctx := t.Context()
 		id := uniq("s")
 		must(t, "Create", b.Sessions.Create(ctx, id, map[string]string{"a": "1", "b": "2"}, time.Minute, 0, cluster.CreateOptions{}))
-		must(t, "Set", b.Sessions.Set(ctx, id, map[string]string{"b": "3", "c": "4"}))
-		got, err := b.Sessions.Load(ctx, id, time.Minute)
+		must(t, "Set", setFields(ctx, b, id, map[string]string{"b": "3", "c": "4"}))
+		got, err := b.Sessions.Load(ctx, id, time.Minute, "")
 		must(t, "Load", err)
 		if want := map[string]string{"a": "1", "b": "3", "c": "4"}; !maps.Equal(got, want) {
 			t.Fatalf("after Set: got %v, want %v", got, want)
@@ -93,7 +157,7 @@ func (s *suite) testSessions(t *testing.T) {
 		// Keep both alive past one TTL by sliding every ttl/6.
 		for range 8 {
 			time.Sleep(ttl / 6)
-			if _, err := b.Sessions.Load(ctx, load, ttl); err != nil {
+			if _, err := b.Sessions.Load(ctx, load, ttl, ""); err != nil {
 				t.Fatalf("Load while sliding: %v", err)
 			}
 			if err := b.Sessions.Touch(ctx, touch, ttl); err != nil {
@@ -101,16 +165,16 @@ func (s *suite) testSessions(t *testing.T) {
 			}
 		}
 		// Set does not slide: left alone, both expire.
-		must(t, "Set", b.Sessions.Set(ctx, load, map[string]string{"x": "y"}))
+		must(t, "Set", setFields(ctx, b, load, map[string]string{"x": "y"}))
 		waitFor(t, 10*time.Second, "sessions to expire", func() bool {
 			n, err := b.Sessions.Count(ctx)
 			return err == nil && n == 0
 		})
-		_, err := b.Sessions.Load(ctx, load, ttl)
+		_, err := b.Sessions.Load(ctx, load, ttl, "")
 		wantErr(t, "Load after expiry", err, cluster.ErrNotFound)
 		wantErr(t, "Touch after expiry", b.Sessions.Touch(ctx, touch, ttl), cluster.ErrNotFound)
-		wantErr(t, "Set after expiry", b.Sessions.Set(ctx, load, map[string]string{"x": "z"}), cluster.ErrNotFound)
-		_, err = b.Sessions.Load(ctx, load, ttl)
+		wantErr(t, "Set after expiry", setFields(ctx, b, load, map[string]string{"x": "z"}), cluster.ErrNotFound)
+		_, err = b.Sessions.Load(ctx, load, ttl, "")
 		wantErr(t, "Load after Set on expired", err, cluster.ErrNotFound)
 		live, err := b.Sessions.End(ctx, load, cluster.EndOptions{})
 		if err != nil || live {
@@ -271,7 +335,7 @@ func (s *suite) testSessions(t *testing.T) {
 			if err != nil || live {
 				t.Fatalf("End matching %v: got %v, %v, want false, nil", match, live, err)
 			}
-			if _, err := b.Sessions.Load(ctx, id, time.Minute); err != nil {
+			if _, err := b.Sessions.Load(ctx, id, time.Minute, ""); err != nil {
 				t.Fatalf("Load after End matching %v: %v", match, err)
 			}
 			if _, _, err := b.Events.Read(ctx, id, streams[0], 0); err != nil {
@@ -283,10 +347,10 @@ func (s *suite) testSessions(t *testing.T) {
 		if err != nil || !live {
 			t.Fatalf("End: got %v, %v, want true, nil", live, err)
 		}
-		_, err = b.Sessions.Load(ctx, id, time.Minute)
+		_, err = b.Sessions.Load(ctx, id, time.Minute, "")
 		wantErr(t, "Load after End", err, cluster.ErrNotFound)
-		wantErr(t, "Set after End", b.Sessions.Set(ctx, id, map[string]string{"b": "2"}), cluster.ErrNotFound)
-		_, err = b.Sessions.Load(ctx, id, time.Minute)
+		wantErr(t, "Set after End", setFields(ctx, b, id, map[string]string{"b": "2"}), cluster.ErrNotFound)
+		_, err = b.Sessions.Load(ctx, id, time.Minute, "")
 		wantErr(t, "Load after Set on ended", err, cluster.ErrNotFound)
 		for _, x := range streams {
 			_, _, err := b.Events.Read(ctx, id, x, 0)
@@ -412,4 +476,10 @@ func (s *suite) testSessions(t *testing.T) {
 			}
 		}
 	})
+}
+
+// setFields is SessionStore.Set without the holders.
+func setFields(ctx context.Context, b *cluster.Backend, id string, fields map[string]string) error {
+	_, err := b.Sessions.Set(ctx, id, fields)
+	return err
 }

@@ -54,7 +54,7 @@ func TestSessionSlidingExpiryWithClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(50 * time.Second)
-	if _, err := b.Sessions.Load(ctx, "s1", time.Minute); err != nil {
+	if _, err := b.Sessions.Load(ctx, "s1", time.Minute, ""); err != nil {
 		t.Fatalf("Load before expiry: %v", err)
 	}
 	clk.Advance(50 * time.Second) // 100s after create, 50s after the slide
@@ -62,7 +62,7 @@ func TestSessionSlidingExpiryWithClock(t *testing.T) {
 		t.Fatalf("Touch after slide: %v", err)
 	}
 	clk.Advance(time.Minute)
-	if _, err := b.Sessions.Load(ctx, "s1", time.Minute); !errors.Is(err, cluster.ErrNotFound) {
+	if _, err := b.Sessions.Load(ctx, "s1", time.Minute, ""); !errors.Is(err, cluster.ErrNotFound) {
 		t.Fatalf("Load after expiry: got %v, want ErrNotFound", err)
 	}
 	if n, _ := b.Sessions.Count(ctx); n != 0 {

@@ -26,7 +26,30 @@ type session struct {
 	fields  map[string]string
 	expires time.Time
 	subs    map[string]struct{}
-	index   int // position in store.expiry
+	holders map[string]time.Time // see cluster.Holders
+	index   int                  // position in store.expiry
+}
+
+// hold records holder (when not empty) as holding a copy of ss at now.
+func (ss *session) hold(holder string, now time.Time) {
+	if holder == "" {
+		return
+	}
+	if ss.holders == nil {
+		ss.holders = make(map[string]time.Time)
+	}
+	ss.holders[holder] = now
+}
+
+// takeHolders clears the holders of ss and returns them, as of now.
+func (ss *session) takeHolders(now time.Time) []cluster.Holder {
+	out := make([]cluster.Holder, 0, len(ss.holders))
+	for h, at := range ss.holders {
+		out = append(out, cluster.Holder{Name: h, Age: now.Sub(at)})
+	}
+	ss.holders = nil
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 type sessionHeap []*session
@@ -139,12 +162,13 @@ func (m *sessions) Create(ctx context.Context, id string, fields map[string]stri
 	if ss.fields == nil {
 		ss.fields = make(map[string]string)
 	}
+	ss.hold(opts.Holder, now)
 	s.sessions[id] = ss
 	heap.Push(&s.expiry, ss)
 	return nil
 }
 
-func (m *sessions) Load(ctx context.Context, id string, ttl time.Duration) (map[string]string, error) {
+func (m *sessions) Load(ctx context.Context, id string, ttl time.Duration, holder string) (map[string]string, error) {
 	s := (*store)(m)
 	if err := s.check(ctx, "Sessions.Load"); err != nil {
 		return nil, err
@@ -159,6 +183,7 @@ func (m *sessions) Load(ctx context.Context, id string, ttl time.Duration) (map[
 	if ttl > 0 {
 		s.slideLocked(ss, now, ttl)
 	}
+	ss.hold(holder, now)
 	return maps.Clone(ss.fields), nil
 }
 
@@ -180,11 +205,14 @@ func (m *sessions) Touch(ctx context.Context, id string, ttl time.Duration) erro
 	return nil
 }
 
-func (m *sessions) Set(ctx context.Context, id string, fields map[string]string) error {
-	return m.withLive(ctx, "Sessions.Set", id, func(s *store, ss *session) error {
+func (m *sessions) Set(ctx context.Context, id string, fields map[string]string) ([]cluster.Holder, error) {
+	var holders []cluster.Holder
+	err := m.withLive(ctx, "Sessions.Set", id, func(s *store, ss *session) error {
 		maps.Copy(ss.fields, fields)
+		holders = ss.takeHolders(s.now())
 		return nil
 	})
+	return holders, err
 }
 
 func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) (bool, error) {
@@ -192,7 +220,10 @@ func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) 
 	if err := s.check(ctx, "Sessions.End"); err != nil {
 		return false, err
 	}
-	live, err := s.end(id, opts.Match, opts.Lease)
+	live, holders, err := s.end(id, opts.Match, opts.Lease)
+	if opts.Holders != nil {
+		*opts.Holders = holders
+	}
 	if live && err == nil && opts.Announce != nil {
 		// The session is ended either way: a lost announcement is what a
 		// lost bus message is elsewhere.
@@ -203,18 +234,21 @@ func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) 
 	return live, err
 }
 
-func (s *store) end(id string, match map[string]string, lease string) (bool, error) {
+func (s *store) end(id string, match map[string]string, lease string) (bool, []cluster.Holder, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss := s.liveLocked(id, s.now())
+	now := s.now()
+	ss := s.liveLocked(id, now)
 	if ss != nil {
 		for f, v := range match {
 			if ss.fields[f] != v {
-				return false, nil
+				return false, nil, nil
 			}
 		}
 	}
+	var holders []cluster.Holder
 	if ss != nil {
+		holders = ss.takeHolders(now)
 		s.dropSessionLocked(ss)
 		if lease != "" {
 			s.releaseLocked(lease, id)
@@ -232,7 +266,7 @@ func (s *store) end(id string, match map[string]string, lease string) (bool, err
 		delete(s.claims, key)
 	}
 	delete(s.bySess, id)
-	return ss != nil, nil
+	return ss != nil, holders, nil
 }
 
 func (m *sessions) Subscribe(ctx context.Context, id, uri string) error {

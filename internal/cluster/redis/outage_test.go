@@ -59,7 +59,7 @@ func TestOutage(t *testing.T) {
 		"Ping":   func() error { return b.Ping(ctx) },
 		"Create": func() error { return b.Sessions.Create(ctx, "s", nil, time.Minute, 0, cluster.CreateOptions{}) },
 		"Load": func() error {
-			_, err := b.Sessions.Load(ctx, "s", time.Minute)
+			_, err := b.Sessions.Load(ctx, "s", time.Minute, "")
 			return err
 		},
 		"Append": func() error {
@@ -101,7 +101,7 @@ func TestOutage(t *testing.T) {
 	if err := b.Sessions.Create(ctx, "s", map[string]string{"a": "1"}, time.Minute, 0, cluster.CreateOptions{}); err != nil {
 		t.Fatalf("Create after recovery: %v", err)
 	}
-	if _, err := b.Sessions.Load(ctx, "s", time.Minute); err != nil {
+	if _, err := b.Sessions.Load(ctx, "s", time.Minute, ""); err != nil {
 		t.Fatalf("Load after recovery: %v", err)
 	}
 	waitFor(t, 10*time.Second, "OnReconnect", func() bool { return reconnects.Load() > 0 })
@@ -274,7 +274,7 @@ func TestSessionIDsNeedNoCare(t *testing.T) {
 			}
 		}
 		for _, id := range []string{"", "a{b}c", "}{", "%7B", "x:y", "{}"} {
-			f, err := b.Sessions.Load(ctx, id, time.Minute)
+			f, err := b.Sessions.Load(ctx, id, time.Minute, "")
 			if err != nil || f["k"] != id {
 				t.Fatalf("Load(%q): got %v, %v", id, f, err)
 			}

@@ -224,9 +224,12 @@ func TestRoundTrips(t *testing.T) {
 			{"Create", 1, 2, func(i int) error {
 				return b.Sessions.Create(ctx, fmt.Sprint("s", i), map[string]string{"a": "b"}, time.Minute, 1000, cluster.CreateOptions{})
 			}},
-			{"Load", 1, 2, func(i int) error { _, err := b.Sessions.Load(ctx, fmt.Sprint("s", i), time.Minute); return err }},
+			{"Load", 1, 2, func(i int) error { _, err := b.Sessions.Load(ctx, fmt.Sprint("s", i), time.Minute, ""); return err }},
 			{"Touch", 1, 2, func(i int) error { return b.Sessions.Touch(ctx, fmt.Sprint("s", i), time.Minute) }},
-			{"Set", 1, 1, func(i int) error { return b.Sessions.Set(ctx, fmt.Sprint("s", i), map[string]string{"c": "d"}) }},
+			{"Set", 1, 1, func(i int) error {
+				_, err := b.Sessions.Set(ctx, fmt.Sprint("s", i), map[string]string{"c": "d"})
+				return err
+			}},
 			{"Open", 1, 2, func(i int) error {
 				return b.Events.Open(ctx, fmt.Sprint("x", i), cluster.StreamMeta{Session: fmt.Sprint("s", i)}, lim)
 			}},

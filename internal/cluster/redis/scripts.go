@@ -139,7 +139,11 @@ if KEYS[2] then
   if KEYS[3] then lease_take(KEYS[3], ARGV[1], tonumber(ARGV[5]), now) end
 end
 redis.call('HSET', KEYS[1], '\0', ARGV[4])
-for i = 7, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+for i = 7, #ARGV, 2 do
+  local v = ARGV[i + 1]
+  if string.byte(ARGV[i], 1) == 1 then v = now_ms() end -- a holder (holderFns)
+  redis.call('HSET', KEYS[1], ARGV[i], v)
+end
 redis.call('PEXPIRE', KEYS[1], ttl)
 return {1, 0}
 `)
@@ -186,8 +190,9 @@ end
 `
 
 // KEYS: fields, subs [, live, uri registry]. ARGV: id, ttl ms (0: no
-// slide), 1 to return the fields, subscriber set prefix. Returns nil when
-// not live, else {now ms, fields or false, uris}. Sliding also refreshes,
+// slide), 1 to return the fields, subscriber set prefix [, holder to
+// record (see holderFns)]. Returns nil when not live, else {now ms,
+// fields or false, uris}. Sliding also refreshes,
 // once an eighth of the TTL has passed since the last time, the TTL of
 // the subscriber sets of the session's uris (here on a single server;
 // else uris lists them for the caller).
@@ -199,6 +204,7 @@ local uris = {}
 if ttl > 0 then uris = slide(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ttl, ARGV[4], now) end
 local fields = false
 if ARGV[3] == '1' then fields = redis.call('HGETALL', KEYS[1]) end
+if ARGV[5] and ARGV[5] ~= '' then redis.call('HSET', KEYS[1], '\1' .. ARGV[5], now) end
 return {now, fields, uris}
 `)
 
@@ -229,11 +235,34 @@ extend(KEYS[1], tonumber(ARGV[1]))
 return 1
 `)
 
-// KEYS: fields. ARGV: field, value, ... Returns 0 when not live.
-var setScript = script(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+// holderFns: a node holding a copy of a session is a field of the
+// session's hash named "\x01" and the node's instance, holding the time
+// (ms, Redis clock) it was recorded (cluster.Holders). take_holders
+// returns the holders of a session's hash as {name, age ms, ...} and,
+// when drop is true, removes them.
+const holderFns = `
+local function take_holders(key, drop)
+  local held, fields, now = {}, {}, now_ms()
+  local all = redis.call('HGETALL', key)
+  for i = 1, #all, 2 do
+    local f = all[i]
+    if string.byte(f, 1) == 1 then
+      held[#held + 1] = string.sub(f, 2)
+      held[#held + 1] = math.max(0, now - (tonumber(all[i + 1]) or 0))
+      fields[#fields + 1] = f
+    end
+  end
+  if drop and #fields > 0 then redis.call('HDEL', key, unpack(fields)) end
+  return held
+end
+`
+
+// KEYS: fields. ARGV: field, value, ... Returns false when not live, else
+// the holders, which it clears.
+var setScript = script(holderFns + `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 for i = 1, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-return 1
+return take_holders(KEYS[1], true)
 `)
 
 // KEYS: fields, subs, lru, claim index [, live [, lease set]]. ARGV: id,
@@ -244,14 +273,17 @@ return 1
 // set, when one is given, is released when the session was live. Returns
 // {live 0|1, uris, streams}, the lists empty when the global keys were
 // updated here, or {-1} when the live session does not match (it is
-// kept). Ending a live session leaves a tombstone holding the token for a
+// kept); a fourth element lists the holders (holderFns) when this call
+// ended the session. Ending a live session leaves a tombstone holding the token for a
 // while, so a retry of the call (the reply was lost) still reports the
 // session as live (and does not publish again).
-var endScript = script(`
+var endScript = script(holderFns + `
+local held = false
 if redis.call('EXISTS', KEYS[1]) == 1 then
   for i = 10, #ARGV, 2 do
     if (redis.call('HGET', KEYS[1], ARGV[i]) or '') ~= ARGV[i + 1] then return {-1} end
   end
+  held = take_holders(KEYS[1], false)
 end
 local live = redis.call('DEL', KEYS[1])
 local tomb = ARGV[2] .. 'ended'
@@ -275,9 +307,9 @@ if KEYS[5] then
   if KEYS[6] and live == 1 then redis.call('ZREM', KEYS[6], ARGV[1]) end
   for _, u in ipairs(uris) do redis.call('SREM', ARGV[4] .. u, ARGV[1]) end
   for _, s in ipairs(streams) do redis.call('DEL', ARGV[5] .. s) end
-  return {live, {}, {}}
+  return {live, {}, {}, held}
 end
-return {live, uris, streams}
+return {live, uris, streams, held}
 `)
 
 // KEYS: fields, subs [, subscribers of uri, uri registry]. ARGV: uri, max,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -21,6 +22,30 @@ var _ cluster.SessionStore = (*sessions)(nil)
 // reservedField keeps a session's hash in existence when it has no
 // fields; Load hides it.
 const reservedField = "\x00"
+
+// holderField begins the name of the field that records a holder of the
+// session (cluster.Holders; the scripts' holderFns); Load hides them.
+const holderField = "\x01"
+
+// hidden reports whether a field of a session's hash is not one of its
+// fields.
+func hidden(f string) bool { return f == reservedField || strings.HasPrefix(f, holderField) }
+
+// holders returns the holders a script returned as {name, age ms, ...}
+// (nil when v is not a list: not known).
+func holders(v any) []cluster.Holder {
+	l, ok := v.([]any)
+	if !ok {
+		return nil
+	}
+	out := make([]cluster.Holder, 0, len(l)/2)
+	for i := 0; i+1 < len(l); i += 2 {
+		name, _ := l[i].(string)
+		age, _ := l[i+1].(int64)
+		out = append(out, cluster.Holder{Name: name, Age: time.Duration(age) * time.Millisecond})
+	}
+	return out
+}
 
 func notFound(id string) error {
 	return fmt.Errorf("session %q: %w", id, cluster.ErrNotFound)
@@ -47,9 +72,12 @@ func (m *sessions) Create(ctx context.Context, id string, fields map[string]stri
 	args := make([]any, 0, 6+2*len(fields))
 	args = append(args, id, ms(ttl), max, b.token(), leaseTTL, leaseMax)
 	for f, v := range fields {
-		if f != reservedField {
+		if !hidden(f) {
 			args = append(args, f, v)
 		}
+	}
+	if opts.Holder != "" {
+		args = append(args, holderField+opts.Holder, "1")
 	}
 	var r []int64
 	var err error
@@ -129,7 +157,7 @@ func (b *backend) admit(ctx context.Context, id string, ttl time.Duration, max i
 
 // load runs loadScript; on Cluster it then slides the live-sessions index
 // (a second round trip).
-func (b *backend) load(ctx context.Context, id string, ttl time.Duration, fields bool) ([]any, error) {
+func (b *backend) load(ctx context.Context, id string, ttl time.Duration, fields bool, holder string) ([]any, error) {
 	k := b.keys
 	keys := []string{k.fields(id), k.subs(id)}
 	if b.single {
@@ -143,7 +171,7 @@ func (b *backend) load(ctx context.Context, id string, ttl time.Duration, fields
 	if fields {
 		want = "1"
 	}
-	res, err := loadScript.Run(ctx, b.client, keys, id, ttlMS, want, k.subPrefix()).Slice()
+	res, err := loadScript.Run(ctx, b.client, keys, id, ttlMS, want, k.subPrefix(), holder).Slice()
 	if errors.Is(err, goredis.Nil) {
 		return nil, notFound(id)
 	}
@@ -249,8 +277,8 @@ func (m *sessions) TouchMany(ctx context.Context, ids []string, ttl time.Duratio
 	return live, nil
 }
 
-func (m *sessions) Load(ctx context.Context, id string, ttl time.Duration) (map[string]string, error) {
-	res, err := (*backend)(m).load(ctx, id, ttl, true)
+func (m *sessions) Load(ctx context.Context, id string, ttl time.Duration, holder string) (map[string]string, error) {
+	res, err := (*backend)(m).load(ctx, id, ttl, true, holder)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +290,7 @@ func (m *sessions) Load(ctx context.Context, id string, ttl time.Duration) (map[
 	for i := 0; i+1 < len(flat); i += 2 {
 		f, _ := flat[i].(string)
 		v, _ := flat[i+1].(string)
-		if f != reservedField {
+		if !hidden(f) {
 			out[f] = v
 		}
 	}
@@ -270,26 +298,26 @@ func (m *sessions) Load(ctx context.Context, id string, ttl time.Duration) (map[
 }
 
 func (m *sessions) Touch(ctx context.Context, id string, ttl time.Duration) error {
-	_, err := (*backend)(m).load(ctx, id, ttl, false)
+	_, err := (*backend)(m).load(ctx, id, ttl, false, "")
 	return err
 }
 
-func (m *sessions) Set(ctx context.Context, id string, fields map[string]string) error {
+func (m *sessions) Set(ctx context.Context, id string, fields map[string]string) ([]cluster.Holder, error) {
 	b := (*backend)(m)
 	args := make([]any, 0, 2*len(fields))
 	for f, v := range fields {
-		if f != reservedField {
+		if !hidden(f) {
 			args = append(args, f, v)
 		}
 	}
-	r, err := setScript.Run(ctx, b.client, []string{b.keys.fields(id)}, args...).Int64()
+	r, err := setScript.Run(ctx, b.client, []string{b.keys.fields(id)}, args...).Result()
+	if errors.Is(err, goredis.Nil) {
+		return nil, notFound(id)
+	}
 	if err != nil {
-		return b.fail(ctx, "set session", err)
+		return nil, b.fail(ctx, "set session", err)
 	}
-	if r == 0 {
-		return notFound(id)
-	}
-	return nil
+	return holders(r), nil
 }
 
 // End costs one round trip on a single server, the lease's release
@@ -314,6 +342,9 @@ func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) 
 	for f, v := range opts.Match {
 		args = append(args, f, v)
 	}
+	if opts.Holders != nil {
+		*opts.Holders = nil
+	}
 	res, err := endScript.Run(ctx, b.client, keys, args...).Slice()
 	if err != nil {
 		return false, b.fail(ctx, "end session", err)
@@ -321,6 +352,9 @@ func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) 
 	live, _ := res[0].(int64)
 	if live < 0 {
 		return false, nil // another's: kept
+	}
+	if opts.Holders != nil && len(res) > 3 {
+		*opts.Holders = holders(res[3])
 	}
 	if !b.single {
 		uris, _ := res[1].([]any)

@@ -1,8 +1,12 @@
 package inproc_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,5 +94,76 @@ func TestCacheNotTrustedAfterTheBusWasCut(t *testing.T) {
 	c.Nodes[0].Heal(t)
 	if resp := callAt(t, cl, c.Nodes[0].URL, "tools/call", tool("say", nil)); resp.Status != http.StatusNotFound {
 		t.Fatalf("tools/call on A, back on the bus, after DELETE on B: got %d %s, want 404 (the copy outlived the lost invalidation)", resp.Status, resp.Body)
+	}
+}
+
+// A session change is acknowledged by the nodes that hold a copy of the
+// session (those that served it since its last change), not by every
+// node: a session initialized on node 0 and called on node 1 is deleted
+// (and, another, given a log level) on node 2 with exactly two
+// acknowledgements, each delivered to node 2 alone, whether the cluster
+// has 3 nodes or 8; and the change holds on the holders at once.
+func TestSessionChangeAcknowledgedByItsHoldersOnly(t *testing.T) {
+	for _, n := range []int{3, 5, 8} {
+		t.Run(fmt.Sprint(n, " nodes"), func(t *testing.T) {
+			c := inproc.New(t, inproc.Options{Nodes: n, HTTP: mcp.HTTPOptions{SessionCacheTTL: 10 * time.Second}, Setup: func(_ int, s *mcp.Server) {
+				mcp.AddTool(s, mcp.Tool{Name: "say"}, func(ctx context.Context, req *mcp.Request, _ struct{}) (string, error) {
+					_ = req.Log(ctx, mcp.LevelInfo, "test", "said at info")
+					return "ok", nil
+				})
+			}})
+			var acks [8]atomic.Int64 // acknowledgements delivered, per node
+			for i, nd := range c.Nodes {
+				nd.Faults.Filter(func(_ string, msg []byte) inproc.Verdict {
+					if bytes.Contains(msg, []byte(`"t":"invd"`)) {
+						acks[i].Add(1)
+					}
+					return inproc.Verdict{}
+				})
+			}
+			delivered := func() (total int64, where []int) {
+				for i := range c.Nodes {
+					if k := acks[i].Swap(0); k > 0 {
+						total += k
+						where = append(where, i)
+					}
+				}
+				return total, where
+			}
+			open := func() *mcptest.Client {
+				cl := mcptest.New(t, c.Nodes[0].URL)
+				cl.Initialize(mcp.Version20251125, nil)
+				if resp := callAt(t, cl, c.Nodes[1].URL, "tools/call", tool("say", nil)); resp.Status != http.StatusOK {
+					t.Fatalf("tools/call on node 1: got %d %s", resp.Status, resp.Body)
+				}
+				return cl
+			}
+			// setLevel on node 2: nodes 0 and 1 acknowledge; the new level
+			// holds on node 1 at once.
+			cl := open()
+			delivered()
+			if resp := callAt(t, cl, c.Nodes[2].URL, "logging/setLevel", map[string]any{"level": "error"}); resp.Status != http.StatusOK {
+				t.Fatalf("setLevel on node 2: got %d %s", resp.Status, resp.Body)
+			}
+			if total, where := delivered(); total != 2 || !slices.Equal(where, []int{2}) {
+				t.Fatalf("setLevel: %d acknowledgements delivered to nodes %v, want 2, to node 2 only", total, where)
+			}
+			if resp := callAt(t, cl, c.Nodes[1].URL, "tools/call", tool("say", nil)); mcptest.Count(resp.Messages, "notifications/message") != 0 {
+				t.Fatalf("node 1 logged at info after setLevel error on node 2 (a stale copy): %s", resp.Body)
+			}
+			// DELETE on node 2 of a fresh session: nodes 0 and 1
+			// acknowledge; the session is gone on node 1 at once.
+			cl = open()
+			delivered()
+			if st := cl.Delete(c.Nodes[2].URL); st != http.StatusNoContent {
+				t.Fatalf("DELETE on node 2: got %d", st)
+			}
+			if total, where := delivered(); total != 2 || !slices.Equal(where, []int{2}) {
+				t.Fatalf("DELETE: %d acknowledgements delivered to nodes %v, want 2, to node 2 only", total, where)
+			}
+			if resp := callAt(t, cl, c.Nodes[1].URL, "tools/call", tool("say", nil)); resp.Status != http.StatusNotFound {
+				t.Fatalf("tools/call on node 1 after DELETE on node 2: got %d, want 404", resp.Status)
+			}
+		})
 	}
 }

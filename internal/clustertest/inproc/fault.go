@@ -240,11 +240,11 @@ func (s sessions) Create(ctx context.Context, id string, fields map[string]strin
 	return s.SessionStore.Create(ctx, id, fields, ttl, max, opts)
 }
 
-func (s sessions) Load(ctx context.Context, id string, ttl time.Duration) (map[string]string, error) {
+func (s sessions) Load(ctx context.Context, id string, ttl time.Duration, holder string) (map[string]string, error) {
 	if err := s.f.down(); err != nil {
 		return nil, err
 	}
-	return s.SessionStore.Load(ctx, id, ttl)
+	return s.SessionStore.Load(ctx, id, ttl, holder)
 }
 
 func (s sessions) Touch(ctx context.Context, id string, ttl time.Duration) error {
@@ -261,9 +261,9 @@ func (s sessions) TouchMany(ctx context.Context, ids []string, ttl time.Duration
 	return s.SessionStore.TouchMany(ctx, ids, ttl)
 }
 
-func (s sessions) Set(ctx context.Context, id string, fields map[string]string) error {
+func (s sessions) Set(ctx context.Context, id string, fields map[string]string) ([]cluster.Holder, error) {
 	if err := s.f.down(); err != nil {
-		return err
+		return nil, err
 	}
 	return s.SessionStore.Set(ctx, id, fields)
 }
