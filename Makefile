@@ -95,17 +95,56 @@ bench:
 bench-micro:
 	go test -run '^$$' -bench . -benchmem ./internal/jsonrpc ./internal/sse ./internal/bench ./mcp
 
-.PHONY: scaleout scaleout-short
+.PHONY: scaleout scaleout-short scaleout-small scaleout-redis scaleout-plots
 
 # Scale-out testbed (as root, about 5 minutes on 2 cores): redis, nginx,
 # the load generator and 1 to 4 nodes each on a host of its own (network
 # namespaces on a bridge, a CPU share per host via cgroups, netem delay
 # where the kernel has it); throughput, latency and each host's CPU per
-# scenario, and the efficiency T(N)/(N×T(1)). See docs/SCALING.md.
+# scenario, and the efficiency T(N)/(N×T(1)). Writes the tables to
+# docs/scaling/main.md, every point to docs/scaling/main.json, and the
+# plots. See docs/SCALING.md.
 scaleout:
-	scripts/scaleout.sh
+	scripts/scaleout.sh --out docs/scaling/main.md --data docs/scaling/main.json
+	$(MAKE) scaleout-plots
 
-# Its CI check (under 2 minutes): N = 1 and 2, echo only; every call
-# answered, every node served requests, nothing left behind.
+# Its CI check (under 2 minutes): N = 1 and 2, echo only, and N = 1 on a
+# three-primary Redis Cluster; every call answered, every node served
+# requests, every primary watched, nothing left behind.
 scaleout-short:
 	scripts/scaleout.sh --short
+
+# What grows with the number of nodes (as root, about 4 minutes): 1 to 16
+# nodes of 0.05 core, 4 workers each, four scenarios, 5 s per point;
+# docs/scaling/small.{md,json} and the plots.
+scaleout-small:
+	SCALEOUT_NODE_CPU=0.05 SCALEOUT_WORKERS_PER_NODE=4 \
+	SCALEOUT_SCENARIOS="echo@2025-11-25 echo@2026-07-28 sampling@2025-11-25 churn@2025-11-25" \
+	SCALEOUT_DURATION=5s scripts/scaleout.sh --nodes "1 2 4 8 16" \
+		--out docs/scaling/small.md --data docs/scaling/small.json
+	$(MAKE) scaleout-plots
+
+# Where Redis is the limit (as root, about 6 minutes): the --redis-bound
+# preset (0.05 core per Redis server, N = 1, 2 and 4, 32 workers per node,
+# four scenarios, 5 s per point) on one Redis and on Redis Clusters of 3
+# and 6 primaries; docs/scaling/redis.{md,json} and the plots.
+scaleout-redis:
+	scripts/scaleout.sh --redis-bound --shards "0 3 6" \
+		--out docs/scaling/redis.md --data docs/scaling/redis.json
+	$(MAKE) scaleout-plots
+
+# The SVG charts of every docs/scaling/*.json (cmd/scaleplot), beside them.
+scaleout-plots:
+	@set -- docs/scaling/*.json; [ -e "$$1" ] || { echo "no docs/scaling/*.json: run make scaleout, scaleout-small or scaleout-redis first"; exit 1; }; \
+	go run ./cmd/scaleplot -out docs/scaling "$$@"
+
+.PHONY: scaleout-peers
+
+# The peers on the same testbed (as root, about 5 minutes): mcpcluster,
+# go-sdk and mcp-go (bench/peers) with 2 and 3 replicas behind nginx,
+# round robin and hashed by Mcp-Session-Id: the share of calls that fail
+# and why; then a kill -9 of a replica under client-address affinity:
+# calls failed, streams lost, calls hung, sessions lost.
+# See docs/SCALING.md, "The peers on the same testbed".
+scaleout-peers:
+	scripts/scaleout-peers.sh

@@ -3,7 +3,8 @@
 # throughput of 1, 2, 3 and 4 nodes measured on it.
 #
 # Every host is a Linux network namespace with a CPU share of its own (a
-# cgroup CFS quota): `redis` (redis-server), `lb` (nginx with
+# cgroup CFS quota): `redis` (redis-server; with --shards K, redis1..redisK,
+# the primaries of a Redis Cluster), `lb` (nginx with
 # deploy/nginx/compose.conf), `load` (mcpbench) and node1..nodeN (the
 # server built from ./cmd/server, all on that Redis with one random state
 # key). The hosts are joined by a Linux bridge that lives in a namespace of
@@ -23,21 +24,40 @@
 # its figure is that host's limit, not the nodes'. The output is a
 # markdown table with the efficiency T(N)/(N×T(1)) of each scenario.
 #
-# Usage: scripts/scaleout.sh [--short] [--out FILE] [--nodes "1 2 3 4"]
-#                            [--keep]
+# Usage: scripts/scaleout.sh [--short] [--out FILE] [--data FILE]
+#                            [--nodes "1 2 3 4"] [--shards "0 3 6"]
+#                            [--redis-bound] [--keep]
 #
-#   --short      the CI check: N = 1 and 2, echo only, 3 s each; checks
-#                that the namespaces, CPU shares and nginx come up, that
-#                every call is answered without error, that each node
-#                served some of the requests and that nothing is left
-#                behind afterwards. Exit status 0 when all of it held.
+#   --short      the CI check: N = 1 and 2, echo only, 3 s each, then one
+#                Redis Cluster point (3 primaries, N = 1); checks that the
+#                namespaces, CPU shares, nginx and the cluster come up,
+#                that every call is answered without error, that each node
+#                served some of the requests, that every primary was
+#                watched and that nothing is left behind afterwards. Exit
+#                status 0 when all of it held.
 #   --out FILE   also write the table(s) to FILE
+#   --data FILE  also write every point as JSON to FILE (what
+#                cmd/scaleplot draws)
 #   --nodes LIST the node counts to measure (default "1 2 3 4", or
 #                SCALEOUT_NODES)
+#   --shards LIST  the Redis set-ups to measure, each over every node
+#                count: 0 is one standalone Redis, K (3 or more) a Redis
+#                Cluster of K primaries (default "0", or
+#                SCALEOUT_REDIS_SHARDS)
+#   --redis-bound  a preset where Redis, not the nodes, is the limit: a
+#                small Redis share (0.05 core per server unless
+#                SCALEOUT_REDIS_CPU is set), N = 1, 2 and 4 (unless
+#                --nodes or SCALEOUT_NODES), 32 workers per node, the
+#                Redis-heavy scenarios (echo@2026-07-28 progress@2025-11-25
+#                sampling@2025-11-25 churn@2025-11-25) for 5 s; each set
+#                of these can still be overridden by its variable below.
+#                Adds a table of Redis CPU per operation and how many
+#                nodes one primary carries.
 #   --keep       keep the scratch directory (logs, reports) on exit
 #
 # The last line is "P passed, F failed": a point passes when mcpbench
-# reported no error and every node served part of its requests (and, after
+# reported no error, every node served part of its requests and, on a
+# Redis Cluster, every primary executed some of its commands (and, after
 # it, its hosts were all removed); the exit status is 0 only when none
 # failed.
 #
@@ -51,7 +71,9 @@
 #   SCALEOUT_WORKERS_PER_NODE  mcpbench workers per node (16)
 #   SCALEOUT_NODE_CPU, SCALEOUT_REDIS_CPU, SCALEOUT_LB_CPU,
 #   SCALEOUT_LOAD_CPU    CPU share of each host in cores (0.25, 0.5, 0.5,
-#                        0.5)
+#                        0.5); SCALEOUT_REDIS_CPU is each Redis server's,
+#                        every Cluster primary's too
+#   SCALEOUT_REDIS_SHARDS  the Redis set-ups, as --shards ("0")
 #   SCALEOUT_DELAY       netem delay on each host's side of its link
 #                        (250us; 0 for none). A kernel without netem
 #                        (CONFIG_NET_SCH_NETEM) gets links without delay,
@@ -68,8 +90,8 @@
 #                        value when unset)
 #   SCALEOUT_START_TIMEOUT  seconds to wait for each process (60)
 #
-# Run as root. ip and tc (iproute2), nginx, redis-server, curl and jq are
-# installed from Debian packages when missing.
+# Run as root. ip and tc (iproute2), nginx, redis-server, redis-cli, curl
+# and jq are installed from Debian packages when missing.
 set -euo pipefail
 export LC_ALL=C
 
@@ -83,32 +105,57 @@ usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0
 
 SHORT=0
 OUT=""
+DATA=""
 KEEP=0
-NODE_COUNTS="${SCALEOUT_NODES:-1 2 3 4}"
+REDIS_BOUND=0
+NODE_COUNTS="${SCALEOUT_NODES:-}"
+SHARD_COUNTS="${SCALEOUT_REDIS_SHARDS:-0}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --short) SHORT=1; shift ;;
     --out) OUT="${2:?--out needs a file}"; shift 2 ;;
     --out=*) OUT="${1#*=}"; shift ;;
+    --data) DATA="${2:?--data needs a file}"; shift 2 ;;
+    --data=*) DATA="${1#*=}"; shift ;;
     --nodes) NODE_COUNTS="${2:?--nodes needs a list}"; shift 2 ;;
     --nodes=*) NODE_COUNTS="${1#*=}"; shift ;;
+    --shards) SHARD_COUNTS="${2:?--shards needs a list}"; shift 2 ;;
+    --shards=*) SHARD_COUNTS="${1#*=}"; shift ;;
+    --redis-bound) REDIS_BOUND=1; shift ;;
     --keep) KEEP=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "scaleout: unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
 done
 
-SCENARIOS="${SCALEOUT_SCENARIOS:-echo@2025-11-25 echo@2026-07-28 progress@2025-11-25 sampling@2025-11-25 sampling@2026-07-28 churn@2025-11-25}"
-DURATION="${SCALEOUT_DURATION:-10s}"
+if (( REDIS_BOUND )); then
+  NODE_COUNTS="${NODE_COUNTS:-1 2 4}"
+  SCENARIOS="${SCALEOUT_SCENARIOS:-echo@2026-07-28 progress@2025-11-25 sampling@2025-11-25 churn@2025-11-25}"
+  DURATION="${SCALEOUT_DURATION:-5s}"
+  WORKERS_PER_NODE="${SCALEOUT_WORKERS_PER_NODE:-32}"
+  REDIS_CPU="${SCALEOUT_REDIS_CPU:-0.05}"
+else
+  NODE_COUNTS="${NODE_COUNTS:-1 2 3 4}"
+  SCENARIOS="${SCALEOUT_SCENARIOS:-echo@2025-11-25 echo@2026-07-28 progress@2025-11-25 sampling@2025-11-25 sampling@2026-07-28 churn@2025-11-25}"
+  DURATION="${SCALEOUT_DURATION:-10s}"
+  WORKERS_PER_NODE="${SCALEOUT_WORKERS_PER_NODE:-16}"
+  REDIS_CPU="${SCALEOUT_REDIS_CPU:-0.5}"
+fi
 WARMUP="${SCALEOUT_WARMUP:-1s}"
+# PLAN: the points to set up, as SHARDS:N (every Redis set-up with every
+# node count; --short: N = 1 and 2 on one Redis, then N = 1 on a
+# three-primary Cluster).
+PLAN=""
 if (( SHORT )); then
-  NODE_COUNTS="1 2"
   SCENARIOS="echo@2025-11-25"
   DURATION=3s
+  PLAN="0:1 0:2 3:1"
+else
+  for k in $SHARD_COUNTS; do
+    for n in $NODE_COUNTS; do PLAN+="${PLAN:+ }$k:$n"; done
+  done
 fi
-WORKERS_PER_NODE="${SCALEOUT_WORKERS_PER_NODE:-16}"
 NODE_CPU="${SCALEOUT_NODE_CPU:-0.25}"
-REDIS_CPU="${SCALEOUT_REDIS_CPU:-0.5}"
 LB_CPU="${SCALEOUT_LB_CPU:-0.5}"
 LOAD_CPU="${SCALEOUT_LOAD_CPU:-0.5}"
 DELAY="${SCALEOUT_DELAY:-250us}"
@@ -147,6 +194,11 @@ done
 for n in $NODE_COUNTS; do
   if ! [[ "$n" =~ ^[1-9][0-9]*$ ]] || (( n > 80 )); then die "node counts must be integers from 1 to 80: $NODE_COUNTS"; fi
 done
+for k in $SHARD_COUNTS; do
+  # redis-cli --cluster create wants 3 primaries at least.
+  if ! [[ "$k" =~ ^(0|[3-9]|1[0-6])$ ]]; then die "shard counts must be 0 (one standalone Redis) or 3 to 16 (Cluster primaries): $SHARD_COUNTS"; fi
+done
+[[ -n "$PLAN" ]] || die "nothing to measure: no node counts or shard counts"
 for s in $SCENARIOS; do
   [[ "$s" =~ ^[a-z]+@[0-9]{4}-[0-9]{2}-[0-9]{2}$ ]] || die "SCALEOUT_SCENARIOS: not SCENARIO@REVISION: $s"
 done
@@ -167,6 +219,7 @@ missing=()
 if ! find_bin ip >/dev/null || ! find_bin tc >/dev/null; then missing+=(iproute2); fi
 find_bin nginx >/dev/null || missing+=(nginx)
 find_bin redis-server >/dev/null || missing+=(redis-server)
+find_bin redis-cli >/dev/null || missing+=(redis-tools)
 find_bin curl >/dev/null || missing+=(curl)
 find_bin jq >/dev/null || missing+=(jq)
 if (( ${#missing[@]} > 0 )); then
@@ -177,6 +230,7 @@ IP="$(find_bin ip)" || die "ip not found"
 TC="$(find_bin tc)" || die "tc not found"
 NGINX_BIN="$(find_bin nginx)" || die "nginx not found"
 REDIS_BIN="$(find_bin redis-server)" || die "redis-server not found"
+REDIS_CLI="$(find_bin redis-cli)" || die "redis-cli not found"
 
 # cgroups: v1 with the cpu and cpuacct controllers (separate or co-mounted
 # hierarchies), or v2 with the cpu controller.
@@ -206,11 +260,13 @@ REDIS_IP="$NET.2"
 LB_IP="$NET.3"
 LOAD_IP="$NET.4"
 node_ip() { echo "$NET.$(( 10 + $1 ))"; }
+# The primaries of a Redis Cluster are hosts redis1..redisK.
+shard_ip() { echo "$NET.$(( 200 + $1 ))"; }
 ns_of() { echo "$P-$1"; }
 BR_NS="$P-br"
 cores_of() {
   case "$1" in
-    redis) echo "$REDIS_CPU" ;;
+    redis|redis[0-9]*) echo "$REDIS_CPU" ;;
     lb) echo "$LB_CPU" ;;
     load) echo "$LOAD_CPU" ;;
     *) echo "$NODE_CPU" ;;
@@ -219,6 +275,7 @@ cores_of() {
 ip_of() {
   case "$1" in
     redis) echo "$REDIS_IP" ;;
+    redis[0-9]*) shard_ip "${1#redis}" ;;
     lb) echo "$LB_IP" ;;
     load) echo "$LOAD_IP" ;;
     node*) node_ip "${1#node}" ;;
@@ -252,6 +309,12 @@ TMP="$(mktemp -d "${TMPDIR:-/tmp}/mcps-$$.XXXXXX")"
 # their temp directories.
 chmod 755 "$TMP"
 mkdir -p "$TMP/bin" "$TMP/runs"
+# Every point as a line of JSON (run_point), and the limit the report
+# found for each (report; for --data).
+POINTS="$TMP/points.jsonl"
+STATUS="$TMP/status.tsv"
+: >"$POINTS"
+: >"$STATUS"
 
 # stop_processes: nginx first (no new requests), then the nodes (they
 # drain), then Redis; each gets 10 s before SIGKILL. Then whatever is left
@@ -454,10 +517,19 @@ wait_up() {
 # in_load CMD...: runs CMD in the load host's namespace (outside its
 # cgroup: checks only).
 in_load() { "$IP" netns exec "$(ns_of load)" "$@"; }
+# redis_ping [ADDRESS]: the Redis server at ADDRESS:6379 (REDIS_IP)
+# answers PING.
 redis_ping() {
   local reply
-  reply="$(in_load timeout 2 bash -c "exec 3<>/dev/tcp/$REDIS_IP/6379; printf 'PING\r\n' >&3; head -c 5 <&3")" || return 1
+  reply="$(in_load timeout 2 bash -c "exec 3<>/dev/tcp/${1:-$REDIS_IP}/6379; printf 'PING\r\n' >&3; head -c 5 <&3")" || return 1
   [[ "$reply" == "+PONG" ]]
+}
+# cluster_ok ADDRESS: the Cluster primary at ADDRESS:6379 sees the
+# cluster as ok, with every primary in it.
+cluster_ok() {
+  local info
+  info="$(in_load "$REDIS_CLI" -h "$1" -p 6379 CLUSTER INFO 2>/dev/null | tr -d '\r')" || return 1
+  grep -qx 'cluster_state:ok' <<<"$info" && grep -qx "cluster_known_nodes:${#REDIS_HOSTS[@]}" <<<"$info"
 }
 node_ready() { in_load curl -fsS --max-time 2 "http://$(node_ip "$1"):8080/readyz"; }
 nginx_health() { in_load curl -fsS --max-time 2 "http://$LB_IP:8080/nginx-health"; }
@@ -503,13 +575,62 @@ nginx_conf() {
   echo "}"
 }
 
-# cluster_up N: the hosts, redis, N nodes and nginx, each checked.
+# redis_up: one redis-server (REDIS_SHARDS=0) or a Redis Cluster of
+# REDIS_SHARDS primaries, no replicas, each on a host of its own; sets
+# REDIS_URL to what the nodes and mcpbench are given.
+redis_up() {
+  local h rc k addrs=() pids=()
+  if (( REDIS_SHARDS == 0 )); then
+    mkdir -p "$RUN/redis"
+    start_on redis redis "$RUN/logs/redis.log" "$REDIS_BIN" --bind "$REDIS_IP" --port 6379 \
+      --save "" --appendonly no --protected-mode no --dir "$RUN/redis" --daemonize no
+    rc=0; wait_up "${PIDS[-1]}" redis_ping || rc=$?
+    (( rc == 0 )) || fail_setup "redis-server did not answer PING on $REDIS_IP:6379"
+    REDIS_URL="redis://$REDIS_IP:6379"
+    return 0
+  fi
+  for h in "${REDIS_HOSTS[@]}"; do
+    mkdir -p "$RUN/$h"
+    start_on "$h" "$h" "$RUN/logs/$h.log" "$REDIS_BIN" --bind "$(ip_of "$h")" --port 6379 \
+      --save "" --appendonly no --protected-mode no --dir "$RUN/$h" --daemonize no \
+      --cluster-enabled yes --cluster-config-file "$RUN/$h/nodes.conf"
+    addrs+=("$(ip_of "$h"):6379")
+    pids+=("${PIDS[-1]}")
+  done
+  for k in "${!REDIS_HOSTS[@]}"; do
+    h="${REDIS_HOSTS[$k]}"
+    rc=0; wait_up "${pids[$k]}" redis_ping "$(ip_of "$h")" || rc=$?
+    (( rc == 0 )) || fail_setup "redis-server $h did not answer PING on $(ip_of "$h"):6379"
+  done
+  in_load "$REDIS_CLI" --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes \
+    >"$RUN/logs/cluster-create.log" 2>&1 || { cat "$RUN/logs/cluster-create.log" >&2; fail_setup "redis-cli --cluster create failed"; }
+  for k in "${!REDIS_HOSTS[@]}"; do
+    h="${REDIS_HOSTS[$k]}"
+    rc=0; wait_up "${pids[$k]}" cluster_ok "$(ip_of "$h")" || rc=$?
+    (( rc == 0 )) || fail_setup "Redis Cluster: $h did not report cluster_state:ok with ${#REDIS_HOSTS[@]} nodes"
+  done
+  REDIS_URL="redis-cluster://$(IFS=,; echo "${addrs[*]}")"
+}
+
+# cluster_up N [SHARDS]: the hosts, Redis (one server, or a Cluster of
+# SHARDS primaries), N nodes and nginx, each checked.
 RUN=""
 KEEPALIVE_SEEN=""
+REDIS_SHARDS=0
+REDIS_HOSTS=()
+REDIS_URL=""
 cluster_up() {
   local n="$1" i h rc
-  RUN="$TMP/runs/n$n"
-  mkdir -p "$RUN/logs" "$RUN/redis" "$RUN/nginx/logs" "$RUN/nginx/tmp"
+  REDIS_SHARDS="${2:-0}"
+  REDIS_HOSTS=()
+  if (( REDIS_SHARDS == 0 )); then
+    REDIS_HOSTS=(redis)
+    RUN="$TMP/runs/n$n"
+  else
+    for (( i=1; i<=REDIS_SHARDS; i++ )); do REDIS_HOSTS+=("redis$i"); done
+    RUN="$TMP/runs/k$REDIS_SHARDS-n$n"
+  fi
+  mkdir -p "$RUN/logs" "$RUN/nginx/logs" "$RUN/nginx/tmp"
   chmod 755 "$TMP/runs" "$RUN" "$RUN/nginx" "$RUN/nginx/tmp"
 
   "$IP" netns add "$BR_NS"
@@ -517,24 +638,22 @@ cluster_up() {
   "$IP" -n "$BR_NS" link add name br0 type bridge
   "$IP" -n "$BR_NS" link set br0 up
   if (( CGV == 1 )); then mkdir -p "$CG_CPU/$P" "$CG_ACCT/$P"; else mkdir -p "$CG2/$P"; fi
-  for h in redis lb load; do add_host "$h"; done
+  for h in "${REDIS_HOSTS[@]}" lb load; do add_host "$h"; done
   for (( i=1; i<=n; i++ )); do add_host "node$i"; done
 
-  start_on redis redis "$RUN/logs/redis.log" "$REDIS_BIN" --bind "$REDIS_IP" --port 6379 \
-    --save "" --appendonly no --protected-mode no --dir "$RUN/redis" --daemonize no
-  rc=0; wait_up "${PIDS[-1]}" redis_ping || rc=$?
-  (( rc == 0 )) || fail_setup "redis-server did not answer PING on $REDIS_IP:6379"
+  redis_up
 
   export MCP_STATE_KEY="$STATE_KEY"
+  local first=${#PIDS[@]}
   for (( i=1; i<=n; i++ )); do
     start_on "node$i" "node$i" "$RUN/logs/node$i.log" "$TMP/bin/server" \
       --addr "$(node_ip "$i"):8080" --metrics-addr "$(node_ip "$i"):9090" \
-      --redis-url "redis://$REDIS_IP:6379" --node-id "node$i" --tools demo \
+      --redis-url "$REDIS_URL" --node-id "node$i" --tools demo \
       --trusted-proxies "$LB_IP" --drain-timeout 2s "${NODE_ARGS[@]}"
   done
   unset MCP_STATE_KEY
   for (( i=1; i<=n; i++ )); do
-    rc=0; wait_up "${PIDS[$i]}" node_ready "$i" || rc=$?
+    rc=0; wait_up "${PIDS[$(( first + i - 1 ))]}" node_ready "$i" || rc=$?
     (( rc == 0 )) || fail_setup "node$i did not become ready on $(node_ip "$i"):8080"
   done
 
@@ -565,9 +684,14 @@ cluster_up() {
   for h in "${HOSTS[@]}"; do quota_ok "$h" || bad+=" $h(CPU share not set)"; done
   local nns
   nns="$("$IP" netns list | awk '{print $1}' | grep -c "^$P-" || true)"
-  (( nns == n + 4 )) || bad+=" namespaces($nns, want $(( n + 4 )))"
+  (( nns == n + 3 + ${#REDIS_HOSTS[@]} )) || bad+=" namespaces($nns, want $(( n + 3 + ${#REDIS_HOSTS[@]} )))"
   [[ -z "$bad" ]] || fail_setup "hosts not as set up:$bad"
-  say "N=$n: ${#HOSTS[@]} hosts up (namespaces, CPU shares$( (( NETEM )) && [[ "$DELAY" != 0 ]] && echo ", netem $DELAY")), redis, $n node(s), nginx on $LB_IP:8080"
+  say "N=$n: ${#HOSTS[@]} hosts up (namespaces, CPU shares$( (( NETEM )) && [[ "$DELAY" != 0 ]] && echo ", netem $DELAY")), $(redis_name), $n node(s), nginx on $LB_IP:8080"
+}
+
+# redis_name: the Redis set-up of the current cluster, in words.
+redis_name() {
+  if (( REDIS_SHARDS == 0 )); then echo "one Redis"; else echo "a Redis Cluster of $REDIS_SHARDS primaries"; fi
 }
 
 cluster_down() {
@@ -592,24 +716,51 @@ sampler() {
   done
 }
 
+# point_json N SCENARIO REVISION REPORT CPU COUNTS REDIS_US BUS PRIMARIES:
+# one point as a line of JSON, from mcpbench's REPORT and the figures
+# run_point took (the $RESULTS columns of the same names). The limit is
+# added when the data file is written.
+point_json() {
+  jq -c --argjson k "$REDIS_SHARDS" --argjson n "$1" --arg sc "$2" --arg rev "$3" \
+    --arg cpu "$5" --arg counts "$6" --argjson rus "$7" --argjson bus "$8" --arg prim "$9" \
+    --arg hosts "${REDIS_HOSTS[*]}" '
+    def known: if . < 0 then null else . end;
+    def pair: split(":") | map(tonumber) | {cores: .[0], of_share: .[1]};
+    ($cpu | split(" ")) as $c
+    | ($hosts | split(" ")) as $h
+    | {shards: $k, n: $n, scenario: $sc, revision: $rev, ok: true,
+       ops_per_s: .ops_per_s, p50_ms: .latency.p50_ms, p99_ms: .latency.p99_ms,
+       errors: (.errors + ([(.setup_errors // {})[] | .count] | add // 0)),
+       redis_commands_per_op: (.redis.total_commands_per_op // null),
+       bus_messages_per_op: $bus,
+       redis_us_per_op: ($rus | known),
+       cpu: (if $cpu == "none" then null else
+         {redis: ($c[0] | pair), lb: ($c[1] | pair), load: ($c[2] | pair),
+          nodes: [$c[3:3 + $n][] | pair], total_cores: ($c[3 + $n] | tonumber)} end),
+       requests_per_node: ($counts | split(" ") | map(select(. != "") | tonumber)),
+       primaries: [$prim | split(" ") | to_entries[] | select(.value != "")
+         | (.value | split(":") | map(tonumber | known)) as $v
+         | {host: $h[.key], cores: $v[0], of_share: $v[1], commands_per_op: $v[2],
+            publish_per_op: $v[3], spublish_per_op: $v[4], bus_publish_received_per_op: $v[5]}]}
+    | .node_us_per_op = (if .cpu == null or .ops_per_s <= 0 then null
+        else ([.cpu.nodes[].cores] | add) * 1e6 / .ops_per_s end)' "$4"
+}
+
 # run_point N SCENARIO REVISION: one mcpbench run through nginx; appends
-# a line to $RESULTS.
-run_point() {
-  local n="$1" sc="$2" rev="$3" c json log rc pid hosts=() i
-  c=$(( WORKERS_PER_NODE * n ))
-  json="$RUN/$sc-$rev.json"
-  log="$RUN/logs/mcpbench-$sc-$rev.log"
-  hosts=(redis lb load)
-  for (( i=1; i<=n; i++ )); do hosts+=("node$i"); done
-  local lines0
-  lines0="$(wc -l <"$ACCESS_LOG")"
-  sampler "${hosts[@]}" >"$RUN/cpu-$sc-$rev.txt" &
-  SAMPLER_PID=$!
-  start_on load mcpbench "$log" "$TMP/bin/mcpbench" --url "http://$LB_IP:8080/mcp" \
-    --scenario "$sc" --revision "$rev" -c "$c" -d "$DURATION" --warmup "$WARMUP" \
-    --source "$SOURCE_RANGE" --redis "redis://$REDIS_IP:6379" -q --json "$json"
-  pid="${PIDS[-1]}"
-  local deadline=$(( SECONDS + DURATION_S + WARMUP_S + 60 ))
+# a line to $RESULTS and a JSON object to $POINTS.
+#
+# $RESULTS columns: N, scenario, revision, ops/s (or "fail"), p50 ms,
+# p99 ms, errors, setup errors, ops, CPU ("used:of-share" per host:
+# Redis (summed over the primaries, the highest share of one), nginx,
+# load, node1..nodeN; then the cores of all hosts), requests per node,
+# error kinds, Redis commands/op, bus messages/op (PUBLISH and SPUBLISH),
+# Redis shards (0: one server), Redis CPU µs/op, and per primary
+# "used:of-share:commands:publish:spublish:bus" (bus: publish messages it
+# received over the cluster bus; all per operation but the CPU).
+# wait_bench waits up to SECS seconds for the mcpbench of PID to end,
+# stops it (INT, then KILL) past that, and sets BENCH_RC to its status.
+wait_bench() {
+  local pid="$1" deadline=$(( SECONDS + $2 ))
   while kill -0 "$pid" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.2; done
   if kill -0 "$pid" 2>/dev/null; then
     say "mcpbench did not end in time; stopping it"
@@ -617,7 +768,25 @@ run_point() {
     sleep 5
     kill -KILL "$pid" 2>/dev/null || true
   fi
-  rc=0; wait "$pid" 2>/dev/null || rc=$?
+  BENCH_RC=0; wait "$pid" 2>/dev/null || BENCH_RC=$?
+}
+
+run_point() {
+  local n="$1" sc="$2" rev="$3" c json log rc pid hosts=() i
+  c=$(( WORKERS_PER_NODE * n ))
+  json="$RUN/$sc-$rev.json"
+  log="$RUN/logs/mcpbench-$sc-$rev.log"
+  hosts=("${REDIS_HOSTS[@]}" lb load)
+  for (( i=1; i<=n; i++ )); do hosts+=("node$i"); done
+  local lines0
+  lines0="$(wc -l <"$ACCESS_LOG")"
+  sampler "${hosts[@]}" >"$RUN/cpu-$sc-$rev.txt" &
+  SAMPLER_PID=$!
+  start_on load mcpbench "$log" "$TMP/bin/mcpbench" --url "http://$LB_IP:8080/mcp" \
+    --scenario "$sc" --revision "$rev" -c "$c" -d "$DURATION" --warmup "$WARMUP" \
+    --source "$SOURCE_RANGE" --redis "$REDIS_URL" -q --json "$json"
+  pid="${PIDS[-1]}"
+  wait_bench "$pid" $(( DURATION_S + WARMUP_S + 60 )); rc=$BENCH_RC
   unset 'PIDS[-1]' 'NAMES[-1]' 'LOGS[-1]'
   kill "$SAMPLER_PID" 2>/dev/null || true
   wait "$SAMPLER_PID" 2>/dev/null || true
@@ -626,38 +795,63 @@ run_point() {
   if [[ ! -s "$json" ]]; then
     say "N=$n $sc@$rev: no report (mcpbench exit $rc):"
     tail -n 20 "$log" | sed 's/^/    /' >&2
-    printf '%s\t%s\t%s\tfail\n' "$n" "$sc" "$rev" >>"$RESULTS"
+    printf '%s\t%s\t%s\tfail\t\t\t\t\t\t\t\t\t\t\t%s\t\t\n' "$n" "$sc" "$rev" "$REDIS_SHARDS" >>"$RESULTS"
+    jq -cn --argjson k "$REDIS_SHARDS" --argjson n "$n" --arg sc "$sc" --arg rev "$rev" \
+      '{shards: $k, n: $n, scenario: $sc, revision: $rev, ok: false}' >>"$POINTS"
     FAILED=$(( FAILED + 1 ))
     return 0
   fi
   local ops_s p50 p99 errs setup_errs ops started elapsed kinds rcmds rpub
   IFS=$'\t' read -r ops_s p50 p99 errs setup_errs ops started elapsed rcmds rpub < <(jq -r '[.ops_per_s, .latency.p50_ms, .latency.p99_ms, .errors,
       ([(.setup_errors // {})[] | .count] | add // 0), .ops, .started, .elapsed_s,
-      (.redis.total_commands_per_op // -1), (.redis.commands_per_op.publish // 0)] | @tsv' "$json")
+      (.redis.total_commands_per_op // -1),
+      ((.redis.commands_per_op.publish // 0) + (.redis.commands_per_op.spublish // 0))] | @tsv' "$json")
   kinds="$(jq -r '[(.error_kinds // {}), (.setup_errors // {}) | to_entries[] | "\(.key) \(.value.count)"] | join(", ")' "$json")"
 
-  # CPU of each host in the measured window, as a fraction of its share.
-  local t0 t1 cpu
+  # CPU of each host in the measured window, as a fraction of its share:
+  # one line with Redis (the primaries summed; the highest fraction of
+  # one), the other hosts and the total, and one with each Redis host.
+  local t0 t1 cpu rcpu
   t0="$(date -d "$started" +%s.%N)"
   t1="$(awk -v a="$t0" -v e="$elapsed" 'BEGIN{printf "%.6f", a + e}')"
   local shares=()
   for h in "${hosts[@]}"; do shares+=("$(cores_of "$h")"); done
-  cpu="$(awk -v t0="$t0" -v t1="$t1" -v shares="${shares[*]}" '
+  { read -r cpu; read -r rcpu || true; } < <(awk -v t0="$t0" -v t1="$t1" -v shares="${shares[*]}" -v nred="${#REDIS_HOSTS[@]}" '
     BEGIN { ns = split(shares, sh, " ") }
     { t = $1 + 0
       if (t >= t0 && !have_a) { have_a = 1; ta = t; for (i = 2; i <= NF; i++) ua[i] = $i }
       if (t <= t1) { tb = t; for (i = 2; i <= NF; i++) ub[i] = $i }
     }
     END {
-      if (!have_a || tb - ta < 0.5) { printf "none"; exit }
-      out = ""; total = 0
+      if (!have_a || tb - ta < 0.5) { print "none"; print ""; exit }
+      out = ""; total = 0; rused = 0; rmax = 0; each = ""
       for (i = 2; i <= ns + 1; i++) {
         used = (ub[i] - ua[i]) / 1e9 / (tb - ta)
         total += used
-        out = out sprintf("%.3f:%.3f ", used, used / sh[i - 1])
+        if (i - 1 <= nred) {
+          rused += used; if (used / sh[i - 1] > rmax) rmax = used / sh[i - 1]
+          each = each sprintf("%.3f:%.3f ", used, used / sh[i - 1])
+          if (i - 1 == nred) out = sprintf("%.3f:%.3f ", rused, rmax)
+        } else out = out sprintf("%.3f:%.3f ", used, used / sh[i - 1])
       }
-      printf "%s%.3f", out, total
-    }' "$RUN/cpu-$sc-$rev.txt")"
+      printf "%s%.3f\n%s\n", out, total, each
+    }' "$RUN/cpu-$sc-$rev.txt")
+  # Redis CPU per operation, and each primary's part.
+  local rus="-1" shard_list="" tok
+  if [[ "$cpu" != none ]]; then
+    rus="$(awk -v c="${cpu%% *}" -v t="$ops_s" 'BEGIN { split(c, x, ":"); printf "%.1f", (t > 0 ? 1e6 * x[1] / t : -1) }')"
+  fi
+  if (( REDIS_SHARDS > 0 )); then
+    local each=() k2=0
+    read -r -a each <<<"$rcpu"
+    for h in "${REDIS_HOSTS[@]}"; do
+      tok="$(jq -r --arg a "$(ip_of "$h"):6379" '[.redis.shards[]? | select(.addr == $a)][0] // {} |
+        [(.commands_per_op // -1), (.publish_per_op // -1), (.spublish_per_op // -1), (.bus_publish_received_per_op // -1)]
+        | map(tostring) | join(":")' "$json")"
+      shard_list+="${shard_list:+ }${each[$k2]:--1:-1}:$tok"
+      k2=$(( k2 + 1 ))
+    done
+  fi
 
   # Requests per node (the node that answered: the last upstream).
   local counts
@@ -666,8 +860,9 @@ run_point() {
     /upstream=/ { u = $0; sub(/.* upstream=/, "", u); sub(/ rt=.*/, "", u)
       k = split(u, tried, /, */); c[tried[k]]++ }
     END { for (i = 1; i <= n; i++) { a = sprintf("10.77.0.%d:8080", 10 + i); printf "%d ", c[a] + 0 } }')"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$sc" "$rev" "$ops_s" "$p50" "$p99" "$errs" \
-    "$setup_errs" "$ops" "$cpu" "$counts" "$kinds" "$rcmds" "$rpub" >>"$RESULTS"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$sc" "$rev" "$ops_s" "$p50" "$p99" "$errs" \
+    "$setup_errs" "$ops" "$cpu" "$counts" "$kinds" "$rcmds" "$rpub" "$REDIS_SHARDS" "$rus" "$shard_list" >>"$RESULTS"
+  point_json "$n" "$sc" "$rev" "$json" "$cpu" "$counts" "$rus" "$rpub" "$shard_list" >>"$POINTS"
 
   # Pass: answered without error, and every node served requests.
   local why=""
@@ -677,25 +872,32 @@ run_point() {
   for cnt in $counts; do k=$(( k + 1 )); (( cnt > 0 )) || why+=" node$k served no request;"; done
   (( k == n )) || why+=" requests per node not found in nginx's access log;"
   [[ "$cpu" != none ]] || why+=" no CPU samples in the window;"
+  if (( REDIS_SHARDS > 0 )); then
+    local watched
+    watched="$(jq '[.redis.shards[]? | select(.commands_per_op > 0)] | length' "$json")"
+    (( watched == REDIS_SHARDS )) || why+=" mcpbench saw commands on $watched of the $REDIS_SHARDS primaries;"
+  fi
   if [[ -z "$why" ]]; then
-    say "N=$n $sc@$rev: $(printf '%.0f ops/s, p50 %.2f ms, p99 %.2f ms' "$ops_s" "$p50" "$p99"), requests per node: ${counts% }"
+    say "$( (( REDIS_SHARDS > 0 )) && echo "K=$REDIS_SHARDS ")N=$n $sc@$rev: $(printf '%.0f ops/s, p50 %.2f ms, p99 %.2f ms, Redis %s µs/op' "$ops_s" "$p50" "$p99" "$rus"), requests per node: ${counts% }"
     PASSED=$(( PASSED + 1 ))
   else
-    say "N=$n $sc@$rev: FAILED:$why (mcpbench exit $rc)"
+    say "$( (( REDIS_SHARDS > 0 )) && echo "K=$REDIS_SHARDS ")N=$n $sc@$rev: FAILED:$why (mcpbench exit $rc)"
     FAILED=$(( FAILED + 1 ))
   fi
 }
 
 # ---------------------------------------------------------------- report ---
-# report: the markdown tables of $RESULTS.
+# report [FILE]: the markdown tables of FILE ($RESULTS); the limit of
+# each point is also appended to $STATUS as "shards N scenario@revision
+# limit".
 report() {
-  awk -F'\t' -v sat="$SATURATED" -v cpus="$CPUS" '
+  awk -F'\t' -v sat="$SATURATED" -v cpus="$CPUS" -v statusfile="${STATUS:-}" '
     function pct(x) { return sprintf("%.0f%%", 100 * x) }
     {
       n = $1; key = $2 "@" $3
       if (!(key in seen)) { seen[key] = 1; order[++nk] = key }
       if (!(n in seenN)) { seenN[n] = 1; ns[++nn] = n }
-      if ($4 == "fail") { ok[key, n] = 0; row[++nr] = sprintf("| %s | %s | – | – | – | no report | – | – | – | – | – | – | – | – | – | – | failed |", n, key); next }
+      if ($4 == "fail") { ok[key, n] = 0; row[++nr] = sprintf("| %s | %s | – | – | – | no report | – | – | – | – | – | – | – | – | – | – | – | failed |", n, key); next }
       T[key, n] = $4; ok[key, n] = 1
       split($10, cpu, " ")
       # cpu: redis lb load node1..nodeN as used:fraction, then the total.
@@ -720,13 +922,15 @@ report() {
       spread = ""
       for (i = 1; i <= n; i++) spread = spread (i > 1 ? " " : "") (tot ? sprintf("%.0f%%", 100 * c[i] / tot) : "–")
       st[key, n] = status
+      if (statusfile != "") printf "%d\t%s\t%s\t%s\n", $15, n, key, status >>statusfile
       rc = ($13 >= 0) ? sprintf("%.2f", $13) : "–"
-      row[++nr] = sprintf("| %s | %s | %.0f | %.2f | %.2f | %d | EFF(%s,%s) | %s | %s | %s | %.2f | %s | %s | %s | %.2f | %s | %s |",
-        n, key, $4, $5, $6, $7 + $8, key, n, nodes, perop, rc, $14, pct(r[2]), pct(l[2]), pct(d[2]), total, spread, status)
+      rus = ($16 != "" && $16 >= 0) ? sprintf("%.1f", $16) : "–"
+      row[++nr] = sprintf("| %s | %s | %.0f | %.2f | %.2f | %d | EFF(%s,%s) | %s | %s | %s | %s | %.2f | %s | %s | %s | %.2f | %s | %s |",
+        n, key, $4, $5, $6, $7 + $8, key, n, nodes, perop, rus, rc, $14, pct(r[2]), pct(l[2]), pct(d[2]), total, spread, status)
     }
     END {
-      print "| N | scenario@revision | ops/s | p50 ms | p99 ms | errors | efficiency | CPU of share: nodes | node µs/op | Redis commands/op | bus messages/op | redis | nginx | load | cores used (all) | requests per node | limit |"
-      print "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|"
+      print "| N | scenario@revision | ops/s | p50 ms | p99 ms | errors | efficiency | CPU of share: nodes | node µs/op | Redis µs/op | Redis commands/op | bus messages/op | redis | nginx | load | cores used (all) | requests per node | limit |"
+      print "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
       for (i = 1; i <= nr; i++) {
         line = row[i]
         if (match(line, /EFF\([^)]*\)/)) {
@@ -752,10 +956,106 @@ report() {
         }
         print line
       }
-    }' "$RESULTS"
+    }' "${1:-$RESULTS}"
+}
+
+# shard_report FILE: for the Redis Cluster points of FILE, each
+# primary's CPU and what it handled per operation.
+shard_report() {
+  awk -F'\t' '
+    function pct(x) { return sprintf("%.0f%%", 100 * x) }
+    function num(x, f) { return x < 0 ? "–" : sprintf(f, x) }
+    $4 != "fail" && $15 > 0 {
+      k = split($17, p, " "); cpus = ""; cm = 0; pb = 0; sp = 0; bus = 0; known = 1
+      for (i = 1; i <= k; i++) {
+        split(p[i], v, ":")
+        cpus = cpus (i > 1 ? " " : "") (v[2] < 0 ? "–" : pct(v[2]))
+        if (v[3] < 0 || v[4] < 0 || v[5] < 0 || v[6] < 0) known = 0
+        cm += v[3]; pb += v[4]; sp += v[5]; bus += v[6]
+      }
+      if (!rows++) {
+        print "Per primary (mean over the " k " primaries but the CPU; per operation): the commands it executed, the PUBLISH and SPUBLISH clients sent it, the publish messages it received from the other primaries over the cluster bus, and all the pub/sub messages it handled (the three summed)."
+        print ""
+        print "| N | scenario@revision | CPU of share: each primary | commands/op | PUBLISH/op | SPUBLISH/op | bus publish messages received/op | pub/sub messages handled/op |"
+        print "|---|---|---|---:|---:|---:|---:|---:|"
+      }
+      if (!known || k == 0) { printf "| %s | %s@%s | %s | – | – | – | – | – |\n", $1, $2, $3, cpus; next }
+      printf "| %s | %s@%s | %s | %.2f | %.3f | %.3f | %.3f | %.3f |\n", $1, $2, $3, cpus, cm / k, pb / k, sp / k, bus / k, (pb + sp + bus) / k
+    }' "$1"
+}
+
+# redis_report: Redis CPU per operation and how many nodes one primary
+# carries, per Redis set-up and scenario, at the largest N measured; and
+# the throughput there by number of shards.
+redis_report() {
+  awk -F'\t' -v nodecpu="$NODE_CPU" -v rediscpu="$REDIS_CPU" '
+    FILENAME == ARGV[1] { st[$1, $2, $3] = $4; next }
+    {
+      k = $15 + 0; n = $1 + 0; key = $2 "@" $3
+      if (!(key in seen)) { seen[key] = 1; order[++nk] = key }
+      if (!(k in seenK)) { seenK[k] = 1; ks[++nks] = k }
+      if (n < top[k, key]) next
+      top[k, key] = n; line[k, key] = $0
+    }
+    function label(k) { return k == 0 ? "one server" : k " primaries" }
+    END {
+      print "Redis CPU per operation (all primaries) against the nodes'"'"', at the largest N of each set-up. A primary with one core (Redis runs commands on one thread) carries node µs/op ÷ (Redis µs/op × " nodecpu ") nodes of " nodecpu " core; at its share here (" rediscpu " core), that times " rediscpu ". The figures hold where Redis is the limit (saturated: redis) or close to it."
+      print ""
+      print "| Redis | scenario@revision | N | ops/s | Redis CPU of share (highest primary) | Redis µs/op | node µs/op | nodes per primary (one core) | nodes per primary (its share here) | limit |"
+      print "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"
+      for (j = 1; j <= nks; j++) for (i = 1; i <= nk; i++) {
+        k = ks[j]; key = order[i]
+        if (!((k, key) in line)) continue
+        split(line[k, key], f, "\t"); n = f[1]
+        if (f[4] == "fail") { printf "| %s | %s | %s | – | – | – | – | – | – | failed |\n", label(k), key, n; continue }
+        split(f[10], c, " "); split(c[1], r, ":")
+        nused = 0; for (m = 1; m <= n; m++) { split(c[3 + m], x, ":"); nused += x[1] }
+        nus = f[4] > 0 ? 1e6 * nused / f[4] : -1; rus = f[16] + 0
+        carry = (nus > 0 && rus > 0) ? nus / (rus * nodecpu) : -1
+        ops[k, key] = f[4]; sat[k, key] = st[k, n, key] ~ /saturated: .*redis/
+        printf "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s |\n", label(k), key, n, f[4],
+          (f[10] == "none" ? "–" : sprintf("%.0f%%", 100 * r[2])), (rus > 0 ? sprintf("%.1f", rus) : "–"),
+          (nus > 0 ? sprintf("%.0f", nus) : "–"), (carry > 0 ? sprintf("%.1f", carry) : "–"),
+          (carry > 0 ? sprintf("%.1f", carry * rediscpu) : "–"), st[k, n, key]
+      }
+      if (nks < 2) exit
+      print ""
+      print "Throughput at the largest N by Redis set-up (* = saturated: redis)"
+      print ""
+      hdr = "| scenario@revision |"; sep = "|---|"
+      for (j = 1; j <= nks; j++) { hdr = hdr " " label(ks[j]) " |"; sep = sep "---:|" }
+      print hdr; print sep
+      for (i = 1; i <= nk; i++) {
+        key = order[i]; row = "| " key " |"
+        for (j = 1; j <= nks; j++) {
+          k = ks[j]
+          row = row " " (((k, key) in ops) ? sprintf("%.0f%s", ops[k, key], sat[k, key] ? "*" : "") : "–") " |"
+        }
+        print row
+      }
+    }' "$STATUS" "$RESULTS"
+}
+
+# write_data: the run's settings and every point ($POINTS) with the
+# limit the report found ($STATUS), as one JSON document.
+write_data() {
+  jq -n --slurpfile pts "$POINTS" --rawfile st "$STATUS" \
+    --arg started "$STARTED" --argjson cpus "$CPUS" --arg model "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" \
+    --argjson cgroup "$CGV" --argjson node "$NODE_CPU" --argjson redis "$REDIS_CPU" --argjson lb "$LB_CPU" --argjson load "$LOAD_CPU" \
+    --argjson workers "$WORKERS_PER_NODE" --arg duration "$DURATION" --arg warmup "$WARMUP" \
+    --arg delay "$( (( NETEM )) && echo "$DELAY" || echo 0)" --argjson redis_bound "$REDIS_BOUND" --argjson short "$SHORT" '
+    ([$st | split("\n")[] | select(. != "") | split("\t") | {key: "\(.[0]) \(.[1]) \(.[2])", value: .[3]}] | from_entries) as $lim
+    | {started: $started, machine: {cpus: $cpus, model: $model, cgroup: $cgroup},
+       shares: {node: $node, redis: $redis, lb: $lb, load: $load},
+       workers_per_node: $workers, duration: $duration, warmup: $warmup, link_delay: $delay,
+       redis_bound: ($redis_bound == 1), short: ($short == 1),
+       points: [$pts[] | .limit = ($lim["\(.shards) \(.n) \(.scenario)@\(.revision)"] // (if .ok then null else "failed" end))]}'
 }
 
 # ------------------------------------------------------------------- run ---
+# Sourced (scripts/scaleout-peers.sh): the settings, hosts, cleanup and
+# functions above only; the measurement below runs when executed.
+[[ "${BASH_SOURCE[0]}" == "$0" ]] || return 0
 say "building ./cmd/server and ./cmd/mcpbench"
 go build -o "$TMP/bin/server" ./cmd/server || die "./cmd/server does not build"
 go build -o "$TMP/bin/mcpbench" ./cmd/mcpbench || die "./cmd/mcpbench does not build"
@@ -765,8 +1065,11 @@ RESULTS="$TMP/results.tsv"
 ulimit -n 65536 2>/dev/null || ulimit -n 16384 2>/dev/null || true
 
 STARTED="$(date -u '+%Y-%m-%d %H:%M UTC')"
-for n in $NODE_COUNTS; do
-  cluster_up "$n"
+SHARDS_SEEN=""
+for pt in $PLAN; do
+  k="${pt%:*}"; n="${pt#*:}"
+  [[ " $SHARDS_SEEN " == *" $k "* ]] || SHARDS_SEEN+="${SHARDS_SEEN:+ }$k"
+  cluster_up "$n" "$k"
   for s in $SCENARIOS; do
     run_point "$n" "${s%@*}" "${s#*@}"
   done
@@ -786,11 +1089,34 @@ done
   elif [[ "$DELAY" == 0 ]]; then echo "no added link delay."
   else echo "$NETEM_NOTE."
   fi
-  echo
-  report
+  if [[ "$SHARDS_SEEN" != 0 ]]; then
+    echo "Redis: $(for k in $SHARDS_SEEN; do if (( k == 0 )); then echo "one server;"; else echo "a Cluster of $k primaries (no replicas);"; fi; done | paste -sd ' ') $REDIS_CPU core per Redis server."
+  fi
+  for k in $SHARDS_SEEN; do
+    echo
+    if [[ "$SHARDS_SEEN" != 0 ]]; then
+      if (( k == 0 )); then echo "**Redis: one server**"; else echo "**Redis Cluster: $k primaries** (the redis column: the highest share one primary used)"; fi
+      echo
+    fi
+    awk -F'\t' -v k="$k" '$15 == k' "$RESULTS" >"$TMP/results-k$k.tsv"
+    report "$TMP/results-k$k.tsv"
+    if (( k > 0 )); then
+      echo
+      shard_report "$TMP/results-k$k.tsv"
+    fi
+  done
+  if (( REDIS_BOUND )) || [[ "$SHARDS_SEEN" != 0 ]]; then
+    echo
+    redis_report
+  fi
 } >"$TMP/report.md"
 cat "$TMP/report.md"
-if [[ -n "$OUT" ]]; then cp "$TMP/report.md" "$OUT"; fi
+if [[ -n "$OUT" ]]; then mkdir -p "$(dirname "$OUT")"; cp "$TMP/report.md" "$OUT"; fi
+if [[ -n "$DATA" ]]; then
+  write_data >"$TMP/data.json" || die "could not write the data file"
+  mkdir -p "$(dirname "$DATA")"
+  cp "$TMP/data.json" "$DATA"
+fi
 
 # Nothing may be left once everything is torn down.
 stop_processes

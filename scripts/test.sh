@@ -28,8 +28,9 @@
 #                   duplicated event (nginx installed if missing; ~3 min)
 #   scaleout        scripts/scaleout.sh --short: 1 and 2 nodes, each in a network
 #                   namespace of its own with a CPU share, Redis, nginx and
-#                   mcpbench too; every call answered, every node served some,
-#                   nothing left behind (as root; ~15 s)
+#                   mcpbench too, then 1 node on a 3-primary Redis Cluster;
+#                   every call answered, every node served some, nothing
+#                   left behind (as root; ~30 s)
 #   conformance single      scripts/conformance.sh (one node, in-memory)
 #   conformance cluster3    scripts/conformance.sh --cluster 3 (Redis + proxy)
 #   conformance alpha-single    the 2026-07-28 suite (0.2.0-alpha.12):
@@ -285,7 +286,7 @@ fi
 if [[ "${MCP_SKIP_SCALEOUT:-}" == 1 ]]; then
   skip "scaleout" "MCP_SKIP_SCALEOUT=1"
 else
-  stage "scaleout (1 and 2 nodes, each a host of its own)" timeout --signal=INT --kill-after=30 300 scripts/scaleout.sh --short
+  stage "scaleout (1 and 2 nodes, each a host of its own; 1 node on a Redis Cluster)" timeout --signal=INT --kill-after=30 300 scripts/scaleout.sh --short
 fi
 if [[ "${MCP_SKIP_CONFORMANCE:-}" == 1 ]]; then
   skip "conformance single" "MCP_SKIP_CONFORMANCE=1"

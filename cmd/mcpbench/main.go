@@ -7,6 +7,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -49,6 +50,11 @@ type config struct {
 	pids         []namedPID
 	sources      []netip.Addr
 	quiet        bool
+	// resumeCut and checkSessions are for runs with a fault (a replica
+	// killed mid-run): resume cut streams, and probe the sessions at the
+	// end.
+	resumeCut     bool
+	checkSessions bool
 }
 
 // namedPID is a server process watched with --pid.
@@ -167,9 +173,14 @@ Examples:
   # trips (MONITOR, slows Redis: keep such runs short)
   mcpbench --scenario echo --count 2000 --redis redis://127.0.0.1:6379 --redis-monitor
 
+  # the same summed over the primaries of a Redis Cluster, and each
+  # primary's part (commands, PUBLISH, SPUBLISH, cluster-bus messages)
+  mcpbench --scenario churn --redis redis-cluster://10.0.0.5:6379,10.0.0.6:6379
+
 Operations that fail are counted by kind (http_503, rpc_-32603, timeout,
-conn_refused, missing_progress, bad_result, ...) and left out of the
-latency figures. The first --warmup of every run is not measured.
+conn_refused, missing_progress, bad_result, ...) and by likely cause
+(session_not_found, reply_not_delivered, node_lost, stream_lost,
+timeout, ...), and left out of the latency figures. The first --warmup of every run is not measured.
 While running, a progress line goes to stderr every second (-q hides it).
 Lines "mcpbench: phase=NAME n=N" on stderr mark the moments sessions and
 streams are all open; mcpbench then pauses --settle so a watcher can
@@ -215,12 +226,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.gap, "gap", 50*time.Millisecond, "resume: pause between the cut and the resuming GET")
 	fs.DurationVar(&c.settle, "settle", time.Second, "pause after each phase line (sessions-ready, streams-open)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the report as JSON to this file (- for stdout; the text report then goes to stderr)")
-	fs.StringVar(&c.redisURL, "redis", "", "Redis URL of the servers' shared state: report Redis commands per operation (INFO commandstats) and connected clients")
+	fs.StringVar(&c.redisURL, "redis", "", "Redis URL of the servers' shared state: report Redis commands per operation (INFO commandstats) and connected clients; a redis-cluster://host:port[,host:port...] URL watches every primary of that cluster and reports each one's part too")
 	fs.BoolVar(&c.redisMonitor, "redis-monitor", false, "with --redis: also count round trips per operation with MONITOR (slows Redis down)")
 	var pids pidList
 	fs.Var(&pids, "pid", "server process to watch (NAME=PID or PID; repeat or comma-separate): report its CPU per operation (Linux /proc; same machine only)")
 	var sources sourceList
 	fs.Var(&sources, "source", "local IPv4 addresses to dial from: a comma-separated list of addresses and ranges (10.0.0.100-10.0.0.131, or 10.0.0.100-131); worker i's connections come from address i mod their number (default: the system's choice)")
+	fs.BoolVar(&c.resumeCut, "resume-cut", false, "progress, sampling: resume a call's SSE stream (and sampling's GET stream) that ends without its response, with GET + Last-Event-ID, retrying 5xx and connection errors until the operation's timeout; reports streams cut, resumed and lost")
+	fs.BoolVar(&c.checkSessions, "check-sessions", false, "at the end, send each session a ping before its DELETE and report how many the server still knew (sessions_alive) or had lost (sessions_lost: HTTP 404)")
 	fs.BoolVar(&c.quiet, "q", false, "no progress line")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageText)
@@ -434,6 +447,10 @@ func printReport(w io.Writer, r *bench.Report) {
 			fmt.Fprintf(w, "    %-20s %8d  e.g. %s\n", k, e.Count, e.Example)
 		}
 	}
+	if len(r.ErrorClasses)+len(r.SetupErrorClasses) > 0 {
+		fmt.Fprintf(w, "  errors by cause:        %s\n", classList(r.ErrorClasses))
+		fmt.Fprintf(w, "  setup errors by cause:  %s\n", classList(r.SetupErrorClasses))
+	}
 	if len(r.SetupErrors) > 0 {
 		fmt.Fprintf(w, "  setup errors by kind:\n")
 		for _, k := range bench.SortedKinds(r.SetupErrors) {
@@ -456,10 +473,29 @@ func printReport(w io.Writer, r *bench.Report) {
 			fmt.Fprintf(w, "    round trips: %s\n", perOpList(rs.RoundTrips))
 		}
 		fmt.Fprintf(w, "    commands:    %s\n", perOpList(rs.Commands))
+		for _, sh := range rs.Shards {
+			fmt.Fprintf(w, "    primary %s: %.2f commands, %.2f publish, %.2f spublish, %.2f bus publish messages received /%s\n",
+				sh.Addr, sh.CommandsPerOp, sh.PublishPerOp, sh.SPublishPerOp, sh.BusPublishPerOp, rs.Unit)
+		}
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
+}
+
+// classList renders counts by error class, largest first ("none" when
+// empty).
+func classList(m map[string]int64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := sortedKeys(m)
+	slices.SortStableFunc(keys, func(a, b string) int { return cmp.Compare(m[b], m[a]) })
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // perOpList renders per-operation counts, largest first.

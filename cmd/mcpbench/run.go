@@ -400,6 +400,12 @@ func (r *runner) report(elapsed time.Duration, start time.Time, cpu bench.CPUTim
 	if len(rep.SetupErrors) == 0 {
 		rep.SetupErrors = nil
 	}
+	if c := r.errs.Classes(); len(c) > 0 {
+		rep.ErrorClasses = c
+	}
+	if c := r.setupErrs.Classes(); len(c) > 0 {
+		rep.SetupErrorClasses = c
+	}
 	return rep
 }
 
@@ -456,62 +462,6 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// redisWatch measures what the window cost in Redis.
-type redisWatch struct {
-	probe   *bench.RedisProbe
-	mon     *bench.Monitor
-	before  map[string]int64
-	clients int
-}
-
-func startRedisWatch(ctx context.Context, url string, monitor bool) (*redisWatch, error) {
-	p, err := bench.DialRedis(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	rw := &redisWatch{probe: p}
-	if monitor {
-		if rw.mon, err = bench.StartMonitor(ctx, url); err != nil {
-			p.Close()
-			return nil, err
-		}
-	}
-	if rw.clients, err = p.ConnectedClients(ctx); err != nil {
-		rw.close()
-		return nil, err
-	}
-	if rw.before, err = p.CommandStats(ctx); err != nil {
-		rw.close()
-		return nil, err
-	}
-	if rw.mon != nil {
-		rw.mon.Begin()
-	}
-	return rw, nil
-}
-
-func (rw *redisWatch) finish(ctx context.Context, ops float64, unit string) (*bench.RedisStats, error) {
-	defer rw.close()
-	st := &bench.RedisStats{Ops: ops, Unit: unit, ClientsBefore: rw.clients}
-	if rw.mon != nil {
-		client, script, err := rw.mon.End(300 * time.Millisecond)
-		if err != nil {
-			return nil, err
-		}
-		st.RoundTrips, st.RoundTripsPerOp = bench.PerOp(dropProbe(client), ops)
-		st.ScriptCommands, _ = bench.PerOp(script, ops)
-	}
-	after, err := rw.probe.CommandStats(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st.Commands, st.CommandsPerOp = bench.PerOp(bench.CommandDelta(rw.before, after), ops)
-	if st.ClientsAfter, err = rw.probe.ConnectedClients(ctx); err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
 // dropProbe removes the probe's own commands from MONITOR counts.
 func dropProbe(m map[string]int64) map[string]int64 {
 	out := map[string]int64{}
@@ -521,13 +471,6 @@ func dropProbe(m map[string]int64) map[string]int64 {
 		}
 	}
 	return out
-}
-
-func (rw *redisWatch) close() {
-	if rw.mon != nil {
-		rw.mon.Close()
-	}
-	rw.probe.Close()
 }
 
 // sortedKeys returns the keys of a map, sorted.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"time"
@@ -40,6 +41,9 @@ func (sessionHooks) teardown(ctx context.Context, w *worker) {
 	cl := w.r.cl
 	if cl.modern || w.sess == nil || w.sess.id == "" {
 		return
+	}
+	if w.r.cfg.checkSessions {
+		w.r.checkSession(ctx, cl.urls[cl.pick()], w.sess)
 	}
 	_ = cl.deleteSession(ctx, cl.urls[cl.pick()], w.sess)
 }
@@ -83,7 +87,7 @@ func (s *progressScenario) op(ctx context.Context, w *worker) (time.Duration, er
 	}, map[string]any{"progressToken": token})
 	seen := 0
 	start := time.Now()
-	ex, err := cl.call(ctx, cl.urls[cl.pick()], w.sess, id, body, "tools/call", "progress", func(in incoming) error {
+	ex, err := w.callResuming(ctx, cl.urls[cl.pick()], id, body, "progress", func(in incoming) error {
 		if in.msg.Method != "notifications/progress" {
 			return nil
 		}
@@ -198,26 +202,43 @@ func (s *samplingScenario) setup(ctx context.Context, w *worker) error {
 		return fmt.Errorf("GET stream: %w", err)
 	}
 	w.getReqs = make(chan incoming, 16)
-	w.closeGet = func() { cancel(); resp.Body.Close() }
+	w.closeGet = cancel
 	go func() {
 		defer close(w.getReqs)
-		rd := sse.NewReader(resp.Body, 16<<20)
-		for {
-			ev, err := rd.Next()
-			if err != nil {
+		body, lastID := resp.Body, ""
+		for body != nil {
+			w.readGet(body, &lastID)
+			body.Close()
+			if !w.r.cfg.resumeCut || gctx.Err() != nil {
 				return
 			}
-			if len(ev.Data) == 0 {
-				continue
-			}
-			msg, err := jsonrpc.Decode(ev.Data)
-			if err != nil || msg.Kind() != jsonrpc.KindRequest {
-				continue
-			}
-			w.getReqs <- incoming{msg: msg, eventID: ev.ID, at: time.Now()}
+			body = w.reopenGet(gctx, lastID)
 		}
 	}()
 	return nil
+}
+
+// readGet delivers the server requests of a GET stream to w.getReqs
+// until the stream ends, keeping its last event id.
+func (w *worker) readGet(body io.Reader, lastID *string) {
+	rd := sse.NewReader(body, 16<<20)
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			return
+		}
+		if ev.ID != "" {
+			*lastID = ev.ID
+		}
+		if len(ev.Data) == 0 {
+			continue
+		}
+		msg, err := jsonrpc.Decode(ev.Data)
+		if err != nil || msg.Kind() != jsonrpc.KindRequest {
+			continue
+		}
+		w.getReqs <- incoming{msg: msg, eventID: ev.ID, at: time.Now()}
+	}
 }
 
 func (s *samplingScenario) teardown(ctx context.Context, w *worker) {
@@ -251,7 +272,7 @@ func (s *samplingScenario) op(ctx context.Context, w *worker) (time.Duration, er
 		replied = time.Now()
 		mu.Unlock()
 		if err := cl.notify(ctx, replyTo, w.sess, rb, ""); err != nil {
-			return fmt.Errorf("posting the sampling reply: %w", err)
+			return &bench.ClassError{Class: "reply_not_delivered", Err: fmt.Errorf("posting the sampling reply: %w", err)}
 		}
 		return nil
 	}
@@ -277,7 +298,7 @@ func (s *samplingScenario) op(ctx context.Context, w *worker) (time.Duration, er
 			}
 		}
 	}()
-	ex, err := cl.call(ctx, cl.urls[at], w.sess, id, body, "tools/call", "sample", func(in incoming) error {
+	ex, err := w.callResuming(ctx, cl.urls[at], id, body, "sample", func(in incoming) error {
 		if in.msg.Kind() != jsonrpc.KindRequest {
 			return nil
 		}
@@ -288,12 +309,16 @@ func (s *samplingScenario) op(ctx context.Context, w *worker) (time.Duration, er
 		err = gerr
 	}
 	d := time.Since(start)
-	if err != nil {
-		return d, err
-	}
 	mu.Lock()
 	r := replied
 	mu.Unlock()
+	if err != nil && !r.IsZero() && bench.Kind(err) == "timeout" {
+		// The reply was accepted, and the call never heard of it.
+		err = &bench.ClassError{Class: "reply_not_delivered", Err: err}
+	}
+	if err != nil {
+		return d, err
+	}
 	if r.IsZero() {
 		return d, bench.Errorf("no_sampling", "the call finished without asking for sampling")
 	}

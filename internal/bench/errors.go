@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"sort"
@@ -99,6 +100,69 @@ func Kind(err error) string {
 	return "other"
 }
 
+// ClassError marks an error with the cause it is counted under (see
+// Class) without changing its kind: the sampling scenario marks a reply
+// the server did not take, or a call that timed out after its reply was
+// accepted, as reply_not_delivered.
+type ClassError struct {
+	Class string
+	Err   error
+}
+
+func (e *ClassError) Error() string { return e.Err.Error() }
+func (e *ClassError) Unwrap() error { return e.Err }
+
+// Class groups an error by its likely cause, coarser than Kind: what a
+// reader of a run behind a load balancer wants to know. The classes are:
+//
+//	<class>              a ClassError's own class (reply_not_delivered,
+//	                     stream_lost, ...)
+//	session_not_found    HTTP 404: the session is unknown where the request
+//	                     landed (another replica, or one that restarted)
+//	bad_request          HTTP 400
+//	node_lost            the node serving the request went away: HTTP 502
+//	                     or 504 (a proxy without an answer), JSON-RPC
+//	                     -31003, or the connection refused, reset or
+//	                     closed before the answer
+//	timeout              the operation's time limit passed (a hang)
+//	http_error           any other HTTP status
+//	rpc_error            any other JSON-RPC error
+//	<kind>               anything else, by its Kind
+func Class(err error) string {
+	var ce *ClassError
+	var se *StatusError
+	var re *RPCError
+	if err == nil {
+		return ""
+	}
+	if errors.As(err, &ce) {
+		return ce.Class
+	}
+	if errors.As(err, &se) {
+		switch se.Code {
+		case 404:
+			return "session_not_found"
+		case 400:
+			return "bad_request"
+		case 502, 504:
+			return "node_lost"
+		}
+		return "http_error"
+	}
+	if errors.As(err, &re) {
+		if re.Code == -31003 {
+			return "node_lost"
+		}
+		return "rpc_error"
+	}
+	switch k := Kind(err); k {
+	case "eof", "conn_reset", "conn_refused", "broken_pipe":
+		return "node_lost"
+	default:
+		return k
+	}
+}
+
 // ErrorCount is how often one kind of error happened, with the first
 // message seen as an example.
 type ErrorCount struct {
@@ -109,9 +173,10 @@ type ErrorCount struct {
 // Errors counts errors by kind. It is safe for concurrent use; the zero
 // value is ready to use.
 type Errors struct {
-	mu    sync.Mutex
-	kinds map[string]*ErrorCount
-	total int64
+	mu      sync.Mutex
+	kinds   map[string]*ErrorCount
+	classes map[string]int64
+	total   int64
 }
 
 // maxExample bounds the example message kept per kind.
@@ -139,6 +204,10 @@ func (e *Errors) Add(err error) string {
 	}
 	c.Count++
 	e.total++
+	if e.classes == nil {
+		e.classes = map[string]int64{}
+	}
+	e.classes[Class(err)]++
 	return k
 }
 
@@ -160,10 +229,17 @@ func (e *Errors) Snapshot() map[string]ErrorCount {
 	return out
 }
 
+// Classes returns a copy of the counts by class (see Class).
+func (e *Errors) Classes() map[string]int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.classes)
+}
+
 // Reset forgets every count.
 func (e *Errors) Reset() {
 	e.mu.Lock()
-	e.kinds, e.total = nil, 0
+	e.kinds, e.classes, e.total = nil, nil, 0
 	e.mu.Unlock()
 }
 

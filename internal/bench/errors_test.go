@@ -102,3 +102,44 @@ func TestErrorsCounting(t *testing.T) {
 		t.Fatalf("Reset left counts behind")
 	}
 }
+
+func TestClass(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil", nil, ""},
+		{"404", fmt.Errorf("call: %w", &StatusError{Code: 404, Body: "session not found"}), "session_not_found"},
+		{"400", &StatusError{Code: 400}, "bad_request"},
+		{"proxy without a node", &StatusError{Code: 502}, "node_lost"},
+		{"other status", &StatusError{Code: 503}, "http_error"},
+		{"node died", &RPCError{Code: -31003, Message: "the node went away"}, "node_lost"},
+		{"rpc", &RPCError{Code: -32603}, "rpc_error"},
+		{"cut", io.ErrUnexpectedEOF, "node_lost"},
+		{"reset", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, "node_lost"},
+		{"timeout", context.DeadlineExceeded, "timeout"},
+		{"kind", Errorf("missing_progress", "got 3"), "missing_progress"},
+		{"marked", fmt.Errorf("op: %w", &ClassError{Class: "reply_not_delivered", Err: &StatusError{Code: 404}}), "reply_not_delivered"},
+	}
+	for _, tt := range tests {
+		if got := Class(tt.err); got != tt.want {
+			t.Errorf("%s: Class(%v) = %q, want %q", tt.name, tt.err, got, tt.want)
+		}
+	}
+	// A class does not change the kind.
+	if got := Kind(&ClassError{Class: "reply_not_delivered", Err: &StatusError{Code: 404}}); got != "http_404" {
+		t.Errorf("Kind of a marked 404 = %q", got)
+	}
+	var e Errors
+	e.Add(&StatusError{Code: 404})
+	e.Add(&StatusError{Code: 404})
+	e.Add(context.DeadlineExceeded)
+	if got := e.Classes(); got["session_not_found"] != 2 || got["timeout"] != 1 || len(got) != 2 {
+		t.Errorf("Classes() = %v", got)
+	}
+	e.Reset()
+	if got := e.Classes(); len(got) != 0 {
+		t.Errorf("after Reset, Classes() = %v", got)
+	}
+}

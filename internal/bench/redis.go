@@ -391,6 +391,29 @@ type RedisStats struct {
 	// and end of the measured window (the probe's connection included).
 	ClientsBefore int `json:"clients_before"`
 	ClientsAfter  int `json:"clients_after"`
+	// Shards is each primary's part when the servers' state is a Redis
+	// Cluster (the fields above are then sums over the primaries); nil
+	// for one server.
+	Shards []ShardStats `json:"shards,omitempty"`
+}
+
+// ShardStats is one Redis Cluster primary's part of a run, per operation.
+type ShardStats struct {
+	// Addr is the primary's host:port as the cluster lists it.
+	Addr string `json:"addr"`
+	// CommandsPerOp is the commands it executed (INFO commandstats).
+	CommandsPerOp float64 `json:"commands_per_op"`
+	// PublishPerOp and SPublishPerOp are the PUBLISH and SPUBLISH
+	// commands clients sent to it.
+	PublishPerOp  float64 `json:"publish_per_op"`
+	SPublishPerOp float64 `json:"spublish_per_op"`
+	// BusPublishPerOp is the publish messages it received from the other
+	// primaries over the cluster bus (CLUSTER INFO's
+	// cluster_stats_messages_publish_received plus
+	// cluster_stats_messages_publishshard_received): each PUBLISH is
+	// relayed to every node of the cluster, an SPUBLISH only to the
+	// replicas of its shard.
+	BusPublishPerOp float64 `json:"bus_publish_received_per_op"`
 }
 
 // PerOp divides counts by ops.

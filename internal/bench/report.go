@@ -41,6 +41,11 @@ type Report struct {
 	ErrorKinds map[string]ErrorCount `json:"error_kinds,omitempty"`
 	// SetupErrors counts failures while preparing (sessions, streams).
 	SetupErrors map[string]ErrorCount `json:"setup_errors,omitempty"`
+	// ErrorClasses and SetupErrorClasses count the same failures by
+	// likely cause (see Class): session_not_found, reply_not_delivered,
+	// node_lost, timeout, ...
+	ErrorClasses      map[string]int64 `json:"error_classes,omitempty"`
+	SetupErrorClasses map[string]int64 `json:"setup_error_classes,omitempty"`
 	// Counters are scenario events worth knowing (sse_responses, ...).
 	Counters map[string]int64 `json:"counters,omitempty"`
 	// CPU is the load generator's own CPU use over the window.
