@@ -13,6 +13,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/seal"
 	"github.com/mcpcluster/mcpcluster/mcp"
 	"github.com/mcpcluster/mcpcluster/mcp/auth"
+	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
 )
 
 // Config is every setting of the reference node. Each has a flag and an
@@ -26,6 +27,7 @@ type Config struct {
 	Stdio           bool
 	Tools           string
 	RedisURL        string
+	RedisSharded    string
 	NodeID          string
 	StateKey        string
 	StateKeyFile    string
@@ -176,6 +178,7 @@ func settings() []setting {
 		{"stdio", "MCP_STDIO", "false", "serve over stdin/stdout instead of HTTP", boolSetter(func(c *Config) *bool { return &c.Stdio })},
 		{"tools", "MCP_TOOLS", "demo", "tool pack to serve: demo or conformance", stringSetter(func(c *Config) *string { return &c.Tools })},
 		{"redis-url", "MCP_REDIS_URL", "", "Redis URL; joins the cluster (redis://, rediss://, unix://, redis-sentinel://h1,h2/master, redis-cluster://h1,h2); empty runs on the in-memory backend", stringSetter(func(c *Config) *string { return &c.RedisURL })},
+		{"redis-sharded-pubsub", "MCP_REDIS_SHARDED_PUBSUB", "auto", "pub/sub on Redis Cluster: auto reads classic and sharded channels and publishes sharded (SPUBLISH) once every live node reads them, on a Cluster of Redis 7.0 or newer; on publishes sharded at once (every node runs a version that reads them) and refuses to start where it cannot; off keeps classic PUBLISH/SUBSCRIBE. A standalone server or Sentinel always uses classic", stringSetter(func(c *Config) *string { return &c.RedisSharded })},
 		{"node-id", "MCP_NODE_ID", "", "id of this node in logs, metrics and request ids (default: random); a restarted process may reuse it, since each start also draws an incarnation", stringSetter(func(c *Config) *string { return &c.NodeID })},
 		{"state-key", "MCP_STATE_KEY", "", "shared key sealing MRTR requestState: 32 bytes as 64 hex chars or base64 (comma-separated for rotation, newest first); every node of a cluster needs the same, and a node with a Redis URL refuses to start without one. Prefer the environment variable or --state-key-file: a flag's value is visible to every user through ps", stringSetter(func(c *Config) *string { return &c.StateKey })},
 		{"state-key-file", "MCP_STATE_KEY_FILE", "", "file holding the state key in the form of --state-key (keys separated by commas or newlines, newest first), e.g. a mounted secret", stringSetter(func(c *Config) *string { return &c.StateKeyFile })},
@@ -319,6 +322,9 @@ func (c *Config) Validate() error {
 	}
 	if !strings.HasPrefix(c.Path, "/") {
 		bad("path", "must start with /: %q", c.Path)
+	}
+	if err := (&redisbackend.Options{ShardedPubSub: c.RedisSharded}).Validate(); err != nil {
+		bad("redis-sharded-pubsub", "must be auto, on or off, not %q", c.RedisSharded)
 	}
 	if c.Tools != "demo" && c.Tools != "conformance" {
 		bad("tools", "must be demo or conformance, not %q", c.Tools)

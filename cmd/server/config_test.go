@@ -80,6 +80,7 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--path", "mcp"}, nil, "--path"},
 		{nil, map[string]string{"MCP_KEEPALIVE": "soon"}, "MCP_KEEPALIVE"},
 		{[]string{"--log-format", "xml"}, nil, "--log-format"},
+		{nil, map[string]string{"MCP_REDIS_SHARDED_PUBSUB": "always"}, "MCP_REDIS_SHARDED_PUBSUB"},
 	}
 	for _, tc := range cases {
 		_, err := loadConfig(tc.args, func(k string) string { return tc.env[k] }, &bytes.Buffer{})

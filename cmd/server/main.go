@@ -277,7 +277,7 @@ func openBackend(ctx context.Context, cfg *Config, log *zerolog.Logger) (*mcp.Ba
 	if cfg.RedisURL == "" {
 		return mcp.NewMemoryBackendWith(mcp.MemoryOptions{MaxSubscriptions: cfg.MaxSubs}), nil
 	}
-	return redisbackend.Open(ctx, cfg.RedisURL, &redisbackend.Options{MaxSubscriptions: cfg.MaxSubs, Logger: log})
+	return redisbackend.Open(ctx, cfg.RedisURL, &redisbackend.Options{MaxSubscriptions: cfg.MaxSubs, ShardedPubSub: cfg.RedisSharded, Logger: log})
 }
 
 // splitList splits a comma-separated setting, dropping empty items.

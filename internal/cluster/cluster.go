@@ -335,8 +335,9 @@ type EventLog interface {
 	// Tail. An event with Seq 0 is a hint that the follower missed
 	// something (overflow, reconnect, the stream was removed) and must
 	// Read again. Follow does not authorise: callers Read, which checks
-	// the session. fn must not block for long.
-	Follow(ctx context.Context, stream string, fn func(Event)) (cancel func(), err error)
+	// the session. fn must not block for long. session is the stream's
+	// (a backend may name the stream's channel after it).
+	Follow(ctx context.Context, session, stream string, fn func(Event)) (cancel func(), err error)
 	// SlideMany makes the history of each stream that still exists live
 	// ttl from now, as an append would (missing streams are skipped, not
 	// recreated), in one batch: a node slides the streams its open

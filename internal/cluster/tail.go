@@ -175,7 +175,7 @@ func (a *tailer) open(log EventLog, wake func()) (bool, error) {
 	for _, t := range a.tails {
 		t.log = log
 		t.buf = tailBuffer{max: a.opts.Buffer, wake: wake}
-		stop, err := log.Follow(a.ctx, t.stream, t.buf.push)
+		stop, err := log.Follow(a.ctx, t.session, t.stream, t.buf.push)
 		if err != nil {
 			return true, t.fail(a.ctx, fmt.Errorf("cluster: tail %q: follow: %w", t.stream, err))
 		}

@@ -210,7 +210,7 @@ func (s *scripted) Read(_ context.Context, _, _ string, after uint64) ([]cluster
 	return out, info, nil
 }
 
-func (s *scripted) Follow(_ context.Context, _ string, fn func(cluster.Event)) (func(), error) {
+func (s *scripted) Follow(_ context.Context, _, _ string, fn func(cluster.Event)) (func(), error) {
 	s.mu.Lock()
 	s.fn = fn
 	s.mu.Unlock()
@@ -371,7 +371,7 @@ func wantEnd(t *testing.T, res <-chan error, want error, what string) {
 // noFollow is an EventLog whose Follow fails.
 type noFollow struct{ cluster.EventLog }
 
-func (noFollow) Follow(context.Context, string, func(cluster.Event)) (func(), error) {
+func (noFollow) Follow(context.Context, string, string, func(cluster.Event)) (func(), error) {
 	return nil, errors.New("no follow")
 }
 

@@ -20,6 +20,8 @@ func TestOptionsValidate(t *testing.T) {
 		{&redisbackend.Options{}, ""},
 		{&redisbackend.Options{MaxSubscriptions: 10}, ""},
 		{&redisbackend.Options{MaxSubscriptions: -1}, "redisbackend: Options.MaxSubscriptions: must not be negative"},
+		{&redisbackend.Options{ShardedPubSub: "off"}, ""},
+		{&redisbackend.Options{ShardedPubSub: "sometimes"}, "redisbackend: Options.ShardedPubSub"},
 	} {
 		err := tc.opts.Validate()
 		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {

@@ -43,6 +43,16 @@ type Options struct {
 	// (default mcp.DefaultMaxSubscriptions); past it resources/subscribe
 	// gets -32602.
 	MaxSubscriptions int
+	// ShardedPubSub is "auto" (the default when empty), "on" or "off":
+	// whether nodes on Redis Cluster use sharded pub/sub (SSUBSCRIBE,
+	// SPUBLISH, Redis 7.0 or newer). auto reads classic and sharded
+	// channels and publishes sharded once every live node reads them,
+	// so nodes of versions that know only classic pub/sub may run
+	// beside it during a rolling upgrade; on publishes sharded at once
+	// and fails where sharded pub/sub is not available; off keeps
+	// classic pub/sub. A standalone server or Sentinel always uses
+	// classic pub/sub.
+	ShardedPubSub string
 	// Logger receives the backend's warnings (lost pub/sub connection,
 	// janitor failures) and go-redis's own messages, which would
 	// otherwise go to the standard library's logger as plain text. nil
@@ -102,11 +112,17 @@ func Open(ctx context.Context, url string, opts *Options) (*mcp.Backend, error) 
 	return b, nil
 }
 
-// Validate reports a negative MaxSubscriptions, naming the field. New
-// and Open call it. A nil *Options is valid (the defaults).
+// Validate reports a negative MaxSubscriptions or an unknown
+// ShardedPubSub, naming the field. New and Open call it. A nil
+// *Options is valid (the defaults).
 func (o *Options) Validate() error {
 	if o != nil && o.MaxSubscriptions < 0 {
 		return fmt.Errorf("redisbackend: Options.MaxSubscriptions: must not be negative, not %d", o.MaxSubscriptions)
+	}
+	if o != nil {
+		if _, err := clusterredis.ParseShardedPubSub(o.ShardedPubSub); err != nil {
+			return fmt.Errorf("redisbackend: Options.ShardedPubSub: %w", err)
+		}
 	}
 	return nil
 }
@@ -116,6 +132,7 @@ func newBackend(ctx context.Context, client redis.UniversalClient, opts *Options
 	if opts != nil {
 		o.Prefix = opts.Prefix
 		o.MaxSubscriptions = opts.MaxSubscriptions
+		o.ShardedPubSub = clusterredis.ShardedPubSub(opts.ShardedPubSub)
 		if opts.Logger != nil {
 			o.Logger = *opts.Logger
 			clusterredis.RouteClientLogs(*opts.Logger)

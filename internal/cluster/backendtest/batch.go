@@ -20,7 +20,7 @@ func (s *suite) testAppendBatch(t *testing.T) {
 			t.Fatalf("batch to an unknown stream: %v, want ErrNotFound", err)
 		}
 		got := make(chan cluster.Event, 16)
-		cancel, err := b.Events.Follow(ctx, x, func(ev cluster.Event) { got <- ev })
+		cancel, err := b.Events.Follow(ctx, sess, x, func(ev cluster.Event) { got <- ev })
 		must(t, "Follow", err)
 		defer cancel()
 		meta := cluster.StreamMeta{Session: sess, Owner: "node-b", Request: "n:9"}

@@ -419,7 +419,7 @@ func (s *suite) testEvents(t *testing.T) {
 		sess, x := uniq("s"), uniq("x")
 		got := make(chan cluster.Event, 100)
 		// Following a stream before it is opened is allowed.
-		cancel, err := b.Events.Follow(ctx, x, func(ev cluster.Event) {
+		cancel, err := b.Events.Follow(ctx, sess, x, func(ev cluster.Event) {
 			if ev.Seq != 0 { // Seq 0 is a re-read hint
 				got <- ev
 			}
@@ -455,9 +455,9 @@ func (s *suite) testEvents(t *testing.T) {
 		must(t, "Open", b.Events.Open(ctx, y, cluster.StreamMeta{Session: sess}, lim))
 		fctx, fcancel := context.WithCancel(ctx)
 		late := make(chan cluster.Event, 100)
-		_, err = b.Events.Follow(fctx, y, func(ev cluster.Event) { late <- ev })
+		_, err = b.Events.Follow(fctx, sess, y, func(ev cluster.Event) { late <- ev })
 		must(t, "Follow", err)
-		stop2, err := b.Events.Follow(ctx, y, func(ev cluster.Event) { late <- ev })
+		stop2, err := b.Events.Follow(ctx, sess, y, func(ev cluster.Event) { late <- ev })
 		must(t, "Follow", err)
 		_, _, err = b.Events.Read(ctx, sess, y, 0)
 		must(t, "Read", err)
@@ -484,7 +484,7 @@ func (s *suite) testEvents(t *testing.T) {
 		counts := make([]chan uint64, followers)
 		for i := range followers {
 			counts[i] = make(chan uint64, 100)
-			cancel, err := b.Events.Follow(ctx, x, func(ev cluster.Event) {
+			cancel, err := b.Events.Follow(ctx, sess, x, func(ev cluster.Event) {
 				if ev.Seq != 0 {
 					counts[i] <- ev.Seq
 				}

@@ -271,7 +271,7 @@ func (m *events) SlideMany(ctx context.Context, streams []cluster.StreamRef, ttl
 // follower's while it has events queued; when its queue overflows, events are dropped and fn then
 // gets an Event with Seq 0 (re-read hint). Follow does not check that the
 // stream exists: authorize with Read (cluster.Tail does).
-func (m *events) Follow(ctx context.Context, id string, fn func(cluster.Event)) (func(), error) {
+func (m *events) Follow(ctx context.Context, _, id string, fn func(cluster.Event)) (func(), error) {
 	s := (*store)(m)
 	if err := s.check(ctx, "Events.Follow"); err != nil {
 		return nil, err

@@ -134,7 +134,7 @@ func TestEventsBasic(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan cluster.Event, 10)
-	cancel, err := b.Events.Follow(ctx, "x", func(ev cluster.Event) { got <- ev })
+	cancel, err := b.Events.Follow(ctx, "s", "x", func(ev cluster.Event) { got <- ev })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestCloseStopsGoroutines(t *testing.T) {
 	b := memory.New(memory.Options{SweepInterval: time.Millisecond})
 	ctx := t.Context()
 	for i := range 50 {
-		if _, err := b.Events.Follow(ctx, fmt.Sprint("x", i), func(cluster.Event) {}); err != nil {
+		if _, err := b.Events.Follow(ctx, "s", fmt.Sprint("x", i), func(cluster.Event) {}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := b.Bus.Subscribe(ctx, fmt.Sprint("t", i), func([]byte) {}); err != nil {
@@ -178,7 +178,7 @@ func TestCloseStopsGoroutines(t *testing.T) {
 		}
 	}
 	got := make(chan struct{}, 1)
-	if _, err := b.Events.Follow(ctx, "y", func(cluster.Event) { got <- struct{}{} }); err != nil {
+	if _, err := b.Events.Follow(ctx, "s", "y", func(cluster.Event) { got <- struct{}{} }); err != nil {
 		t.Fatal(err)
 	}
 	lim := cluster.Limits{MaxEvents: 10, MaxStreams: 10, TTL: time.Minute}

@@ -29,32 +29,50 @@ var _ cluster.Bus = (*bus)(nil)
 // there. It is sent to the shard owning the channel's slot (go-redis
 // would send the keyless command to any node), so the messages of one
 // topic are relayed by one shard, in the order they were published.
+// Once the deployment publishes sharded (see the package doc), it is an
+// SPUBLISH instead, answered by the shard where every subscriber of the
+// channel is: the count is exact on Cluster too.
 func (m *bus) Publish(ctx context.Context, topic string, msg []byte) (int, error) {
 	b := (*backend)(m)
-	cmd := goredis.NewIntCmd(ctx, "publish", b.keys.busChannel(topic), msg)
-	cmd.SetFirstKeyPos(1)
+	sharded := b.pubSharded.Load()
+	verb := "publish"
+	if sharded {
+		verb = "spublish"
+	}
+	cmd := publishCmd(ctx, verb, b.keys.busChannel(topic), msg)
 	_ = b.client.Process(ctx, cmd)
 	n, err := cmd.Result()
 	if err != nil {
-		return 0, b.fail(ctx, "publish", err)
+		return 0, b.fail(ctx, verb, err)
 	}
-	if !b.single {
+	if !b.single && !sharded {
 		return cluster.ReceiversUnknown, nil
 	}
 	return int(n), nil
 }
 
-// Subscribe returns once the subscription is active; ctx bounds only
-// that wait. fn runs on the pub/sub receive goroutine, shared by every
-// subscription of the backend: it must not block, nor call Subscribe or
-// Follow itself (start a goroutine for that).
-func (m *bus) Subscribe(ctx context.Context, topic string, fn func([]byte)) (func(), error) {
-	b := (*backend)(m)
-	return b.hub.subscribe(ctx, b.keys.busChannel(topic), func(p string) { fn([]byte(p)) }, nil)
+// publishCmd is a PUBLISH or SPUBLISH (verb) routed to the shard that
+// owns the channel's slot.
+func publishCmd(ctx context.Context, verb, channel string, msg []byte) *goredis.IntCmd {
+	cmd := goredis.NewIntCmd(ctx, verb, channel, msg)
+	cmd.SetFirstKeyPos(1)
+	return cmd
 }
 
-// OnReconnect registers fn to run, on its own goroutine, each time the
-// pub/sub connection is re-established after a loss.
+// Subscribe returns once the subscription is active; ctx bounds only
+// that wait. fn runs on a pub/sub receive goroutine, shared by every
+// subscription of the backend (of a shard, for sharded channels): it
+// must not block, nor call Subscribe or Follow itself (start a
+// goroutine for that). A message is published either classic or
+// sharded, never both, so a node that reads both gets it once.
+func (m *bus) Subscribe(ctx context.Context, topic string, fn func([]byte)) (func(), error) {
+	b := (*backend)(m)
+	return b.subscribe(ctx, b.keys.busChannel(topic), b.keys.busChannel(topic), func(p string) { fn([]byte(p)) }, nil)
+}
+
+// OnReconnect registers fn to run, on its own goroutine, each time a
+// pub/sub connection (the classic one or a shard's) is re-established
+// after a loss.
 func (m *bus) OnReconnect(fn func()) {
 	h := (*backend)(m).hub
 	h.mu.Lock()
@@ -70,10 +88,15 @@ func (m *bus) OnReconnect(fn func()) {
 // messages flow again. A subscription is active once a PING sent after
 // its SUBSCRIBE on the same connection has been answered.
 type hub struct {
-	b      *backend
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
+	b *backend
+	// sharded: the hub SSUBSCRIBEs on a connection to one shard of a
+	// Cluster (see shards); root is the backend's classic hub, which
+	// holds the OnReconnect callbacks (itself for the classic hub).
+	sharded bool
+	root    *hub
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
 
 	// subMu serializes SUBSCRIBE/UNSUBSCRIBE decisions with the commands
 	// themselves, so the server sees them in the order they were decided.
@@ -119,9 +142,12 @@ const (
 	healthPayload = "mcp-health"
 )
 
-func newHub(b *backend) *hub {
+// newHub starts a hub: the classic one (root nil), or a shard's, whose
+// connection is dialed to the shard owning first's slot and subscribed
+// to it.
+func newHub(b *backend, root *hub, first ...string) *hub {
 	h := &hub{
-		b: b, done: make(chan struct{}),
+		b: b, root: root, sharded: root != nil, done: make(chan struct{}),
 		sent:     make(map[string]bool),
 		chans:    make(map[string]*channel),
 		waiters:  make(map[uint64]chan struct{}),
@@ -130,9 +156,15 @@ func newHub(b *backend) *hub {
 		answered: make(chan struct{}),
 		ticking:  make(chan struct{}),
 	}
+	if root == nil {
+		h.root = h
+	}
 	h.ctx, h.cancel = context.WithCancel(h.mark(context.Background()))
 	h.hook(h.ctx)
-	h.ps = b.client.Subscribe(h.ctx)
+	h.ps = h.open(first...)
+	for _, name := range first {
+		h.sent[name] = true
+	}
 	go h.run()
 	go h.tick()
 	return h
@@ -167,7 +199,11 @@ func (h *hub) subscribe(ctx context.Context, name string, fn func(string), hint 
 	if !h.sent[name] {
 		// On error go-redis keeps the channel and subscribes it when it
 		// reconnects; the barrier below tells whether that happened.
-		_ = h.ps.Subscribe(h.mark(ctx), name)
+		if h.sharded {
+			_ = h.ps.SSubscribe(h.mark(ctx), name)
+		} else {
+			_ = h.ps.Subscribe(h.mark(ctx), name)
+		}
 		h.sent[name] = true
 	}
 	h.subMu.Unlock()
@@ -202,7 +238,11 @@ func (h *hub) remove(name string, hd *handler) {
 	h.mu.Unlock()
 	if empty && h.sent[name] && !closed {
 		delete(h.sent, name)
-		_ = h.ps.Unsubscribe(h.ctx, name)
+		if h.sharded {
+			_ = h.ps.SUnsubscribe(h.ctx, name)
+		} else {
+			_ = h.ps.Unsubscribe(h.ctx, name)
+		}
 	}
 }
 
@@ -354,7 +394,7 @@ func (h *hub) lost(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.broken {
-		h.b.log.Warn().Err(err).Msg("pub/sub connection lost")
+		h.b.log.Warn().Err(err).Bool("sharded", h.sharded).Msg("pub/sub connection lost")
 	}
 	h.broken = true
 	for _, c := range h.chans {
@@ -379,9 +419,11 @@ func (h *hub) restored() {
 			}
 		}
 	}
-	callbacks := append([]func(){}, h.reconnect...)
 	h.mu.Unlock()
-	h.b.log.Info().Msg("pub/sub connection restored")
+	h.root.mu.Lock()
+	callbacks := append([]func(){}, h.root.reconnect...)
+	h.root.mu.Unlock()
+	h.b.log.Info().Bool("sharded", h.sharded).Msg("pub/sub connection restored")
 	for _, hint := range hints {
 		hint()
 	}
@@ -400,8 +442,17 @@ func (h *hub) replace() {
 	for name := range h.sent {
 		names = append(names, name)
 	}
-	h.ps = h.b.client.Subscribe(h.ctx, names...)
+	h.ps = h.open(names...)
 	_ = old.Close()
+}
+
+// open returns a new PubSub subscribed to names: SSUBSCRIBEd on a shard
+// hub (go-redis dials the shard that owns the first channel's slot).
+func (h *hub) open(names ...string) *goredis.PubSub {
+	if h.sharded {
+		return h.b.client.(*goredis.ClusterClient).SSubscribe(h.ctx, names...)
+	}
+	return h.b.client.Subscribe(h.ctx, names...)
 }
 
 func (h *hub) dispatch(name, payload string) {

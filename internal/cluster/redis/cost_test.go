@@ -86,7 +86,7 @@ func TestCommandsPerBatch(t *testing.T) {
 	x := "followed"
 	batch(x, false, true, "a")
 	got := make(chan cluster.Event, 8)
-	stop, err := b.Events.Follow(ctx, x, func(ev cluster.Event) { got <- ev })
+	stop, err := b.Events.Follow(ctx, "s", x, func(ev cluster.Event) { got <- ev })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,11 +40,14 @@ import (
 // Their cost is one PING per BusTick per node in use, whatever its
 // sessions and streams.
 //
-// On Cluster the PING proves less: a message is published on the shard
-// owning its channel and relayed to the shard of the hub's connection
-// over the cluster bus, so the answer vouches for the messages that
-// reached that shard; the relay's lag (normally well under a
-// millisecond) must stay below coordinator.EchoWait - BusFresh.
+// On Cluster the classic connection's PING proves less: a classic
+// message is published on the shard owning its channel and relayed to
+// the shard of the hub's connection over the cluster bus, so the answer
+// vouches for the messages that reached that shard; the relay's lag
+// (normally well under a millisecond) must stay below
+// coordinator.EchoWait - BusFresh. A sharded message is not relayed: the
+// hub of its shard (shards) ticks on its own connection, and the
+// backend is current when every hub is.
 //
 // The socket is the one the client dialed for the hub's pub/sub
 // connection, seen through a dial hook (pubSubDial marks the hub's calls

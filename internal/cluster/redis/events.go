@@ -40,7 +40,7 @@ func (m *events) Open(ctx context.Context, x string, meta cluster.StreamMeta, li
 		}
 	}
 	r, err := openScript.Run(ctx, b.client, keys, sess, x, meta.Owner, meta.Request,
-		ms(lim.TTL), lim.MaxStreams, k.session(sess), k.followPrefix()).Int64()
+		ms(lim.TTL), lim.MaxStreams, k.session(sess), b.followPrefixOf(sess)).Int64()
 	if err != nil {
 		return b.fail(ctx, "open stream", err)
 	}
@@ -86,7 +86,7 @@ func (m *events) AppendBatch(ctx context.Context, session, x string, data [][]by
 	}
 	args := make([]any, 0, 13+len(data))
 	args = append(args, session, x, flag(final), lim.MaxEvents, lim.MaxStreams, ms(lim.TTL),
-		k.session(session), k.followPrefix(), token)
+		k.session(session), b.followPrefixOf(session), token)
 	if open := bt.Open; open != nil {
 		if !b.single {
 			ok, err := ownerScript.Run(ctx, b.client, []string{k.owner(x)}, session, ms(ownerTTL(lim.TTL))).Int64()
@@ -217,13 +217,16 @@ func (m *events) SlideMany(ctx context.Context, streams []cluster.StreamRef, ttl
 	return nil
 }
 
-// Follow subscribes to the stream's channel on the backend's one pub/sub
-// connection and returns once the subscription is active. fn runs on the
-// connection's receive goroutine. It gets an Event with Seq 0 when the
-// stream was removed and after the connection was re-established
-// (events in between may be lost): re-read then (cluster.Tail does).
-// Follow does not check that the stream exists: authorize with Read.
-func (m *events) Follow(ctx context.Context, x string, fn func(cluster.Event)) (func(), error) {
+// Follow subscribes to the stream's channel on the backend's classic
+// pub/sub connection and, when the backend reads sharded channels, to
+// its sharded channel (P:{S}:f:<stream>, in the session's slot) on the
+// connection to the shard owning that slot, and returns once the
+// subscriptions are active. fn runs on a connection's receive
+// goroutine. It gets an Event with Seq 0 when the stream was removed
+// and after a connection was re-established (events in between may be
+// lost): re-read then (cluster.Tail does). Follow does not check that
+// the stream exists: authorize with Read.
+func (m *events) Follow(ctx context.Context, session, x string, fn func(cluster.Event)) (func(), error) {
 	b := (*backend)(m)
 	deliver := func(payload string) {
 		ev, ok := parseFollow(payload)
@@ -233,7 +236,8 @@ func (m *events) Follow(ctx context.Context, x string, fn func(cluster.Event)) (
 		}
 		fn(ev)
 	}
-	cancel, err := b.hub.subscribe(ctx, b.keys.followChannel(x), deliver, func() { fn(cluster.Event{}) })
+	sharded := b.keys.session(session) + "f:" + x
+	cancel, err := b.subscribe(ctx, b.keys.followChannel(x), sharded, deliver, func() { fn(cluster.Event{}) })
 	if err != nil {
 		return nil, err
 	}

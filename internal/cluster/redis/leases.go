@@ -24,7 +24,7 @@ func (m *members) Heartbeat(ctx context.Context, node string, ttl time.Duration)
 	if ttl <= 0 {
 		return fmt.Errorf("heartbeat %q: ttl must be positive", node)
 	}
-	if err := heartbeatScript.Run(ctx, b.client, []string{b.keys.nodes()}, node, ms(ttl)).Err(); err != nil {
+	if err := b.heartbeat(ctx, node, ttl); err != nil {
 		return b.fail(ctx, "heartbeat", err)
 	}
 	return nil
@@ -41,7 +41,7 @@ func (m *members) Alive(ctx context.Context, node string) (bool, error) {
 
 func (m *members) Leave(ctx context.Context, node string) error {
 	b := (*backend)(m)
-	if err := b.client.ZRem(ctx, b.keys.nodes(), node).Err(); err != nil {
+	if err := b.leave(ctx, node); err != nil {
 		return b.fail(ctx, "leave", err)
 	}
 	return nil

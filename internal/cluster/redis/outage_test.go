@@ -48,7 +48,7 @@ func TestOutage(t *testing.T) {
 	var reconnects atomic.Int32
 	b.Bus.OnReconnect(func() { reconnects.Add(1) })
 	hints := make(chan cluster.Event, 100)
-	cancelFollow, err := b.Events.Follow(ctx, "x", func(ev cluster.Event) { hints <- ev })
+	cancelFollow, err := b.Events.Follow(ctx, "s", "x", func(ev cluster.Event) { hints <- ev })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestConnectionsBounded(t *testing.T) {
 		if err := b.Events.Open(ctx, x, cluster.StreamMeta{Session: fmt.Sprintf("s%d", i%20)}, lim); err != nil {
 			t.Fatal(err)
 		}
-		cancel, err := b.Events.Follow(ctx, x, func(ev cluster.Event) { delivered.Add(1) })
+		cancel, err := b.Events.Follow(ctx, fmt.Sprintf("s%d", i%20), x, func(ev cluster.Event) { delivered.Add(1) })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,6 +27,7 @@
 //	P:c:<key>          string  any other claim, PX = claim TTL
 //	P:o:<key>          string  once token, PX
 //	P:nodes            zset    node → lease expiry (ms); TTL ≥ the newest lease
+//	{P:nodes}:sharded  zset    node → lease expiry (ms) of the nodes that read sharded channels
 //	P:janitor          string  lock electing the node that runs the periodic janitor
 //	P:t:{T}            hash    task T's record (see tasks.go), PEXPIRE = the task's TTL
 //	P:towner:<key>     zset    task id → expiry (ms) of one owner's tasks; TTL ≥ the newest
@@ -37,7 +38,9 @@
 //	P:ls:{L}           zset    Limiter set L: member → lease expiry (ms); TTL ≥ the newest lease
 //
 // Pub/sub channels: P:bus:<topic> for the Bus and P:f:<stream> for
-// Follow. A Follow message is "<seq>:<final 0|1>:<data>"; "0" alone asks
+// Follow, classic (PUBLISH/SUBSCRIBE) or sharded (SPUBLISH/SSUBSCRIBE;
+// a sharded follow channel is P:{S}:f:<stream>, in its session's slot).
+// A Follow message is "<seq>:<final 0|1>:<data>"; "0" alone asks
 // followers to re-read (the stream was removed). Appends publish to a
 // stream's channel only once a Read marked it (field f): most POST
 // streams are read by no one but their producer, which needs no
@@ -45,24 +48,53 @@
 //
 // # Pub/sub on Cluster
 //
-// On Cluster the channels are classic (PUBLISH/SUBSCRIBE), not sharded
-// (SPUBLISH/SSUBSCRIBE): a node's one pub/sub connection, to any shard,
-// receives every channel, and each PUBLISH is relayed by the shard that
-// owns the channel's slot (Bus.Publish routes it there; the append
-// script runs there) to every other shard over the cluster bus. The
-// cost is that every shard carries every message: pub/sub throughput
-// does not grow with shards, and a deployment that outgrows one shard's
-// pub/sub needs sharded channels. They do not fit yet, for these
-// reasons: SPUBLISH needs Redis 7.0 (this package supports 6.2); a
-// script may SPUBLISH only to a channel of its own slot, so follow
-// channels would have to carry the session's hash tag, and Follow, which
-// knows only the stream, would need the session (a change of
-// cluster.EventLog); a sharded subscription lives on a connection to the
-// shard that owns its slot, so the hub would hold one pub/sub connection
-// per shard, each with its own barrier, health probe and reconnect, and
-// would subscribe again through another shard when the server moves a
-// slot away (it then sends SUNSUBSCRIBE). The per-node bus topics would
-// fit as they are: each hashes to one shard.
+// Classic pub/sub does not scale with the shards of a Cluster: each
+// PUBLISH is relayed by the shard that owns the channel's slot to every
+// other shard over the cluster bus, so every shard carries every
+// message, and its reply counts only the subscribers connected to the
+// shard that ran it (Bus.Publish reports cluster.ReceiversUnknown).
+// Sharded pub/sub (Redis 7.0) keeps a channel's messages on the shard
+// that owns its slot, where every SSUBSCRIBEr of the channel is
+// connected: each message costs one shard, whatever their number, and
+// SPUBLISH's reply is the exact receiver count, so a routed reply that
+// nobody received is noticed (coordinator.ErrUndelivered) on Cluster
+// too. Options.ShardedPubSub (ShardedAuto by default) chooses:
+//
+//   - A standalone server and Sentinel use classic pub/sub (one server:
+//     sharding gives nothing), and so does a Cluster where a primary is
+//     older than 7.0 or refuses an SSUBSCRIBE (checked at New), and
+//     every node in mode ShardedOff.
+//   - Otherwise a node reads both: each Bus.Subscribe and Follow
+//     subscribes the classic channel on the node's classic connection
+//     and the sharded one on a connection to the shard owning its slot
+//     (one pub/sub connection per shard in use, each with the classic
+//     connection's barrier, health probe, reconnect and currency ticks;
+//     Ready and Current hold when they hold for every one). It records
+//     that it reads sharded in {P:nodes}:sharded (node → lease expiry,
+//     renewed with its lease by Membership.Heartbeat, dropped by Leave).
+//   - It publishes classic while any live node (membership lease) is
+//     missing from that set, and sharded once none is (ShardedOn:
+//     sharded from the start). Every publish of the node follows that
+//     mode: Bus.Publish, the scripts' follow messages (the channel
+//     prefix they get tells PUBLISH from SPUBLISH) and End's announce
+//     (a script may SPUBLISH only to a channel of its keys' slot, so a
+//     sharded announce is sent in the pipeline that follows the script
+//     on Cluster). The node checks the set every Options.ModeInterval
+//     (a second) and at each heartbeat.
+//
+// A message is published on exactly one of the two channels, so a node
+// that reads both handles it once. A rolling upgrade from a version that
+// knows only classic pub/sub loses nothing: the new nodes read both and
+// publish classic while an old node holds a lease, and switch to sharded
+// within ModeInterval of the last one leaving. A downgrade (or a node in
+// mode off joining) switches the others back to classic within
+// ModeInterval of the old node's first heartbeat; what they publish
+// sharded before that, the old node misses. To avoid that window, first
+// restart the nodes with ShardedOff, then roll the old version out.
+// A slot that moves to another shard (resharding) is not followed by the
+// sharded subscriptions of its channels (the server ends them): reshard
+// with every node in mode off, or restart the nodes after it. A failover
+// is followed: go-redis re-dials the shard that now owns the slots.
 //
 // Every key of one session shares the slot of {S}, so one Lua script
 // updates a session's keys atomically even on Cluster. The global keys
@@ -89,7 +121,8 @@
 // stream's TTL (the stream's owner key). Follow and Bus.Subscribe use the one
 // pub/sub connection: a channel already active costs nothing, a new one a
 // SUBSCRIBE and a PING answered in order. A node holds its command pool
-// plus one pub/sub connection, however many subscriptions it has.
+// plus one pub/sub connection, however many subscriptions it has (on a
+// Cluster that reads sharded channels, one more per shard in use).
 //
 // Errors: redis.Nil maps to cluster.ErrNotFound where a key is missing;
 // every other failure is wrapped in cluster.ErrUnavailable, except that a
@@ -147,6 +180,12 @@ type Options struct {
 	JanitorInterval time.Duration
 	// CloseClient makes Backend.Close close the client too.
 	CloseClient bool
+	// ShardedPubSub selects classic or sharded pub/sub on Cluster
+	// (ShardedAuto when empty; see the package doc).
+	ShardedPubSub ShardedPubSub
+	// ModeInterval is how often a node that reads sharded channels checks
+	// whether every live node does (DefaultModeInterval when 0).
+	ModeInterval time.Duration
 }
 
 // backend is shared by every seam.
@@ -159,6 +198,11 @@ type backend struct {
 	opts   Options
 	log    zerolog.Logger
 	hub    *hub
+	// shards, when not nil, holds the sharded channels' hubs: the
+	// backend reads sharded channels (beside the classic ones).
+	shards *shards
+	// pubSharded: publish sharded (SPUBLISH) rather than classic.
+	pubSharded atomic.Bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -195,6 +239,14 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 	if opts.JanitorInterval == 0 {
 		opts.JanitorInterval = DefaultJanitorInterval
 	}
+	if opts.ModeInterval <= 0 {
+		opts.ModeInterval = DefaultModeInterval
+	}
+	mode, err := ParseShardedPubSub(string(opts.ShardedPubSub))
+	if err != nil {
+		return nil, fmt.Errorf("redis backend: %w", err)
+	}
+	opts.ShardedPubSub = mode
 	_, single := client.(*goredis.Client)
 	b := &backend{
 		client: client,
@@ -210,7 +262,24 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 	if err := b.ping(ctx); err != nil {
 		return nil, err
 	}
-	b.hub = newHub(b)
+	sharded, err := b.shardedReady(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if sharded {
+		b.pubSharded.Store(mode == ShardedOn)
+		if mode == ShardedAuto {
+			if err := b.checkMode(ctx); err != nil {
+				return nil, err
+			}
+		}
+		b.shards = &shards{b: b, hubs: make(map[string]*hub)}
+	}
+	b.hub = newHub(b, nil)
+	if sharded && mode == ShardedAuto {
+		b.wg.Add(1)
+		go b.modeLoop(opts.ModeInterval)
+	}
 	if opts.JanitorInterval > 0 {
 		b.wg.Add(1)
 		go b.janitorLoop(opts.JanitorInterval)
@@ -237,6 +306,9 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 			once.Do(func() {
 				close(b.stop)
 				b.hub.close()
+				if b.shards != nil {
+					b.shards.close()
+				}
 				b.wg.Wait()
 				if opts.CloseClient {
 					err = client.Close()
@@ -245,12 +317,38 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 			return err
 		},
 		Ping:       b.ping,
-		Ready:      b.hub.ready,
-		Current:    b.hub.current,
+		Ready:      b.ready,
+		Current:    b.current,
 		Name:       "redis",
 		FollowPoll: followPoll,
 		Remote:     true,
 	}, nil
+}
+
+// periodic runs fn every interval until Close, each run under a
+// context that ends after the interval or at Close (so Close does not
+// wait for a slow run). The caller did b.wg.Add(1).
+func (b *backend) periodic(every time.Duration, fn func(ctx context.Context)) {
+	defer b.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		go func() { // stop promptly on Close
+			select {
+			case <-b.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		fn(ctx)
+		cancel()
+	}
 }
 
 func (b *backend) ping(ctx context.Context) error {

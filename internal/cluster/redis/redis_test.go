@@ -67,12 +67,14 @@ func backend(t testing.TB, c goredis.UniversalClient, opts redis.Options) *clust
 
 func TestContract(t *testing.T) {
 	for _, mode := range []struct {
-		name string
-		opts redistest.Options
+		name   string
+		opts   redistest.Options
+		pubsub redis.ShardedPubSub
 	}{
-		{"tcp", redistest.Options{}},
-		{"unix", redistest.Options{Unix: true}},
-		{"cluster", redistest.Options{Cluster: true}},
+		{"tcp", redistest.Options{}, ""},
+		{"unix", redistest.Options{Unix: true}, ""},
+		{"cluster", redistest.Options{Cluster: true}, ""}, // sharded pub/sub
+		{"cluster-classic", redistest.Options{Cluster: true}, redis.ShardedOff},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			srv := redistest.StartWith(t, mode.opts)
@@ -81,16 +83,21 @@ func TestContract(t *testing.T) {
 				t.Fatalf("client type %T for mode %s", c, mode.name)
 			}
 			backendtest.Run(t, func(t *testing.T) *cluster.Backend {
-				return backend(t, c, redis.Options{})
+				return backend(t, c, redis.Options{ShardedPubSub: mode.pubsub})
 			})
 		})
 	}
 	// A Cluster of three processes: a session's keys and a stream's
-	// owner key land on different ones, and pub/sub crosses them.
+	// owner key land on different ones, and each sharded channel is on
+	// its slot's shard.
 	t.Run("cluster3", func(t *testing.T) {
 		c := clusterClient(t, redistest.StartCluster(t, 3))
 		backendtest.Run(t, func(t *testing.T) *cluster.Backend {
-			return backend(t, c, redis.Options{})
+			b := backend(t, c, redis.Options{})
+			if reads, publishes := redis.PubSubMode(b); !reads || !publishes {
+				t.Fatalf("a backend on Cluster 7: reads sharded %v, publishes sharded %v; want both", reads, publishes)
+			}
+			return b
 		})
 	})
 }
@@ -288,7 +295,7 @@ func TestCloseStopsGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 50 {
-		if _, err := b.Events.Follow(t.Context(), fmt.Sprint("x", i), func(cluster.Event) {}); err != nil {
+		if _, err := b.Events.Follow(t.Context(), "s", fmt.Sprint("x", i), func(cluster.Event) {}); err != nil {
 			t.Fatal(err)
 		}
 	}

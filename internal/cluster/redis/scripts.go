@@ -59,7 +59,7 @@ local function touch_lru(lru, stream, ttl, max, pfx, chan_pfx, now)
           local m = redis.call('HMGET', pfx .. 'm:' .. s, 'done', 'f')
           if m[1] ~= '0' then
             redis.call('DEL', pfx .. 'm:' .. s, pfx .. 'e:' .. s)
-            if m[2] then redis.call('PUBLISH', chan_pfx .. s, '0') end
+            if m[2] then follow_publish(chan_pfx, s, '0') end
             gone[#gone + 1] = s
             excess = excess - 1
             if excess == 0 then break end
@@ -74,7 +74,7 @@ local function touch_lru(lru, stream, ttl, max, pfx, chan_pfx, now)
 end
 `
 
-func script(src string) *goredis.Script { return goredis.NewScript(prelude + src) }
+func script(src string) *goredis.Script { return goredis.NewScript(prelude + followPublish + src) }
 
 // Retries. go-redis sends a command again when its reply does not arrive
 // in time (a read timeout, a connection cut after the write), although
@@ -298,7 +298,7 @@ local streams = redis.call('ZRANGE', KEYS[3], 0, -1)
 local claims = redis.call('SMEMBERS', KEYS[4])
 for _, s in ipairs(streams) do
   redis.call('DEL', ARGV[2] .. 'm:' .. s, ARGV[2] .. 'e:' .. s)
-  redis.call('PUBLISH', ARGV[3] .. s, '0')
+  follow_publish(ARGV[3], s, '0')
 end
 for _, c in ipairs(claims) do redis.call('DEL', ARGV[2] .. 'c:' .. c) end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
@@ -519,7 +519,7 @@ if m[5] then
   for i = 14, #ARGV do
     local fin = '0'
     if i == #ARGV then fin = ARGV[3] end
-    redis.call('PUBLISH', ARGV[8] .. ARGV[2], (first + i - 14) .. ':' .. fin .. ':' .. ARGV[i])
+    follow_publish(ARGV[8], ARGV[2], (first + i - 14) .. ':' .. fin .. ':' .. ARGV[i])
   end
 end
 if refresh and not opened and not KEYS[4] then return {first, 1} end

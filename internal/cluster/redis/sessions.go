@@ -333,12 +333,16 @@ func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) 
 			keys = append(keys, k.leaseSet(opts.Lease))
 		}
 	}
-	channel, notice := "", []byte(nil)
-	if a := opts.Announce; a != nil {
+	// A sharded announce is published in the Cluster pipeline below: a
+	// script may SPUBLISH only to a channel of its keys' slot.
+	channel, notice, announce := "", []byte(nil), (*cluster.Notice)(nil)
+	if a := opts.Announce; a != nil && b.pubSharded.Load() {
+		announce = a
+	} else if a != nil {
 		channel, notice = k.busChannel(a.Topic), a.Msg
 	}
 	args := make([]any, 0, 9+2*len(opts.Match))
-	args = append(args, id, k.session(id), k.followPrefix(), k.subPrefix(), k.ownerPrefix(), b.token(), tombstoneMS, channel, notice)
+	args = append(args, id, k.session(id), b.followPrefixOf(id), k.subPrefix(), k.ownerPrefix(), b.token(), tombstoneMS, channel, notice)
 	for f, v := range opts.Match {
 		args = append(args, f, v)
 	}
@@ -361,6 +365,9 @@ func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) 
 		streams, _ := res[2].([]any)
 		_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			p.ZRem(ctx, k.live(), id)
+			if announce != nil && live == 1 {
+				_ = p.Process(ctx, publishCmd(ctx, "spublish", k.busChannel(announce.Topic), announce.Msg))
+			}
 			if opts.Lease != "" && live == 1 {
 				p.ZRem(ctx, k.leaseSet(opts.Lease), id)
 			}
@@ -527,28 +534,11 @@ func (m *sessions) Count(ctx context.Context) (int, error) {
 // janitor prunes what nobody reads: once per interval, on whichever node
 // takes the P:janitor lock.
 func (b *backend) janitorLoop(every time.Duration) {
-	defer b.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), every)
-		go func() { // stop promptly on Close
-			select {
-			case <-b.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+	b.periodic(every, func(ctx context.Context) {
 		if err := b.sweep(ctx, every); err != nil && ctx.Err() == nil {
 			b.log.Warn().Err(err).Msg("janitor failed")
 		}
-		cancel()
-	}
+	})
 }
 
 // sweep prunes the live-sessions and node indexes and every subscriber

@@ -350,11 +350,11 @@ func (e events) SlideMany(ctx context.Context, streams []cluster.StreamRef, ttl 
 	return e.EventLog.SlideMany(ctx, streams, ttl)
 }
 
-func (e events) Follow(ctx context.Context, stream string, fn func(cluster.Event)) (func(), error) {
+func (e events) Follow(ctx context.Context, session, stream string, fn func(cluster.Event)) (func(), error) {
 	if err := e.f.down(); err != nil {
 		return nil, err
 	}
-	return e.EventLog.Follow(ctx, stream, fn)
+	return e.EventLog.Follow(ctx, session, stream, fn)
 }
 
 type members struct {
