@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -35,25 +36,62 @@ import (
 //
 // The rate costs no round trip on the request path. Each node admits a
 // request against a local token bucket of the caller (the full rate and
-// burst), notes it, and debits the shared bucket with everything noted,
-// in one batch, callerFlush after the first note, or at once when one
-// caller has noted an eighth of its burst; a caller the shared bucket
-// finds in debt is refused on this node until the debt is paid.
-// Error bound: over the whole deployment a caller may get past the rate
-// by what every node admits before it hears of the debt: per node that
-// serves it, an eighth of the burst, or callerFlush of the rate, plus
-// what arrives during one round trip to the store (and never more than
-// the burst, the local bucket's). The debt then shuts it out for as long
-// as it took, so over time it gets the rate and no more. When the shared store fails, each node keeps its local bucket
-// alone (each node then admits up to the rate).
+// burst) and notes it. It debits the shared bucket with a caller's notes
+// once they reach the caller's threshold, or once the oldest has waited
+// the caller's delay, in one batch with the notes of every caller
+// halfway to either (one script for the whole batch on a single server:
+// Limiter.Take). The answer sets the local bucket to no more than the
+// shared one's balance (less what the node admitted since), and a
+// caller it finds in debt is refused on this node until the debt is
+// paid. A node holds at most two thresholds of a caller unheard of by
+// the store (noted, or in the debit under way): a request past them
+// waits for that debit's answer, so only a flood waits a round trip.
+//
+// The threshold is an eighth of the balance the shared bucket reported
+// at the caller's last debit from this node (a caller this node has not
+// debited yet counts as full, as an unknown bucket is), at most an eighth
+// of the burst and at least callerFlush of the rate (within [1, burst/8]):
+// at the defaults a caller far from its limit is debited every 250 of its
+// requests here, one near it every 20, as often as a single node
+// debited it before. The delay is twice the time this node took to note
+// a threshold of the caller, at the pace it saw between the caller's
+// last two debits, within [callerFlush, callerLinger]: a caller that
+// keeps its pace is debited by count, one that slows down or stops
+// within callerLinger.
+//
+// Cost: a debit carries a threshold of notes, or all that one node noted
+// in callerLinger. Where each node notes a threshold of the caller within
+// callerLinger/2, the debits per request are 1/threshold, however many
+// nodes share the caller's requests; past that (a node sees little of
+// the caller), one per callerLinger per node and caller; never more than
+// one per request.
+//
+// Error bound: time does not enter it, the counts do. A node lets a
+// caller past the shared bucket by at most what it holds unheard of
+// when the bucket runs dry: two thresholds, at most a quarter of the
+// burst. So by time t a caller gets at most rate·t + burst + two
+// thresholds per node that serves it, where a node's threshold near the
+// limit is callerFlush of the rate (TestCallerRateBoundAcrossNodes).
+// Far from its limit a node holds at most a quarter of the balance it
+// heard: on up to four nodes that heard it, their notes together stay
+// within it, and nothing gets past. The overshoot is a debt the caller
+// then waits out, so over time it gets the rate and no more; only a debt
+// past the floor of -burst is forgiven, which takes more than four nodes
+// each holding a quarter of the burst. A node's notes when it stops are
+// not debited (two thresholds per caller at most, within the bound).
+// When the shared store fails, each node keeps its local bucket alone
+// (each node then admits up to the rate).
 
 // streamLeases is a stream's lease in LeaseTTLs: three renewals (every
 // 2·LeaseTTL) may fail before it lapses.
 const streamLeases = 6
 
-// callerFlush is how long notes of admitted requests wait to be debited
-// together.
+// callerFlush is the time of the rate a node holds back, at most, in
+// notes of a caller near its limit, and the shortest wait of a note.
 const callerFlush = 20 * time.Millisecond
+
+// callerLinger is the longest a note waits to be debited.
+const callerLinger = time.Second
 
 // maxCallers bounds the callers one node tracks at once; past it the
 // idle ones are dropped, and a new caller that still finds no room is
@@ -68,27 +106,41 @@ type callers struct {
 	trusted []netip.Prefix
 	off     bool
 
+	// most and least bound a caller's threshold: the notes debited at
+	// once (see threshold).
+	most, least int
+
 	mu      sync.Mutex
 	m       map[string]*caller
-	dirty   bool      // some caller has notes to debit
+	next    time.Time // when the oldest notes of some caller are due; zero when none are held
+	drain   bool      // the table is full: debit every note, so that the callers can be dropped
 	pruned  time.Time // last prune forced by a full table
 	streams map[*callerStream]struct{}
-	failing bool // the last debit failed (run's goroutine only)
+	failing bool       // the last debit failed (set by run's goroutine, under mu)
+	stopped bool       // run returned: nothing debits any more
+	heard   *sync.Cond // on mu: a debit's answer came (or run returned)
 	// refused counts the refusals of each limit: rate, sessions, streams.
 	refused [3]func()
 
 	proxyWarned atomic.Bool // untrustedProxy warned
 
-	kick   chan struct{} // the first note since the last flush
-	urgent chan struct{} // a caller noted an eighth of its burst: flush now
+	kick   chan struct{} // next moved earlier
+	urgent chan struct{} // a caller's notes reached its threshold: flush now
 }
 
 // caller is one caller as this node sees it.
 type caller struct {
-	tokens   float64   // local bucket
-	at       time.Time // of tokens
-	notes    int       // requests admitted, not yet debited
-	blocked  time.Time // refused until then: the shared bucket's debt
+	tokens  float64   // local bucket
+	at      time.Time // of tokens
+	notes   int       // requests admitted, not yet debited
+	flying  int       // requests in the debit under way
+	first   time.Time // of the oldest of notes
+	since   time.Time // of the last debit (before one, of the caller's arrival)
+	pace    float64   // notes a second between the last two debits
+	limit   int       // threshold: notes debited at once
+	delay   time.Duration
+	blocked time.Time // refused until then: the shared bucket's debt
+
 	sessions map[string]struct{}
 }
 
@@ -99,6 +151,9 @@ func newCallers(lim cluster.Limiter, o *HTTPOptions, log zerolog.Logger, m *tele
 	trusted, _ := parseTrustedProxies(o.TrustedProxies) // Validate checked them
 	c := &callers{lim: lim, o: o, log: log, trusted: trusted, off: o.NoCallerLimits || lim == nil,
 		m: map[string]*caller{}, streams: map[*callerStream]struct{}{}, kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
+	c.heard = sync.NewCond(&c.mu)
+	c.most = max(1, o.CallerBurst/8)
+	c.least = min(c.most, max(1, int(math.Ceil(float64(o.CallerRate)*callerFlush.Seconds()))))
 	for i, limit := range []string{"rate", "sessions", "streams"} {
 		c.refused[i] = m.Counter("mcp_caller_refused_"+limit+"_total", "Requests refused (429) because their caller was over its "+limit+" limit.")
 	}
@@ -124,6 +179,39 @@ func (c *callers) untrustedProxy(r *http.Request) {
 	}
 	c.log.Warn().Str("peer", peer.String()).
 		Msg("requests arrive through a proxy this node does not trust: every anonymous client behind it counts as one caller for the per-caller limits (--caller-rate, --caller-max-sessions, --caller-max-streams); name the proxy in --trusted-proxies (MCP_TRUSTED_PROXIES)")
+}
+
+// newCaller is a caller first seen at now. Its shared bucket is taken
+// to be full (as an unknown bucket is) until a debit tells.
+func (c *callers) newCaller(now time.Time) *caller {
+	return &caller{tokens: float64(c.o.CallerBurst), at: now, since: now, limit: c.threshold(float64(c.o.CallerBurst)), delay: callerLinger}
+}
+
+// threshold is how many notes of a caller whose shared bucket held
+// balance are debited at once: an eighth of the balance, within
+// [least, most].
+func (c *callers) threshold(balance float64) int {
+	return min(c.most, max(c.least, int(balance/8)))
+}
+
+// lingerFor is the longest the oldest note of a caller waits: twice the
+// time this node takes to note limit of it at pace (so that a caller
+// which keeps its pace is debited by count), within [callerFlush,
+// callerLinger].
+func lingerFor(limit int, pace float64) time.Duration {
+	d := 2 * float64(limit) / pace
+	if pace <= 0 || d >= callerLinger.Seconds() {
+		return callerLinger
+	}
+	return max(callerFlush, time.Duration(d*float64(time.Second)))
+}
+
+// signal sends on a channel of one without blocking.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // Limiter keys of a caller.
@@ -153,35 +241,46 @@ func (c *callers) allow(key string, now time.Time) error {
 			c.pruneLocked(now)
 		}
 		if len(c.m) >= maxCallers {
+			if !c.drain {
+				c.drain = true
+				signal(c.urgent)
+			}
 			return refuse(http.StatusServiceUnavailable, "this node tracks as many callers as it may (%d); retry shortly", maxCallers)
 		}
-		cl = &caller{tokens: float64(burst), at: now}
+		cl = c.newCaller(now)
 		c.m[key] = cl
 	}
-	if now.Before(cl.blocked) {
-		c.refused[0]()
-		return tooMany(cl.blocked.Sub(now), "too many requests from this caller (at most %d a second); retry later", c.o.CallerRate)
-	}
-	tokens, wait := cluster.Refill(cl.tokens, now.Sub(cl.at), 0, rate, burst)
-	cl.tokens, cl.at = tokens, now
-	if wait > 0 {
-		c.refused[0]()
-		return tooMany(wait, "too many requests from this caller (at most %d a second); retry later", c.o.CallerRate)
+	for {
+		if now.Before(cl.blocked) {
+			c.refused[0]()
+			return tooMany(cl.blocked.Sub(now), "too many requests from this caller (at most %d a second); retry later", c.o.CallerRate)
+		}
+		tokens, wait := cluster.Refill(cl.tokens, now.Sub(cl.at), 0, rate, burst)
+		cl.tokens, cl.at = tokens, now
+		if wait > 0 {
+			c.refused[0]()
+			return tooMany(wait, "too many requests from this caller (at most %d a second); retry later", c.o.CallerRate)
+		}
+		if cl.notes+cl.flying < 2*cl.limit || c.failing || c.stopped {
+			break
+		}
+		// Two thresholds of the caller unheard of by the store: wait
+		// for the debit under way (only a flood waits), then look again.
+		signal(c.urgent)
+		c.heard.Wait()
+		now = time.Now()
 	}
 	cl.tokens--
-	cl.notes++
-	if cl.notes >= max(1, burst/8) {
-		select {
-		case c.urgent <- struct{}{}:
-		default:
+	if cl.notes == 0 {
+		cl.first = now
+		if due := now.Add(cl.delay); c.next.IsZero() || due.Before(c.next) {
+			c.next = due
+			signal(c.kick)
 		}
 	}
-	if !c.dirty {
-		c.dirty = true
-		select {
-		case c.kick <- struct{}{}:
-		default:
-		}
+	cl.notes++
+	if cl.notes >= cl.limit {
+		signal(c.urgent)
 	}
 	return nil
 }
@@ -195,7 +294,7 @@ func (c *callers) sawSession(key, sid string) {
 	defer c.mu.Unlock()
 	cl := c.m[key]
 	if cl == nil {
-		cl = &caller{tokens: float64(c.o.CallerBurst), at: time.Now()}
+		cl = c.newCaller(time.Now())
 		c.m[key] = cl
 	}
 	if cl.sessions == nil {
@@ -283,10 +382,9 @@ func (c *callers) openStream(ctx context.Context, key, session string) (func(), 
 	}, nil
 }
 
-// run debits the notes of admitted requests callerFlush after the first
-// one, or at once when a caller noted an eighth of its burst; renews the
-// stream leases every 2·LeaseTTL and the session leases every eighth of
-// SessionTTL, until ctx ends.
+// run debits the notes of admitted requests as they fall due (see
+// flush); renews the stream leases every 2·LeaseTTL and the session
+// leases every eighth of SessionTTL, until ctx ends.
 func (c *callers) run(ctx context.Context) {
 	if c.off {
 		return
@@ -295,6 +393,14 @@ func (c *callers) run(ctx context.Context) {
 	defer streams.Stop()
 	sessions := time.NewTicker(max(c.o.SessionTTL/8, time.Millisecond))
 	defer sessions.Stop()
+	due := time.NewTimer(callerLinger)
+	defer due.Stop()
+	defer func() {
+		c.mu.Lock()
+		c.stopped = true
+		c.heard.Broadcast()
+		c.mu.Unlock()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -305,56 +411,94 @@ func (c *callers) run(ctx context.Context) {
 			c.renewSessions(ctx)
 		case <-c.urgent:
 			c.flush(ctx)
-		case <-c.kick:
-			select {
-			case <-ctx.Done():
-				return
-			case <-c.urgent:
-			case <-time.After(callerFlush):
-			}
+		case <-due.C:
 			c.flush(ctx)
+		case <-c.kick:
+		}
+		c.mu.Lock()
+		next := c.next
+		c.mu.Unlock()
+		if next.IsZero() {
+			due.Stop()
+		} else {
+			due.Reset(time.Until(next))
 		}
 	}
 }
 
-// flush debits every caller's notes from its shared bucket in one batch
-// and refuses, until it is paid, the callers found in debt.
+// flush debits, in one batch, the notes of every caller that has noted
+// its threshold or whose oldest note waited its delay, and of those
+// halfway to either (they would be due soon: one batch carries them
+// too); it refuses, until it is paid, the callers found in debt, and
+// sets each debited caller's threshold from the balance heard and its
+// delay from the pace seen.
 func (c *callers) flush(ctx context.Context) {
 	c.mu.Lock()
+	now := time.Now()
+	drain := c.drain
+	c.drain = false
 	var keys []string
 	var debits []cluster.Debit
+	var next time.Time
 	for k, cl := range c.m {
-		if cl.notes > 0 {
-			keys = append(keys, k)
-			debits = append(debits, cluster.Debit{Key: rateKey(k), N: cl.notes, Rate: float64(c.o.CallerRate), Burst: c.o.CallerBurst})
-			cl.notes = 0
+		if cl.notes == 0 {
+			continue
 		}
+		if !drain && 2*cl.notes < cl.limit && 2*now.Sub(cl.first) < cl.delay {
+			if due := cl.first.Add(cl.delay); next.IsZero() || due.Before(next) {
+				next = due
+			}
+			continue
+		}
+		keys = append(keys, k)
+		debits = append(debits, cluster.Debit{Key: rateKey(k), N: cl.notes, Rate: float64(c.o.CallerRate), Burst: c.o.CallerBurst})
+		if el := now.Sub(cl.since).Seconds(); el > 0 {
+			cl.pace = float64(cl.notes) / el
+		}
+		cl.since = now
+		cl.flying, cl.notes = cl.notes, 0
 	}
-	c.dirty = false
+	c.next = next
 	c.mu.Unlock()
 	if len(debits) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	wait, err := c.lim.Take(ctx, debits)
+	taken, err := c.lim.Take(ctx, debits)
+	now = time.Now()
+	rate, burst := float64(c.o.CallerRate), c.o.CallerBurst
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.heard.Broadcast()
 	if err != nil {
 		if !c.failing {
 			c.log.Warn().Err(err).Int("callers", len(debits)).Msg("request rates not debited from the shared store; this node limits callers alone until it can again")
 		}
 		c.failing = true
-		return
-	}
-	if c.failing {
+	} else if c.failing {
 		c.log.Info().Msg("request rates debited from the shared store again")
 		c.failing = false
 	}
-	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for i, k := range keys {
-		if cl := c.m[k]; cl != nil && wait[i] > 0 {
-			if until := now.Add(wait[i]); until.After(cl.blocked) {
+		cl := c.m[k]
+		if cl == nil {
+			continue
+		}
+		cl.flying = 0
+		if err != nil {
+			continue
+		}
+		cl.limit = c.threshold(taken[i].Balance)
+		cl.delay = lingerFor(cl.limit, cl.pace)
+		// The local bucket holds no more than the shared one, less what
+		// this node admitted since the debit left: else each node would
+		// spend, as each debt is paid, what its own bucket gained
+		// meanwhile.
+		tokens, _ := cluster.Refill(cl.tokens, now.Sub(cl.at), 0, rate, burst)
+		cl.tokens, cl.at = min(tokens, taken[i].Balance-float64(cl.notes)), now
+		if w := taken[i].Wait; w > 0 {
+			if until := now.Add(w); until.After(cl.blocked) {
 				cl.blocked = until
 			}
 		}
@@ -406,11 +550,12 @@ func (c *callers) renew(ctx context.Context, leases []cluster.Lease, what string
 	}
 }
 
-// pruneLocked drops the callers that hold nothing: no notes, no debt,
-// no sessions to renew, and a full local bucket.
+// pruneLocked drops the callers that hold nothing: no notes, none in a
+// debit under way, no debt, no sessions to renew, and a full local
+// bucket.
 func (c *callers) pruneLocked(now time.Time) {
 	for k, cl := range c.m {
-		if cl.notes == 0 && len(cl.sessions) == 0 && !now.Before(cl.blocked) {
+		if cl.notes == 0 && cl.flying == 0 && len(cl.sessions) == 0 && !now.Before(cl.blocked) {
 			if t, _ := cluster.Refill(cl.tokens, now.Sub(cl.at), 0, float64(c.o.CallerRate), c.o.CallerBurst); t >= float64(c.o.CallerBurst) {
 				delete(c.m, k)
 			}

@@ -12,15 +12,18 @@ import (
 // bucket and an empty set are the same as no key, and backends drop them.
 type Limiter interface {
 	// Take debits every bucket of debits in one batch (one round trip
-	// where the backend allows) and returns, per debit, how long until
-	// its bucket holds a whole token again (0 when it holds one now).
+	// where the backend allows) and returns, per debit, its bucket's
+	// state after it: how long until the bucket holds a whole token
+	// again and its balance.
 	//
 	// A bucket holds at most Burst tokens and gains Rate tokens a
 	// second; an unknown bucket is full. A debit always applies: it
 	// records work already admitted, so the balance may fall below zero,
-	// down to -Burst, and the debt is paid back by the wait. A retried
-	// call never debits twice.
-	Take(ctx context.Context, debits []Debit) (wait []time.Duration, err error)
+	// down to -Burst, and the debt is paid back by the wait. Debits of
+	// one Key in one call apply together (their N summed), and each of
+	// them gets the bucket's state after all of them. A retried call
+	// never debits twice.
+	Take(ctx context.Context, debits []Debit) ([]Taken, error)
 	// Acquire leases member of set key for ttl, unless the set holds max
 	// unexpired members already: then ok is false and wait is how long
 	// until the earliest of them expires. A member already in the set is
@@ -40,6 +43,16 @@ type Debit struct {
 	N     int
 	Rate  float64
 	Burst int
+}
+
+// Taken is a bucket's state after a Take.
+type Taken struct {
+	// Wait is how long until the bucket holds a whole token again (0
+	// when it holds one now).
+	Wait time.Duration
+	// Balance is the bucket's tokens: at most Burst, below zero (down to
+	// -Burst) while it is in debt.
+	Balance float64
 }
 
 // Lease names a member of a Limiter set and how long its lease lasts

@@ -21,24 +21,27 @@ func (s *suite) testLimiter(t *testing.T) {
 		for i := range 2 {
 			w, err := l.Take(t.Context(), d)
 			must(t, "Take", err)
-			if w[0] != 0 {
-				t.Fatalf("take %d of a burst of 3: got wait %v, want 0", i+1, w[0])
+			if w[0].Wait != 0 {
+				t.Fatalf("take %d of a burst of 3: got wait %v, want 0", i+1, w[0].Wait)
 			}
+			wantBalance(t, "take of a burst of 3", w[0].Balance, float64(2-i), time.Since(start), 1)
 		}
 		w, err := l.Take(t.Context(), d)
 		must(t, "Take", err)
 		// 0 tokens left at rate 1/s, plus what refilled since the
 		// first take: a whole token a second after it.
-		wantWait(t, "third take", w[0], time.Second, time.Since(start))
+		wantWait(t, "third take", w[0].Wait, time.Second, time.Since(start))
+		wantBalance(t, "third take", w[0].Balance, 0, time.Since(start), 1)
 		// Debt: the balance goes below zero, and the wait grows.
 		w2, err := l.Take(t.Context(), []cluster.Debit{{Key: key, N: 2, Rate: 1, Burst: 3}})
 		must(t, "Take", err)
-		wantWait(t, "take into debt", w2[0], 3*time.Second, time.Since(start))
+		wantWait(t, "take into debt", w2[0].Wait, 3*time.Second, time.Since(start))
+		wantBalance(t, "take into debt", w2[0].Balance, -2, time.Since(start), 1)
 		// The debt is bounded by the burst.
 		w3, err := l.Take(t.Context(), []cluster.Debit{{Key: key, N: 100, Rate: 1, Burst: 3}})
 		must(t, "Take", err)
-		if w3[0] > 4*time.Second {
-			t.Fatalf("debt past -burst: got wait %v, want at most 4s", w3[0])
+		if w3[0].Wait > 4*time.Second || w3[0].Balance != -3 {
+			t.Fatalf("debt past -burst: got wait %v and balance %v, want at most 4s and -3", w3[0].Wait, w3[0].Balance)
 		}
 	})
 
@@ -50,7 +53,7 @@ func (s *suite) testLimiter(t *testing.T) {
 			t.Helper()
 			w, err := l.Take(t.Context(), []cluster.Debit{{Key: key, N: n, Rate: 20, Burst: 2}})
 			must(t, "Take", err)
-			return w[0]
+			return w[0].Wait
 		}
 		start := time.Now()
 		w := debit(2)
@@ -80,11 +83,44 @@ func (s *suite) testLimiter(t *testing.T) {
 			{Key: a, N: 5, Rate: 1, Burst: 5}, {Key: b, N: 1, Rate: 1, Burst: 5},
 		})
 		must(t, "Take", err)
-		if w[0] == 0 || w[1] != 0 {
-			t.Fatalf("batch: got waits %v, want [>0 0]", w)
+		if w[0].Wait == 0 || w[1].Wait != 0 {
+			t.Fatalf("batch: got %v, want waits [>0 0]", w)
+		}
+		if w[0].Balance > 0.01 || w[1].Balance < 4 || w[1].Balance > 4.01 {
+			t.Fatalf("batch: got %v, want balances [0 4]", w)
 		}
 		if _, err := l.Take(t.Context(), []cluster.Debit{{Key: a, N: 1, Rate: 0, Burst: 1}}); err == nil {
 			t.Fatalf("Take with rate 0: got nil error")
+		}
+	})
+
+	t.Run("LargeBatchAndRepeatedKeys", func(t *testing.T) {
+		t.Parallel()
+		l := s.newBackend(t).Limiter
+		// More buckets than one script of a backend may carry, each
+		// debited its own N, and one key given twice: the two apply
+		// together and both answers are the bucket's after both.
+		const n = 300
+		var debits []cluster.Debit
+		for i := range n {
+			debits = append(debits, cluster.Debit{Key: uniq("k"), N: i % 7, Rate: 0.001, Burst: 10})
+		}
+		twice := uniq("twice")
+		debits = append(debits, cluster.Debit{Key: twice, N: 3, Rate: 0.001, Burst: 10}, cluster.Debit{Key: twice, N: 4, Rate: 0.001, Burst: 10})
+		w, err := l.Take(t.Context(), debits)
+		must(t, "Take", err)
+		if len(w) != len(debits) {
+			t.Fatalf("got %d answers for %d debits", len(w), len(debits))
+		}
+		for i, d := range debits[:n] {
+			if want := float64(10 - d.N); w[i].Balance < want || w[i].Balance > want+0.01 || w[i].Wait != 0 {
+				t.Fatalf("debit %d of %d: got %+v, want balance %v and no wait", i, d.N, w[i], want)
+			}
+		}
+		for _, got := range w[n:] {
+			if got.Balance < 3 || got.Balance > 3.01 {
+				t.Fatalf("a key debited 3 and 4 in one call: got %+v, want balance 3 for both", w[n:])
+			}
 		}
 	})
 
@@ -100,7 +136,7 @@ func (s *suite) testLimiter(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				w, err := l.Take(t.Context(), []cluster.Debit{{Key: key, N: 1, Rate: 0.001, Burst: 10}})
-				if err == nil && w[0] == 0 {
+				if err == nil && w[0].Wait == 0 {
 					mu.Lock()
 					admitted++
 					mu.Unlock()
@@ -189,5 +225,16 @@ func wantWait(t *testing.T, what string, wait, want, elapsed time.Duration) {
 	const slack = 2 * time.Millisecond
 	if wait > want+slack || wait < want-elapsed-slack {
 		t.Fatalf("%s: got wait %v, want %v less at most the %v that passed", what, wait, want, elapsed)
+	}
+}
+
+// wantBalance fails unless a bucket's balance is want, what it would be
+// had no time passed since the first take, plus at most what elapsed
+// refilled at rate (the Redis clock rounds to the millisecond).
+func wantBalance(t *testing.T, what string, got, want float64, elapsed time.Duration, rate float64) {
+	t.Helper()
+	const slack = 0.01
+	if got < want-slack || got > want+elapsed.Seconds()*rate+slack {
+		t.Fatalf("%s: got balance %v, want %v plus at most the %v of refill", what, got, want, elapsed)
 	}
 }

@@ -30,7 +30,7 @@ func (b *bucket) full(now time.Time) bool {
 	return b.tokens+now.Sub(b.at).Seconds()*b.rate >= float64(b.burst)
 }
 
-func (m *limiter) Take(ctx context.Context, debits []cluster.Debit) ([]time.Duration, error) {
+func (m *limiter) Take(ctx context.Context, debits []cluster.Debit) ([]cluster.Taken, error) {
 	s := (*store)(m)
 	if err := s.check(ctx, "Limiter.Take"); err != nil {
 		return nil, err
@@ -43,7 +43,8 @@ func (m *limiter) Take(ctx context.Context, debits []cluster.Debit) ([]time.Dura
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	wait := make([]time.Duration, len(debits))
+	taken := make([]cluster.Taken, len(debits))
+	bs := make([]*bucket, len(debits))
 	for i, d := range debits {
 		b, ok := s.buckets[d.Key]
 		if !ok {
@@ -54,10 +55,16 @@ func (m *limiter) Take(ctx context.Context, debits []cluster.Debit) ([]time.Dura
 			s.buckets[d.Key] = b
 		}
 		b.rate, b.burst = d.Rate, d.Burst
-		b.tokens, wait[i] = cluster.Refill(b.tokens, now.Sub(b.at), d.N, d.Rate, d.Burst)
+		b.tokens, _ = cluster.Refill(b.tokens, now.Sub(b.at), d.N, d.Rate, d.Burst)
 		b.at = now
+		bs[i] = b
 	}
-	return wait, nil
+	// Each debit gets its bucket's state after the whole call (a key
+	// given twice, after both).
+	for i, b := range bs {
+		taken[i].Balance, taken[i].Wait = cluster.Refill(b.tokens, 0, 0, b.rate, b.burst)
+	}
+	return taken, nil
 }
 
 func (m *limiter) Acquire(ctx context.Context, key, member string, ttl time.Duration, max int) (bool, time.Duration, error) {

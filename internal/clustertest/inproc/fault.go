@@ -468,7 +468,7 @@ type limiter struct {
 	f *Faults
 }
 
-func (l limiter) Take(ctx context.Context, debits []cluster.Debit) ([]time.Duration, error) {
+func (l limiter) Take(ctx context.Context, debits []cluster.Debit) ([]cluster.Taken, error) {
 	if err := l.f.down(); err != nil {
 		return nil, err
 	}
