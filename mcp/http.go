@@ -311,6 +311,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	s.taskEngine.Store(true)
 	h.admit = newLimits(&h.opts)
 	h.callers = newCallers(h.be.Limiter, &h.opts, h.log.With().Str("component", "callers").Logger(), h.metrics)
+	h.callers.nodes = h.node.LiveNodes
 	h.handler = h.edge()
 	h.metrics.GaugeFunc("mcp_handlers_running", "Request handlers running on this node (each batch member counts).",
 		func() float64 { n, _, _ := h.admit.usage(); return float64(n) })

@@ -55,16 +55,19 @@ import (
 // requests here, one near it every 20, as often as a single node
 // debited it before. The delay is twice the time this node took to note
 // a threshold of the caller, at the pace it saw between the caller's
-// last two debits, within [callerFlush, callerLinger]: a caller that
-// keeps its pace is debited by count, one that slows down or stops
-// within callerLinger.
+// last two debits, within [callerFlush, callerLinger × the live nodes]:
+// a caller that keeps its pace is debited by count, one that slows down
+// or stops within that longest wait.
 //
 // Cost: a debit carries a threshold of notes, or all that one node noted
-// in callerLinger. Where each node notes a threshold of the caller within
-// callerLinger/2, the debits per request are 1/threshold, however many
-// nodes share the caller's requests; past that (a node sees little of
-// the caller), one per callerLinger per node and caller; never more than
-// one per request.
+// in its longest wait. Where each node notes a threshold of the caller
+// within half of it, the debits per request are 1/threshold, however
+// many nodes share the caller's requests; past that (a node sees little
+// of the caller), one per callerLinger × N per node and caller, N the
+// live nodes: one per callerLinger for the whole deployment, whatever N;
+// never more than one per request. The longest wait does not enter the
+// error bound below, only how late the shared bucket hears of a slow
+// caller's requests.
 //
 // Error bound: time does not enter it, the counts do. A node lets a
 // caller past the shared bucket by at most what it holds unheard of
@@ -90,7 +93,8 @@ const streamLeases = 6
 // notes of a caller near its limit, and the shortest wait of a note.
 const callerFlush = 20 * time.Millisecond
 
-// callerLinger is the longest a note waits to be debited.
+// callerLinger is the longest a note waits to be debited, per live node
+// of the deployment (callers.nodes).
 const callerLinger = time.Second
 
 // maxCallers bounds the callers one node tracks at once; past it the
@@ -123,6 +127,10 @@ type callers struct {
 	refused [3]func()
 
 	proxyWarned atomic.Bool // untrustedProxy warned
+
+	// nodes counts the deployment's live nodes (1 when nil): the
+	// longest wait of a note grows with it (longest).
+	nodes func() int
 
 	kick   chan struct{} // next moved earlier
 	urgent chan struct{} // a caller's notes reached its threshold: flush now
@@ -184,7 +192,18 @@ func (c *callers) untrustedProxy(r *http.Request) {
 // newCaller is a caller first seen at now. Its shared bucket is taken
 // to be full (as an unknown bucket is) until a debit tells.
 func (c *callers) newCaller(now time.Time) *caller {
-	return &caller{tokens: float64(c.o.CallerBurst), at: now, since: now, limit: c.threshold(float64(c.o.CallerBurst)), delay: callerLinger}
+	return &caller{tokens: float64(c.o.CallerBurst), at: now, since: now, limit: c.threshold(float64(c.o.CallerBurst)), delay: c.longest()}
+}
+
+// longest is the longest a note waits to be debited: callerLinger per
+// live node, so that the debits of callers each node sees little of do
+// not multiply with the nodes.
+func (c *callers) longest() time.Duration {
+	n := 1
+	if c.nodes != nil {
+		n = max(1, c.nodes())
+	}
+	return time.Duration(n) * callerLinger
 }
 
 // threshold is how many notes of a caller whose shared bucket held
@@ -197,11 +216,11 @@ func (c *callers) threshold(balance float64) int {
 // lingerFor is the longest the oldest note of a caller waits: twice the
 // time this node takes to note limit of it at pace (so that a caller
 // which keeps its pace is debited by count), within [callerFlush,
-// callerLinger].
-func lingerFor(limit int, pace float64) time.Duration {
+// longest].
+func lingerFor(limit int, pace float64, longest time.Duration) time.Duration {
 	d := 2 * float64(limit) / pace
-	if pace <= 0 || d >= callerLinger.Seconds() {
-		return callerLinger
+	if pace <= 0 || d >= longest.Seconds() {
+		return longest
 	}
 	return max(callerFlush, time.Duration(d*float64(time.Second)))
 }
@@ -393,7 +412,7 @@ func (c *callers) run(ctx context.Context) {
 	defer streams.Stop()
 	sessions := time.NewTicker(max(c.o.SessionTTL/8, time.Millisecond))
 	defer sessions.Stop()
-	due := time.NewTimer(callerLinger)
+	due := time.NewTimer(c.longest())
 	defer due.Stop()
 	defer func() {
 		c.mu.Lock()
@@ -490,7 +509,7 @@ func (c *callers) flush(ctx context.Context) {
 			continue
 		}
 		cl.limit = c.threshold(taken[i].Balance)
-		cl.delay = lingerFor(cl.limit, cl.pace)
+		cl.delay = lingerFor(cl.limit, cl.pace, c.longest())
 		// The local bucket holds no more than the shared one, less what
 		// this node admitted since the debit left: else each node would
 		// spend, as each debt is paid, what its own bucket gained

@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -382,101 +381,3 @@ func (h *HTTPHandler) openResume(r *http.Request, sid string, eid sse.EventID) (
 	<-placed
 	return o
 }
-
-// serveDelete ends a session everywhere.
-func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
-	if v := r.Header.Get(headerVersion); v != "" && IsModernVersion(v) {
-		w.Header().Set("Allow", "POST")
-		writeError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "protocol version %s has no sessions", v))
-		return
-	}
-	if v := r.Header.Get(headerVersion); v != "" && !IsSupportedVersion(v) {
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, UnsupportedVersionError(v))
-		return
-	}
-	sid := r.Header.Get(headerSession)
-	if sid == "" {
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "missing %s header", headerSession))
-		return
-	}
-	// Only the session's own caller may end it; another gets the answer
-	// for a session that does not exist (the store checks, as it ends it).
-	// The store tells every node as it ends it.
-	// The answer waits until the other nodes that may hold a copy (the
-	// holders the store returns) have acknowledged the end, so the
-	// client's next request finds the session gone on any node, whatever
-	// its cache held (coordinator.Echo).
-	echo := h.expectInvalidation()
-	defer echo.Stop()
-	notice, err := h.node.SessionEndNotice(sid, echo)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, jsonrpc.ID{}, err)
-		return
-	}
-	// The caller's lease of the session is released with it.
-	caller := callerKey(r, h.callers.trusted)
-	live, holders, err := h.sessions.End(r.Context(), sid, PrincipalFromContext(r.Context()).ID(), notice, h.callers.sessionsSet(caller))
-	if err != nil {
-		writeError(w, statusOf(err, false), jsonrpc.ID{}, rpcError(err))
-		return
-	}
-	if !live {
-		writeError(w, http.StatusNotFound, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "session not found"))
-		return
-	}
-	h.metrics.Session("ended")
-	h.callers.endedSession(caller, sid)
-	echo.Among(holders)
-	echo.Wait(r.Context())
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// RequestOnSession sends a server→client request (ping, elicitation
-// outside a request, ...) on the GET stream of session, from any node,
-// and waits for the reply. It fails at once when no GET stream of the
-// session is open, and promptly when the stream closes before the reply.
-func (h *HTTPHandler) RequestOnSession(ctx context.Context, session, method string, params any) (json.RawMessage, error) {
-	res, err := h.srv.send(ctx, &Request{sessionID: session}, method, params, func(ctx context.Context) (json.RawMessage, error) {
-		// Only the session's own caller may answer.
-		st, err := h.sessions.Load(ctx, session)
-		if err != nil {
-			return nil, err
-		}
-		return h.node.RequestOnGet(ctx, session, st.Principal, method, params, h.srv.opts.requestTimeout())
-	})
-	if errors.Is(err, coordinator.ErrNoGetStream) || errors.Is(err, cluster.ErrNotFound) {
-		return nil, ErrNoChannel
-	}
-	return res, rpcError(err)
-}
-
-// Ping checks a session's client over its GET stream.
-func (h *HTTPHandler) Ping(ctx context.Context, session string) error {
-	_, err := h.RequestOnSession(ctx, session, "ping", nil)
-	return err
-}
-
-// NotifySession pushes a notification onto one session's GET stream.
-func (h *HTTPHandler) NotifySession(ctx context.Context, session, method string, params any) error {
-	msg, err := jsonrpc.Notification(method, params)
-	if err != nil {
-		return err
-	}
-	data, _ := jsonrpc.Encode(msg)
-	_, err = h.srv.send(ctx, &Request{sessionID: session}, method, msg.Params, func(ctx context.Context) (json.RawMessage, error) {
-		return nil, h.node.AppendGet(ctx, session, data)
-	})
-	return rpcError(err)
-}
-
-// Drain starts a graceful shutdown: new work is refused, open streams get
-// a retry hint and are closed so clients resume on other nodes,
-// subscriptions/listen streams end with their result, and Drain waits
-// until running requests finish or ctx ends.
-func (h *HTTPHandler) Drain(ctx context.Context) {
-	h.node.Drain(ctx)
-	h.gets.wait(ctx, false)
-}
-
-// Draining reports whether Drain was called.
-func (h *HTTPHandler) Draining() bool { return h.node.Draining() }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
-	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/session"
 )
 
@@ -74,22 +73,10 @@ type httpSession struct {
 }
 
 // setLogLevel answers once the other nodes that may hold a copy of the
-// session (the holders the store returns) have dropped it
-// (coordinator.Echo), so that the client's next request finds the new
-// level on any node.
+// session have dropped it (coordinator.Node.SetLogLevel), so that the
+// client's next request finds the new level on any node.
 func (s *httpSession) setLogLevel(ctx context.Context, l LogLevel) error {
-	holders, err := s.h.sessions.SetLogLevel(ctx, s.id, string(l))
-	if err != nil {
-		return rpcError(err)
-	}
-	echo := s.h.expectInvalidation()
-	echo.Among(holders)
-	if err := s.h.node.Publish(ctx, coordinator.InvalidateSession{Session: s.id, Ack: echo.Token()}); err != nil {
-		echo.Stop()
-		return err
-	}
-	echo.Wait(ctx)
-	return nil
+	return rpcError(s.h.node.SetLogLevel(ctx, s.id, string(l)))
 }
 
 func (s *httpSession) subscribe(ctx context.Context, uri string) error {
@@ -98,14 +85,4 @@ func (s *httpSession) subscribe(ctx context.Context, uri string) error {
 
 func (s *httpSession) unsubscribe(ctx context.Context, uri string) error {
 	return rpcError(s.h.sessions.Unsubscribe(ctx, s.id, uri))
-}
-
-// expectInvalidation collects the acknowledgements of a session's
-// invalidation when the session cache is on (nil, asking for none, when
-// it is off: the nodes hold no copies).
-func (h *HTTPHandler) expectInvalidation() *coordinator.Echo {
-	if h.opts.SessionCacheTTL <= 0 {
-		return nil
-	}
-	return h.node.ExpectInvalidation()
 }

@@ -26,6 +26,10 @@ func (n *Node) NewConnID() string {
 	return n.instance + "/" + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// LiveNodes returns the number of live processes in the cluster, this
+// one included, as this node last saw them.
+func (n *Node) LiveNodes() int { return n.members.count() }
+
 // instanceOf returns the instance of a claim's holder, "" when the
 // holder does not name one (then only the claim's TTL bounds it).
 func instanceOf(holder string) string {
@@ -74,6 +78,13 @@ func (m *members) others(self string) []string {
 		}
 	}
 	return out
+}
+
+// count returns the number of live instances (at least 1: this one).
+func (m *members) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return max(1, len(m.live))
 }
 
 func (m *members) has(instance string) bool {

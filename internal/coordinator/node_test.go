@@ -136,8 +136,8 @@ func TestNodeEndSessionEndsEverythingOfItElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.EndSession(context.Background(), sid); err != nil {
-		t.Fatal(err)
+	if live, err := a.EndSession(context.Background(), sid, "", ""); err != nil || !live {
+		t.Fatalf("EndSession: live %v, %v", live, err)
 	}
 	waitFor(t, "the session's request to be cancelled", func() bool { return reqCtx.Err() != nil })
 	waitFor(t, "the session's stream to end", func() bool { return connCtx.Err() != nil })

@@ -290,6 +290,10 @@ func (st *Store) keep(s *Session) {
 	st.cached[s.ID] = s
 }
 
+// Caches reports whether this Store keeps copies of sessions
+// (Options.CacheTTL > 0).
+func (st *Store) Caches() bool { return st.opts.CacheTTL > 0 }
+
 // Hits returns the sessions Load answered from the cache since the last
 // call, which did not slide their idle timeout in the store: the caller
 // slides them (TouchMany).
