@@ -80,17 +80,22 @@
 //     (a script may SPUBLISH only to a channel of its keys' slot, so a
 //     sharded announce is sent in the pipeline that follows the script
 //     on Cluster). The node checks the set every Options.ModeInterval
-//     (a second) and at each heartbeat.
+//     (a second), at each heartbeat, and at once when a classic message
+//     arrives while it publishes sharded.
 //
 // A message is published on exactly one of the two channels, so a node
 // that reads both handles it once. A rolling upgrade from a version that
 // knows only classic pub/sub loses nothing: the new nodes read both and
 // publish classic while an old node holds a lease, and switch to sharded
 // within ModeInterval of the last one leaving. A downgrade (or a node in
-// mode off joining) switches the others back to classic within
-// ModeInterval of the old node's first heartbeat; what they publish
-// sharded before that, the old node misses. To avoid that window, first
-// restart the nodes with ShardedOff, then roll the old version out.
+// mode off joining) switches the others back to classic as soon as the
+// old node's first classic message reaches them (a node announces itself
+// on the broadcast channel as it joins, MemberJoined) and at the latest
+// within ModeInterval of its first heartbeat; what they publish sharded
+// before that, the old node misses: messages of the round trip after its
+// announcement, when it holds nothing they could be about yet. To avoid
+// even that, first restart the nodes with ShardedOff, then roll the old
+// version out.
 // A slot that moves to another shard (resharding) is not followed by the
 // sharded subscriptions of its channels (the server ends them): reshard
 // with every node in mode off, or restart the nodes after it. A failover
@@ -203,6 +208,9 @@ type backend struct {
 	shards *shards
 	// pubSharded: publish sharded (SPUBLISH) rather than classic.
 	pubSharded atomic.Bool
+	// modeKick asks modeLoop to check the publish mode now: a classic
+	// message arrived while this node publishes sharded.
+	modeKick chan struct{}
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -274,6 +282,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 			}
 		}
 		b.shards = &shards{b: b, hubs: make(map[string]*hub)}
+		b.modeKick = make(chan struct{}, 1)
 	}
 	b.hub = newHub(b, nil)
 	if sharded && mode == ShardedAuto {
@@ -325,10 +334,11 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 	}, nil
 }
 
-// periodic runs fn every interval until Close, each run under a
-// context that ends after the interval or at Close (so Close does not
-// wait for a slow run). The caller did b.wg.Add(1).
-func (b *backend) periodic(every time.Duration, fn func(ctx context.Context)) {
+// periodic runs fn every interval, and at once on each receive from
+// kick (nil: never), until Close, each run under a context that ends
+// after the interval or at Close (so Close does not wait for a slow
+// run). The caller did b.wg.Add(1).
+func (b *backend) periodic(every time.Duration, kick <-chan struct{}, fn func(ctx context.Context)) {
 	defer b.wg.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -337,6 +347,7 @@ func (b *backend) periodic(every time.Duration, fn func(ctx context.Context)) {
 		case <-b.stop:
 			return
 		case <-t.C:
+		case <-kick:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), every)
 		go func() { // stop promptly on Close

@@ -534,7 +534,7 @@ func (m *sessions) Count(ctx context.Context) (int, error) {
 // janitor prunes what nobody reads: once per interval, on whichever node
 // takes the P:janitor lock.
 func (b *backend) janitorLoop(every time.Duration) {
-	b.periodic(every, func(ctx context.Context) {
+	b.periodic(every, nil, func(ctx context.Context) {
 		if err := b.sweep(ctx, every); err != nil && ctx.Err() == nil {
 			b.log.Warn().Err(err).Msg("janitor failed")
 		}

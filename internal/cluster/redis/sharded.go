@@ -113,9 +113,20 @@ func (b *backend) followPrefixOf(session string) string {
 // once the deployment publishes sharded), and returns once both are
 // active.
 func (b *backend) subscribe(ctx context.Context, classic, sharded string, fn func(string), hint func()) (func(), error) {
-	stop, err := b.hub.subscribe(ctx, classic, fn, hint)
-	if err != nil || b.shards == nil {
-		return stop, err
+	if b.shards == nil {
+		return b.hub.subscribe(ctx, classic, fn, hint)
+	}
+	stop, err := b.hub.subscribe(ctx, classic, func(m string) {
+		if b.pubSharded.Load() {
+			select { // see modeLoop
+			case b.modeKick <- struct{}{}:
+			default:
+			}
+		}
+		fn(m)
+	}, hint)
+	if err != nil {
+		return nil, err
 	}
 	stopS, err := b.shards.subscribe(ctx, sharded, fn, hint)
 	if err != nil {
@@ -267,9 +278,14 @@ func (b *backend) setMode(classic int64) {
 
 // modeLoop checks the publish mode every interval, so a node that
 // reads only classic channels and joins a deployment that publishes
-// sharded is noticed within it (and its leaving as quickly).
+// sharded is noticed within it (and its leaving as quickly); and at
+// once when a classic message arrives while this node publishes
+// sharded: a node that publishes classic (one of a version without
+// sharded pub/sub announces itself as it joins, on the classic
+// broadcast channel) is noticed within a round trip of its first
+// message.
 func (b *backend) modeLoop(every time.Duration) {
-	b.periodic(every, func(ctx context.Context) {
+	b.periodic(every, b.modeKick, func(ctx context.Context) {
 		if err := b.checkMode(ctx); err != nil && ctx.Err() == nil {
 			b.log.Debug().Err(err).Msg("pub/sub mode not checked")
 		}

@@ -167,9 +167,16 @@ type node struct {
 
 func startNode(t *testing.T, c goredis.UniversalClient, prefix, name string, mode redis.ShardedPubSub) *node {
 	t.Helper()
+	return startNodeEvery(t, c, prefix, name, mode, 20*time.Millisecond)
+}
+
+// startNodeEvery is startNode with the publish mode checked every
+// interval.
+func startNodeEvery(t *testing.T, c goredis.UniversalClient, prefix, name string, mode redis.ShardedPubSub, every time.Duration) *node {
+	t.Helper()
 	ctx := t.Context()
 	n := &node{name: name, bus: &recorder{got: map[string]int{}}, stream: &recorder{got: map[string]int{}}}
-	n.be = backend(t, c, redis.Options{Prefix: prefix, ShardedPubSub: mode, ModeInterval: 20 * time.Millisecond})
+	n.be = backend(t, c, redis.Options{Prefix: prefix, ShardedPubSub: mode, ModeInterval: every})
 	if err := n.be.Members.Heartbeat(ctx, name, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +294,30 @@ func TestShardedRollingUpgrade(t *testing.T) {
 	waitMode(t, a, false)
 	waitMode(t, b, false)
 	exchange(t, "downgrade", back, a, b)
+}
+
+// A node that publishes classic joining a deployment that publishes
+// sharded (a downgrade, or a node in mode off) is noticed on its first
+// classic message, not at the next periodic check: with the check an hour
+// apart, the sharded node switches back to classic as the newcomer
+// announces itself on the broadcast channel, and what it publishes then
+// reaches the newcomer.
+func TestShardedSwitchesBackOnTheFirstClassicMessage(t *testing.T) {
+	c := clusterClient(t, redistest.StartCluster(t, 3))
+	prefix := fmt.Sprintf("t%d", prefixes.Add(1))
+	a := startNodeEvery(t, c, prefix, "a", redis.ShardedAuto, time.Hour)
+	waitMode(t, a, true)
+	back := startNode(t, c, prefix, "back", redis.ShardedOff)
+	if _, err := back.be.Bus.Publish(t.Context(), "all", []byte("joined")); err != nil {
+		t.Fatal(err)
+	}
+	waitMode(t, a, false)
+	for _, r := range []*recorder{a.bus, back.bus} { // "joined" is not the exchange's
+		r.mu.Lock()
+		delete(r.got, "joined")
+		r.mu.Unlock()
+	}
+	exchange(t, "after", back, a)
 }
 
 // shardStats are one shard's pub/sub counters: the PUBLISH and SPUBLISH
