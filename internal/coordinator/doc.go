@@ -4,9 +4,9 @@
 //
 // A Node holds this process's waiters (Coordinator), its registry of
 // running requests and open streams (Registry, behind the small Conn and
-// Listener types), the typed bus messages with their one codec (bus.go),
-// the membership lease and readiness (membership.go), and the cluster
-// flows of DESIGN §3, one file each:
+// Listener types), the typed bus messages with their one table of kinds,
+// codec and handler (bus.go), the membership lease and readiness
+// (membership.go), and the cluster flows of DESIGN §3, one file each:
 //
 //	flow 2  a call's stream history              record.go
 //	flow 3  a reply routed to the waiting node   reply.go

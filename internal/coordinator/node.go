@@ -173,34 +173,14 @@ func (n *Node) skip(topic string, err error) {
 	ev.Err(err).Str("topic", topic).Msg("bus message skipped")
 }
 
-// onBus handles broadcast messages from any node (this one included).
+// onBus handles broadcast messages from any node (this one included),
+// each by the handler of its kind in busKinds.
 func (n *Node) onBus(b []byte) {
 	n.metrics.BusReceived()
-	msg, err := Decode(b)
+	k, msg, err := decode(b)
 	if err != nil {
 		n.skip(TopicAll, err)
 		return
 	}
-	switch m := msg.(type) {
-	case SessionEnded:
-		n.acknowledge(m.Session, m.Ack, n.EndLocal(m.Session))
-	case CancelRequest:
-		n.Local.cancel(m.Session, m.ID)
-	case InvalidateSession:
-		n.acknowledge(m.Session, m.Ack, n.sessions.Invalidate(m.Session))
-	case Invalidated:
-		n.acknowledged(m.Ack, m.From)
-	case MemberJoined:
-		n.members.add(m.Instance)
-	case GetDropped:
-		n.Waiters.FailTag(m.Session, "get", ErrGetDropped)
-	case GetTakeover:
-		n.takeover(m)
-	case RegistryChanged:
-		n.Refresh()
-	case ListenNotify:
-		n.notifyListeners(m)
-	case TaskChanged:
-		n.onTaskChanged(m.ID)
-	}
+	k.handle(n, msg)
 }

@@ -83,7 +83,7 @@ var ErrTaskWaiters = errors.New("coordinator: too many task waiters")
 // TaskChanged tells every node that a task's record changed.
 type TaskChanged struct{ ID string }
 
-func (TaskChanged) kind() string { return "task" }
+func (m TaskChanged) wireForm() wire { return wire{T: "task", I: m.ID} }
 
 // tasks is the node's runner state.
 type tasks struct {

@@ -13,11 +13,15 @@ import (
 // so a slow handler delays only itself;
 // messages beyond the queue bound are dropped (delivery is at most once).
 type bus struct {
-	store *store
+	store *store // the view the bus belongs to
+	subs  *subscriptions
+}
 
+// subscriptions are shared by every view of the bus.
+type subscriptions struct {
 	mu     sync.Mutex
 	closed bool
-	topics map[string]map[*queue[[]byte]]struct{}
+	topics map[string]map[*queue[[]byte]]*store // topic → subscription → the view it was made through
 }
 
 var _ cluster.Bus = (*bus)(nil)
@@ -27,11 +31,11 @@ func (b *bus) Publish(ctx context.Context, topic string, msg []byte) (int, error
 		return 0, err
 	}
 	msg = append(msg[:0:0], msg...) // shared read-only by every subscriber
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.subs.mu.Lock()
+	defer b.subs.mu.Unlock()
 	n := 0
-	for q := range b.topics[topic] {
-		if b.store.dropped("Bus.deliver") {
+	for q, view := range b.subs.topics[topic] {
+		if view.dropped("Bus.deliver") {
 			continue
 		}
 		if !q.push(msg) {
@@ -60,33 +64,34 @@ func (b *bus) Subscribe(ctx context.Context, topic string, fn func([]byte)) (fun
 	s.fmu.Unlock()
 
 	q := newQueue(s.opts.QueueLen, fn, nil)
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	subs := b.subs
+	subs.mu.Lock()
+	if subs.closed {
+		subs.mu.Unlock()
 		s.fmu.Lock()
 		s.listeners--
 		s.fmu.Unlock()
 		return nil, errClosed
 	}
-	set := b.topics[topic]
+	set := subs.topics[topic]
 	if set == nil {
-		set = make(map[*queue[[]byte]]struct{})
-		b.topics[topic] = set
+		set = make(map[*queue[[]byte]]*store)
+		subs.topics[topic] = set
 	}
-	set[q] = struct{}{}
-	b.mu.Unlock()
+	set[q] = s
+	subs.mu.Unlock()
 
 	var once sync.Once
 	cancel := func() {
 		once.Do(func() {
-			b.mu.Lock()
-			if set := b.topics[topic]; set != nil {
+			subs.mu.Lock()
+			if set := subs.topics[topic]; set != nil {
 				delete(set, q)
 				if len(set) == 0 {
-					delete(b.topics, topic)
+					delete(subs.topics, topic)
 				}
 			}
-			b.mu.Unlock()
+			subs.mu.Unlock()
 			s.fmu.Lock()
 			s.listeners--
 			s.fmu.Unlock()
@@ -100,13 +105,14 @@ func (b *bus) Subscribe(ctx context.Context, topic string, fn func([]byte)) (fun
 func (b *bus) OnReconnect(func()) {}
 
 func (b *bus) close() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.closed = true
-	for topic, set := range b.topics {
+	subs := b.subs
+	subs.mu.Lock()
+	defer subs.mu.Unlock()
+	subs.closed = true
+	for topic, set := range subs.topics {
 		for q := range set {
 			q.close()
 		}
-		delete(b.topics, topic)
+		delete(subs.topics, topic)
 	}
 }

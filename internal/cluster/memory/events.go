@@ -284,10 +284,10 @@ func (m *events) Follow(ctx context.Context, _, id string, fn func(cluster.Event
 	}
 	set := s.followers[id]
 	if set == nil {
-		set = make(map[*queue[cluster.Event]]struct{})
+		set = make(map[*queue[cluster.Event]]*store)
 		s.followers[id] = set
 	}
-	set[q] = struct{}{}
+	set[q] = s
 	s.listeners++
 	s.fmu.Unlock()
 
@@ -317,8 +317,8 @@ func (m *events) Follow(ctx context.Context, _, id string, fn func(cluster.Event
 func (s *store) notifyLocked(id string, ev cluster.Event) {
 	s.fmu.Lock()
 	defer s.fmu.Unlock()
-	for q := range s.followers[id] {
-		if s.dropped("Events.deliver") {
+	for q, view := range s.followers[id] {
+		if view.dropped("Events.deliver") {
 			continue // a silent loss, as on a bus hiccup
 		}
 		if !q.push(ev) {

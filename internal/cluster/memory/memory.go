@@ -25,6 +25,10 @@
 // "Bus.Publish", ...) and, per delivery, with "Events.deliver" and
 // "Bus.deliver"; a non-nil result fails the operation (or drops the
 // delivery). Tests use it to simulate an unreachable store or a lossy bus.
+// View gives one backend several views of the same state, each with a
+// hook of its own (the in-process cluster harness gives each node one),
+// consulted with the same names after Options.Fault; a delivery consults
+// the hook of the view that subscribed or followed.
 package memory
 
 import (
@@ -102,33 +106,62 @@ func New(opts Options) *cluster.Backend {
 		opts.QueueLen = DefaultQueueLen
 	}
 	s := newStore(opts)
-	b := &bus{store: s, topics: make(map[string]map[*queue[[]byte]]struct{})}
+	b := &bus{store: s, subs: &subscriptions{topics: make(map[string]map[*queue[[]byte]]*store)}}
 	s.bus = b
 	if opts.SweepInterval > 0 {
 		s.wg.Add(1)
 		go s.sweepLoop(opts.SweepInterval)
 	}
+	return s.backend(b, func() error {
+		s.close()
+		b.close()
+		s.wg.Wait()
+		return nil
+	})
+}
+
+// View returns another view of b, a backend New (or View) returned: the
+// same state, whose every operation also consults fault, after the hooks
+// b consults, with the names of Options.Fault ("Sessions.Load", ...,
+// "Events.deliver" and "Bus.deliver" for deliveries to the followers and
+// subscribers made through the view). Closing the view does nothing;
+// closing b ends it too. It reports false when b is not a memory backend.
+func View(b *cluster.Backend, fault func(op string) error) (*cluster.Backend, bool) {
+	seam, ok := b.Sessions.(*sessions)
+	if !ok {
+		return nil, false
+	}
+	parent := (*store)(seam)
+	v := &store{state: parent.state, fault: fault}
+	if up := parent.fault; up != nil {
+		v.fault = func(op string) error {
+			if err := up(op); err != nil || fault == nil {
+				return err
+			}
+			return fault(op)
+		}
+	}
+	return v.backend(&bus{store: v, subs: parent.bus.subs}, func() error { return nil }), true
+}
+
+// backend returns the seams of view s, with its bus b and its Close.
+func (s *store) backend(b *bus, closeFn func() error) *cluster.Backend {
 	// A follower's overflow and a removed stream send a re-read hint;
 	// only an injected fault drops an event silently.
 	followPoll := cluster.LosslessFollowPoll
-	if opts.Fault != nil {
+	if s.opts.Fault != nil || s.fault != nil {
 		followPoll = 0
 	}
 	return &cluster.Backend{
-		Sessions: (*sessions)(s),
-		Events:   (*events)(s),
-		Bus:      b,
-		Members:  (*members)(s),
-		Claims:   (*claims)(s),
-		Registry: (*registry)(s),
-		Limiter:  (*limiter)(s),
-		Tasks:    (*tasks)(s),
-		Close: func() error {
-			s.close()
-			b.close()
-			s.wg.Wait()
-			return nil
-		},
+		Sessions:   (*sessions)(s),
+		Events:     (*events)(s),
+		Bus:        b,
+		Members:    (*members)(s),
+		Claims:     (*claims)(s),
+		Registry:   (*registry)(s),
+		Limiter:    (*limiter)(s),
+		Tasks:      (*tasks)(s),
+		Close:      closeFn,
 		Ping:       func(ctx context.Context) error { return s.check(ctx, "Ping") },
 		Name:       "memory",
 		FollowPoll: followPoll,
@@ -138,13 +171,20 @@ func New(opts Options) *cluster.Backend {
 // errClosed is returned by every operation after Close.
 var errClosed = fmt.Errorf("memory backend closed: %w", cluster.ErrUnavailable)
 
-// store is the state behind every seam but the bus. One mutex guards it;
+// store is one view of the state behind every seam: the state, and the
+// view's own fault hook (nil for the view New returns; see View).
+type store struct {
+	*state
+	fault func(op string) error
+}
+
+// state is what every view of a backend shares. One mutex guards it;
 // followers have their own (see events.go) so that registering a follower
 // never waits for an Append.
-type store struct {
+type state struct {
 	opts Options
 	log  zerolog.Logger
-	bus  *bus // publishes the announcements of Sessions.End
+	bus  *bus // New's view of the bus: publishes the announcements of Sessions.End
 
 	closed atomic.Bool
 
@@ -165,15 +205,15 @@ type store struct {
 	runIdx   map[string]map[string]time.Time // runner → task id → expiry
 
 	fmu       sync.Mutex
-	followers map[string]map[*queue[cluster.Event]]struct{}
-	listeners int // open followers plus bus subscriptions (under fmu)
+	followers map[string]map[*queue[cluster.Event]]*store // stream → follower → the view it followed through
+	listeners int                                         // open followers plus bus subscriptions (under fmu)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
 
 func newStore(opts Options) *store {
-	return &store{
+	return &store{state: &state{
 		opts:      opts,
 		log:       opts.Logger.With().Str("component", "cluster.memory").Logger(),
 		sessions:  make(map[string]*session),
@@ -186,13 +226,13 @@ func newStore(opts Options) *store {
 		nodes:     make(map[string]time.Time),
 		buckets:   make(map[string]*bucket),
 		sets:      make(map[string]map[string]time.Time),
-		followers: make(map[string]map[*queue[cluster.Event]]struct{}),
+		followers: make(map[string]map[*queue[cluster.Event]]*store),
 		stop:      make(chan struct{}),
-	}
+	}}
 }
 
 // check runs at the start of every operation: it honours ctx, Close and
-// the fault hook.
+// the fault hooks (Options.Fault, then the view's).
 func (s *store) check(ctx context.Context, op string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -200,18 +240,24 @@ func (s *store) check(ctx context.Context, op string) error {
 	if s.closed.Load() {
 		return errClosed
 	}
+	return s.faulted(op)
+}
+
+// faulted returns the error of the first fault hook that fails op.
+func (s *store) faulted(op string) error {
 	if s.opts.Fault != nil {
 		if err := s.opts.Fault(op); err != nil {
 			return err
 		}
 	}
+	if s.fault != nil {
+		return s.fault(op)
+	}
 	return nil
 }
 
-// dropped reports whether the fault hook drops a delivery.
-func (s *store) dropped(op string) bool {
-	return s.opts.Fault != nil && s.opts.Fault(op) != nil
-}
+// dropped reports whether a fault hook drops a delivery to view s.
+func (s *store) dropped(op string) bool { return s.faulted(op) != nil }
 
 func (s *store) now() time.Time { return s.opts.Now() }
 

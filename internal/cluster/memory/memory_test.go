@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,6 +114,103 @@ func TestFaultHook(t *testing.T) {
 	mu.Unlock()
 	if err := b.Sessions.Create(ctx, "s", nil, time.Minute, 0, cluster.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A view shares the backend's state and adds a fault hook of its own:
+// it fails the view's operations and drops the deliveries to the
+// subscribers and followers made through it, and nothing else.
+func TestViewFaultHook(t *testing.T) {
+	boom := errors.New("boom")
+	var down atomic.Bool
+	b := newBackend(t, memory.Options{})
+	v, ok := memory.View(b, func(string) error {
+		if down.Load() {
+			return boom
+		}
+		return nil
+	})
+	if !ok {
+		t.Fatal("View of a memory backend: not ok")
+	}
+	if _, ok := memory.View(&cluster.Backend{}, nil); ok {
+		t.Fatal("View of another backend: ok")
+	}
+	chained, _ := memory.View(v, nil)
+	ctx := t.Context()
+	lim := cluster.Limits{TTL: time.Minute}
+	if err := b.Sessions.Create(ctx, "s", map[string]string{"a": "1"}, time.Minute, 0, cluster.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := v.Sessions.Load(ctx, "s", time.Minute, ""); err != nil || got["a"] != "1" {
+		t.Fatalf("Load through the view: %v, %v", got, err)
+	}
+	if err := b.Events.Open(ctx, "x", cluster.StreamMeta{Session: "s"}, lim); err != nil {
+		t.Fatal(err)
+	}
+	viaB, viaV := make(chan uint64, 4), make(chan uint64, 4)
+	for be, ch := range map[*cluster.Backend]chan uint64{b: viaB, v: viaV} {
+		stop, err := be.Events.Follow(ctx, "s", "x", func(ev cluster.Event) { ch <- ev.Seq })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+		stop, err = be.Bus.Subscribe(ctx, "topic", func([]byte) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+	}
+	if n, err := b.Bus.Publish(ctx, "topic", []byte("m")); err != nil || n != 2 {
+		t.Fatalf("Publish: %d receivers, %v; want 2", n, err)
+	}
+	if _, err := b.Events.Append(ctx, "s", "x", []byte("1"), false, lim); err != nil {
+		t.Fatal(err)
+	}
+	if <-viaB != 1 || <-viaV != 1 {
+		t.Fatal("event 1 not followed through both")
+	}
+
+	down.Store(true)
+	for name, be := range map[string]*cluster.Backend{"view": v, "view of the view": chained} {
+		if _, err := be.Sessions.Load(ctx, "s", time.Minute, ""); !errors.Is(err, boom) {
+			t.Fatalf("Load through the %s: got %v, want the view's fault", name, err)
+		}
+		if _, err := be.Tasks.Get(ctx, "t"); !errors.Is(err, boom) {
+			t.Fatalf("Tasks.Get through the %s: got %v, want the view's fault", name, err)
+		}
+		if err := be.Ping(ctx); !errors.Is(err, boom) {
+			t.Fatalf("Ping through the %s: got %v, want the view's fault", name, err)
+		}
+	}
+	if _, err := b.Sessions.Load(ctx, "s", time.Minute, ""); err != nil {
+		t.Fatalf("Load through the backend: %v", err)
+	}
+	if n, err := b.Bus.Publish(ctx, "topic", []byte("m")); err != nil || n != 1 {
+		t.Fatalf("Publish with the view down: %d receivers, %v; want 1", n, err)
+	}
+	if _, err := b.Events.Append(ctx, "s", "x", []byte("2"), false, lim); err != nil {
+		t.Fatal(err)
+	}
+	if <-viaB != 2 {
+		t.Fatal("event 2 not followed through the backend")
+	}
+	select {
+	case seq := <-viaV: // the drop is decided as Append queues the event
+		t.Fatalf("event %d followed through the view that is down", seq)
+	default:
+	}
+
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ping(ctx); err != nil {
+		t.Fatalf("Ping after the view closed: %v", err)
+	}
+	_ = b.Close()
+	down.Store(false)
+	if err := v.Ping(ctx); !errors.Is(err, cluster.ErrUnavailable) {
+		t.Fatalf("view of a closed backend: got %v, want ErrUnavailable", err)
 	}
 }
 

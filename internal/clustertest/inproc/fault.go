@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/cluster/memory"
 )
 
 // ErrCut is what a node cut off the bus, or killed, gets from the seams
 // it cannot reach; it matches cluster.ErrUnavailable, as a lost Redis
-// connection does.
+// connection (or a closed one, what a killed node's own connection
+// gets) does.
 var ErrCut = fmt.Errorf("%w: cut off by the test", cluster.ErrUnavailable)
 
 // Verdict is what a bus filter decides for one message on its way to a
@@ -34,13 +37,25 @@ type Verdict struct {
 //   - Filter: every bus message on its way to this node passes through
 //     it, to be dropped or delayed (the connection stays up).
 //   - Kill: the node can no longer reach anything, for good: every
-//     operation fails with ErrCut, heartbeats included, so its membership
-//     lease lapses after its TTL, as after kill -9.
+//     operation fails, heartbeats included, so its membership lease
+//     lapses after its TTL, as after kill -9. On the in-memory backend
+//     the node sees the tables through a view of its own (memory.View)
+//     whose fault hook fails every operation with ErrCut, and every
+//     delivery to it, once the node is killed: a table the backend adds
+//     is cut off with the others, with no code here. On another backend
+//     (the node's own connection, Options.Backend), Kill closes the
+//     connection.
 type Faults struct {
-	shared *cluster.Backend
+	shared *cluster.Backend // the node's connection: its bus, and its tables unless viewed
+	tables *cluster.Backend // the node's view of the tables
+	// closeOwn closes a connection of the node's own (nil on the shared
+	// in-memory backend); Kill closes it unless the node has a view.
+	closeOwn func() error
+
+	dead atomic.Bool // read by the view's fault hook, which runs under the backend's locks
 
 	mu        sync.Mutex
-	cut, dead bool
+	cut       bool
 	filter    func(topic string, msg []byte) Verdict
 	subs      map[*sub]struct{}
 	reconnect []func()
@@ -53,35 +68,40 @@ type sub struct {
 	cancel func() // of the subscription on the shared bus; nil while cut
 }
 
-func newFaults(shared *cluster.Backend) *Faults {
-	return &Faults{shared: shared, subs: map[*sub]struct{}{}}
+// newFaults returns the faults of a node whose connection to the state
+// is conn, own when it is the node's own (Options.Backend): the node sees
+// the tables of an in-memory backend through a view of its own, those of
+// any other through conn.
+func newFaults(conn *cluster.Backend, own bool) *Faults {
+	f := &Faults{shared: conn, tables: conn, subs: map[*sub]struct{}{}}
+	if own {
+		f.closeOwn = sync.OnceValue(conn.Close)
+	}
+	if v, ok := memory.View(conn, func(string) error { return f.down() }); ok {
+		f.tables = v
+	}
+	return f
 }
 
-// Backend returns the node's view of the shared backend. Closing it does
+// Backend returns the node's view of the shared backend: its tables,
+// with the bus, readiness and currency of the faults. Closing it does
 // not close the shared one.
 func (f *Faults) Backend() *cluster.Backend {
-	s := f.shared
-	return &cluster.Backend{
-		Sessions: sessions{s.Sessions, f},
-		Events:   events{s.Events, f},
-		Bus:      (*bus)(f),
-		Members:  members{s.Members, f},
-		Claims:   claims{s.Claims, f},
-		Registry: registry{s.Registry, f},
-		Limiter:  limiter{s.Limiter, f},
-		Tasks:    tasks{s.Tasks, f},
-		Close:    func() error { return nil },
-		Ping:     func(context.Context) error { return f.down() },
-		Ready:    f.Ready,
-		Name:     s.Name,
+	b := *f.tables
+	b.Bus = (*bus)(f)
+	b.Ready = f.Ready
+	if current := b.Current; current != nil {
+		b.Current = func() bool { return f.Ready() && current() }
 	}
+	b.Close = func() error { return nil }
+	return &b
 }
 
 // Ready reports whether the node's bus is up.
 func (f *Faults) Ready() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return !f.cut && !f.dead
+	return !f.cut && !f.dead.Load()
 }
 
 // Cut takes the node's bus connection down.
@@ -101,7 +121,7 @@ func (f *Faults) Cut() {
 // restored and its OnReconnect callbacks have run when Heal returns.
 func (f *Faults) Heal() error {
 	f.mu.Lock()
-	if f.dead {
+	if f.dead.Load() {
 		f.mu.Unlock()
 		return errors.New("inproc: a killed node cannot heal")
 	}
@@ -130,17 +150,16 @@ func (f *Faults) Filter(fn func(topic string, msg []byte) Verdict) {
 
 // kill makes every later operation of the node fail.
 func (f *Faults) kill() {
+	f.dead.Store(true)
 	f.Cut()
-	f.mu.Lock()
-	f.dead = true
-	f.mu.Unlock()
+	if f.tables == f.shared && f.closeOwn != nil {
+		_ = f.closeOwn()
+	}
 }
 
 // down returns ErrCut once the node is killed.
 func (f *Faults) down() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.dead {
+	if f.dead.Load() {
 		return ErrCut
 	}
 	return nil
@@ -198,7 +217,7 @@ func (b *bus) Subscribe(_ context.Context, topic string, fn func([]byte)) (func(
 	f := (*Faults)(b)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.dead {
+	if f.dead.Load() {
 		return nil, ErrCut
 	}
 	s := &sub{topic: topic, fn: fn}
@@ -224,307 +243,4 @@ func (b *bus) OnReconnect(fn func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reconnect = append(f.reconnect, fn)
-}
-
-// The store seams pass every operation through until the node is killed.
-
-type sessions struct {
-	cluster.SessionStore
-	f *Faults
-}
-
-func (s sessions) Create(ctx context.Context, id string, fields map[string]string, ttl time.Duration, max int, opts cluster.CreateOptions) error {
-	if err := s.f.down(); err != nil {
-		return err
-	}
-	return s.SessionStore.Create(ctx, id, fields, ttl, max, opts)
-}
-
-func (s sessions) Load(ctx context.Context, id string, ttl time.Duration, holder string) (map[string]string, error) {
-	if err := s.f.down(); err != nil {
-		return nil, err
-	}
-	return s.SessionStore.Load(ctx, id, ttl, holder)
-}
-
-func (s sessions) Touch(ctx context.Context, id string, ttl time.Duration) error {
-	if err := s.f.down(); err != nil {
-		return err
-	}
-	return s.SessionStore.Touch(ctx, id, ttl)
-}
-
-func (s sessions) TouchMany(ctx context.Context, ids []string, ttl time.Duration) ([]bool, error) {
-	if err := s.f.down(); err != nil {
-		return nil, err
-	}
-	return s.SessionStore.TouchMany(ctx, ids, ttl)
-}
-
-func (s sessions) Set(ctx context.Context, id string, fields map[string]string) ([]cluster.Holder, error) {
-	if err := s.f.down(); err != nil {
-		return nil, err
-	}
-	return s.SessionStore.Set(ctx, id, fields)
-}
-
-func (s sessions) End(ctx context.Context, id string, opts cluster.EndOptions) (bool, error) {
-	if err := s.f.down(); err != nil {
-		return false, err
-	}
-	return s.SessionStore.End(ctx, id, opts)
-}
-
-func (s sessions) Subscribe(ctx context.Context, id, uri string) error {
-	if err := s.f.down(); err != nil {
-		return err
-	}
-	return s.SessionStore.Subscribe(ctx, id, uri)
-}
-
-func (s sessions) Unsubscribe(ctx context.Context, id, uri string) error {
-	if err := s.f.down(); err != nil {
-		return err
-	}
-	return s.SessionStore.Unsubscribe(ctx, id, uri)
-}
-
-func (s sessions) Subscribers(ctx context.Context, uri string) ([]string, error) {
-	if err := s.f.down(); err != nil {
-		return nil, err
-	}
-	return s.SessionStore.Subscribers(ctx, uri)
-}
-
-func (s sessions) Scan(ctx context.Context, cursor string, count int) ([]string, string, error) {
-	if err := s.f.down(); err != nil {
-		return nil, "", err
-	}
-	return s.SessionStore.Scan(ctx, cursor, count)
-}
-
-func (s sessions) Count(ctx context.Context) (int, error) {
-	if err := s.f.down(); err != nil {
-		return 0, err
-	}
-	return s.SessionStore.Count(ctx)
-}
-
-type events struct {
-	cluster.EventLog
-	f *Faults
-}
-
-func (e events) Open(ctx context.Context, stream string, meta cluster.StreamMeta, lim cluster.Limits) error {
-	if err := e.f.down(); err != nil {
-		return err
-	}
-	return e.EventLog.Open(ctx, stream, meta, lim)
-}
-
-func (e events) Append(ctx context.Context, session, stream string, data []byte, final bool, lim cluster.Limits) (uint64, error) {
-	if err := e.f.down(); err != nil {
-		return 0, err
-	}
-	return e.EventLog.Append(ctx, session, stream, data, final, lim)
-}
-
-func (e events) AppendBatch(ctx context.Context, session, stream string, data [][]byte, final bool, b cluster.Batch, lim cluster.Limits) (uint64, error) {
-	if err := e.f.down(); err != nil {
-		return 0, err
-	}
-	return e.EventLog.AppendBatch(ctx, session, stream, data, final, b, lim)
-}
-
-func (e events) Read(ctx context.Context, session, stream string, after uint64) ([]cluster.Event, cluster.StreamInfo, error) {
-	if err := e.f.down(); err != nil {
-		return nil, cluster.StreamInfo{}, err
-	}
-	return e.EventLog.Read(ctx, session, stream, after)
-}
-
-func (e events) SlideMany(ctx context.Context, streams []cluster.StreamRef, ttl time.Duration) error {
-	if err := e.f.down(); err != nil {
-		return err
-	}
-	return e.EventLog.SlideMany(ctx, streams, ttl)
-}
-
-func (e events) Follow(ctx context.Context, session, stream string, fn func(cluster.Event)) (func(), error) {
-	if err := e.f.down(); err != nil {
-		return nil, err
-	}
-	return e.EventLog.Follow(ctx, session, stream, fn)
-}
-
-type members struct {
-	cluster.Membership
-	f *Faults
-}
-
-func (m members) Heartbeat(ctx context.Context, node string, ttl time.Duration) error {
-	if err := m.f.down(); err != nil {
-		return err
-	}
-	return m.Membership.Heartbeat(ctx, node, ttl)
-}
-
-func (m members) Alive(ctx context.Context, node string) (bool, error) {
-	if err := m.f.down(); err != nil {
-		return false, err
-	}
-	return m.Membership.Alive(ctx, node)
-}
-
-func (m members) Leave(ctx context.Context, node string) error {
-	if err := m.f.down(); err != nil {
-		return err
-	}
-	return m.Membership.Leave(ctx, node)
-}
-
-func (m members) Members(ctx context.Context) ([]string, error) {
-	if err := m.f.down(); err != nil {
-		return nil, err
-	}
-	return m.Membership.Members(ctx)
-}
-
-type claims struct {
-	cluster.Claims
-	f *Faults
-}
-
-func (c claims) Claim(ctx context.Context, key, owner string, ttl time.Duration) (string, error) {
-	if err := c.f.down(); err != nil {
-		return "", err
-	}
-	return c.Claims.Claim(ctx, key, owner, ttl)
-}
-
-func (c claims) Renew(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
-	if err := c.f.down(); err != nil {
-		return false, err
-	}
-	return c.Claims.Renew(ctx, key, owner, ttl)
-}
-
-func (c claims) RenewMany(ctx context.Context, claims []cluster.Held, ttl time.Duration) ([]bool, error) {
-	if err := c.f.down(); err != nil {
-		return nil, err
-	}
-	return c.Claims.RenewMany(ctx, claims, ttl)
-}
-
-func (c claims) Release(ctx context.Context, key, owner string) error {
-	if err := c.f.down(); err != nil {
-		return err
-	}
-	return c.Claims.Release(ctx, key, owner)
-}
-
-func (c claims) Holder(ctx context.Context, key string) (string, error) {
-	if err := c.f.down(); err != nil {
-		return "", err
-	}
-	return c.Claims.Holder(ctx, key)
-}
-
-func (c claims) Once(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	if err := c.f.down(); err != nil {
-		return false, err
-	}
-	return c.Claims.Once(ctx, key, ttl)
-}
-
-type registry struct {
-	cluster.Registry
-	f *Faults
-}
-
-func (r registry) Swap(ctx context.Context, key string, on, unset bool) (bool, error) {
-	if err := r.f.down(); err != nil {
-		return false, err
-	}
-	return r.Registry.Swap(ctx, key, on, unset)
-}
-
-func (r registry) Toggle(ctx context.Context, key string, unset bool) (bool, error) {
-	if err := r.f.down(); err != nil {
-		return false, err
-	}
-	return r.Registry.Toggle(ctx, key, unset)
-}
-
-func (r registry) All(ctx context.Context) (map[string]bool, error) {
-	if err := r.f.down(); err != nil {
-		return nil, err
-	}
-	return r.Registry.All(ctx)
-}
-
-type limiter struct {
-	cluster.Limiter
-	f *Faults
-}
-
-func (l limiter) Take(ctx context.Context, debits []cluster.Debit) ([]cluster.Taken, error) {
-	if err := l.f.down(); err != nil {
-		return nil, err
-	}
-	return l.Limiter.Take(ctx, debits)
-}
-
-func (l limiter) Acquire(ctx context.Context, key, member string, ttl time.Duration, max int) (bool, time.Duration, error) {
-	if err := l.f.down(); err != nil {
-		return false, 0, err
-	}
-	return l.Limiter.Acquire(ctx, key, member, ttl, max)
-}
-
-func (l limiter) Renew(ctx context.Context, leases []cluster.Lease) error {
-	if err := l.f.down(); err != nil {
-		return err
-	}
-	return l.Limiter.Renew(ctx, leases)
-}
-
-func (l limiter) Release(ctx context.Context, key, member string) error {
-	if err := l.f.down(); err != nil {
-		return err
-	}
-	return l.Limiter.Release(ctx, key, member)
-}
-
-type tasks struct {
-	cluster.TaskStore
-	f *Faults
-}
-
-func (t tasks) Create(ctx context.Context, task cluster.Task, max int) error {
-	if err := t.f.down(); err != nil {
-		return err
-	}
-	return t.TaskStore.Create(ctx, task, max)
-}
-
-func (t tasks) Get(ctx context.Context, id string) (cluster.Task, error) {
-	if err := t.f.down(); err != nil {
-		return cluster.Task{}, err
-	}
-	return t.TaskStore.Get(ctx, id)
-}
-
-func (t tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cluster.Task, error) {
-	if err := t.f.down(); err != nil {
-		return cluster.Task{}, err
-	}
-	return t.TaskStore.Update(ctx, id, u)
-}
-
-func (t tasks) Delete(ctx context.Context, id string) error {
-	if err := t.f.down(); err != nil {
-		return err
-	}
-	return t.TaskStore.Delete(ctx, id)
 }

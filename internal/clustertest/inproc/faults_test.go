@@ -5,12 +5,14 @@ package inproc_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/clustertest/inproc"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/mcptest"
@@ -156,4 +158,48 @@ func TestGetTakenOverWhileCutEndsOnHeal(t *testing.T) {
 		t.Fatal("the newer GET stream ended")
 	case <-time.After(100 * time.Millisecond):
 	}
+}
+
+// A killed node reaches no table of the state, on either backend, those
+// of tasks and of the limiter as much as sessions: each operation of its
+// view fails as unavailable, and its membership lease lapses, while the
+// others still reach the state.
+func TestKillCutsEveryTable(t *testing.T) {
+	onBackends(t, func(t *testing.T, opts inproc.Options) {
+		opts.Nodes = 2
+		c := inproc.New(t, opts)
+		view := c.Nodes[1].Faults.Backend()
+		ctx := t.Context()
+		ops := map[string]func() error{
+			"Sessions.Count": func() error { _, err := view.Sessions.Count(ctx); return err },
+			"Events.Read": func() error {
+				_, _, err := view.Events.Read(ctx, "S", "x", 0)
+				return err
+			},
+			"Members.Members": func() error { _, err := view.Members.Members(ctx); return err },
+			"Claims.Holder":   func() error { _, err := view.Claims.Holder(ctx, "k"); return err },
+			"Registry.All":    func() error { _, err := view.Registry.All(ctx); return err },
+			"Limiter.Release": func() error { return view.Limiter.Release(ctx, "k", "m") },
+			"Tasks.Runners":   func() error { _, err := view.Tasks.Runners(ctx, 1); return err },
+			"Ping":            func() error { return view.Ping(ctx) },
+		}
+		if err := ops["Members.Members"](); err != nil {
+			t.Fatalf("before the kill: %v", err)
+		}
+		c.Nodes[1].Kill()
+		for name, op := range ops {
+			if err := op(); !errors.Is(err, cluster.ErrUnavailable) {
+				t.Errorf("%s on the killed node: got %v, want unavailable", name, err)
+			}
+		}
+		if _, err := c.Backend.Sessions.Count(ctx); err != nil {
+			t.Fatalf("the cluster's connection after the kill: %v", err)
+		}
+		mcptest.Eventually(t, 5*inproc.DefaultLeaseTTL, "the killed node's lease to lapse", func() bool {
+			return !c.Alive(c.Nodes[1])
+		})
+		if !c.Alive(c.Nodes[0]) {
+			t.Fatal("the live node lost its lease")
+		}
+	})
 }

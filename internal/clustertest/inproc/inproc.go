@@ -56,8 +56,10 @@ type Options struct {
 	Wrap func(http.Handler) http.Handler
 	// Backend, when set, opens node i's connection to the shared state
 	// (for example a Redis backend per node, all on one test-started
-	// redis-server); the cluster closes it. By default every node sees
-	// one in-memory backend.
+	// redis-server), and with i == Nodes the cluster's own
+	// (Cluster.Backend); the cluster closes them. Kill closes the node's:
+	// its Close must cut it off the state (redis.Options.CloseClient). By
+	// default every node sees one in-memory backend.
 	Backend func(i int) (*cluster.Backend, error)
 }
 
@@ -83,8 +85,8 @@ const (
 // Cluster is a running in-process cluster.
 type Cluster struct {
 	T testing.TB
-	// Backend is the state the nodes share (node 0's connection to it
-	// with Options.Backend).
+	// Backend is the state the nodes share (the cluster's own connection
+	// to it with Options.Backend).
 	Backend *cluster.Backend
 	Nodes   []*Node
 	Router  *clustertest.Router
@@ -100,7 +102,6 @@ type Node struct {
 	Faults *Faults
 
 	http     *httptest.Server
-	backend  *cluster.Backend // its own connection (Options.Backend), or nil
 	killOnce sync.Once
 }
 
@@ -114,6 +115,12 @@ func New(t testing.TB, opts Options) *Cluster {
 	c := &Cluster{T: t}
 	if opts.Backend == nil {
 		c.Backend = memory.New(memory.Options{Logger: testLogger(t, "backend")})
+	} else {
+		b, err := opts.Backend(n)
+		if err != nil {
+			t.Fatalf("the cluster's connection: %v", err)
+		}
+		c.Backend = b
 	}
 	t.Cleanup(c.stop)
 	urls := make([]string, n)
@@ -131,19 +138,15 @@ func New(t testing.TB, opts Options) *Cluster {
 
 func (c *Cluster) start(i int, opts Options) (*Node, error) {
 	id := fmt.Sprintf("n%d", i)
-	shared := c.Backend
-	var own *cluster.Backend
+	conn := c.Backend
 	if opts.Backend != nil {
 		b, err := opts.Backend(i)
 		if err != nil {
 			return nil, err
 		}
-		shared, own = b, b
-		if c.Backend == nil {
-			c.Backend = b
-		}
+		conn = b
 	}
-	f := newFaults(shared)
+	f := newFaults(conn, opts.Backend != nil)
 	so := opts.Server
 	srv := mcp.NewServer(mcp.Implementation{Name: "inproc", Version: "1.0.0"}, &so)
 	if opts.Setup != nil {
@@ -165,11 +168,8 @@ func (c *Cluster) start(i int, opts Options) (*Node, error) {
 	ho.NoAccessLog = true
 	h, err := srv.NewHTTPHandler(&ho)
 	if err != nil {
-		if own != nil {
-			_ = own.Close()
-			if c.Backend == own {
-				c.Backend = nil
-			}
+		if f.closeOwn != nil {
+			_ = f.closeOwn()
 		}
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func (c *Cluster) start(i int, opts Options) (*Node, error) {
 		served = opts.Wrap(h)
 	}
 	hs := httptest.NewServer(served)
-	return &Node{ID: id, URL: hs.URL + "/mcp", Server: srv, Handler: h, Faults: f, http: hs, backend: own}, nil
+	return &Node{ID: id, URL: hs.URL + "/mcp", Server: srv, Handler: h, Faults: f, http: hs}, nil
 }
 
 // URLs returns the MCP endpoints of the nodes, in order.
@@ -229,24 +229,22 @@ func (n *Node) Kill() {
 	})
 }
 
-// stop closes every node, then the shared backend (or each node's
-// connection to it).
+// stop closes every node (and its own connection), then the cluster's
+// backend.
 func (c *Cluster) stop() {
 	if c.Router != nil {
 		c.Router.Close()
 	}
-	shared := true
 	for _, n := range c.Nodes {
 		n.http.CloseClientConnections()
 		n.Handler.Close()
 		n.http.Close()
 		n.Faults.late.Wait()
-		if n.backend != nil {
-			_ = n.backend.Close()
-			shared = false
+		if n.Faults.closeOwn != nil {
+			_ = n.Faults.closeOwn()
 		}
 	}
-	if shared && c.Backend != nil {
+	if c.Backend != nil {
 		_ = c.Backend.Close()
 	}
 }
