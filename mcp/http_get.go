@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
-	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/session"
@@ -14,22 +12,29 @@ import (
 )
 
 // serveGet opens the session's standalone stream, or resumes a stream
-// (POST or GET) from Last-Event-ID. An idle stream parks under it, so
+// (POST or GET) from Last-Event-ID: the node serves it (ServeGet,
+// Resume) onto a streamSink, from its set-up to its end, and the handler
+// keeps the edge: the request's checks, the caller's admission, the
+// response's writer and, on HTTP/1.1, the take-over of a GET stream's
+// connection. An idle stream that is not taken over parks under it, so
 // the checks run in getRequest, which returns first.
 func (h *HTTPHandler) serveGet(w http.ResponseWriter, r *http.Request) {
 	sess, eid, ok := h.getRequest(w, r)
 	if !ok {
 		return
 	}
+	s := &streamSink{h: h, w: w, r: r, session: sess.ID}
+	o := coordinator.StreamOpen{Session: sess.ID, Prime: atLeast(sess.Version, Version20251125),
+		Lifetime: h.opts.MaxStreamLifetime, Admit: s.admit}
+	var err error
 	if eid.Stream == "" {
-		h.followGet(w, r, sess, coordinator.GetCursor{}, false, false)
-		return
+		err = h.node.ServeGet(r.Context(), o, s)
+	} else {
+		err = h.node.Resume(r.Context(), o, eid.Stream, eid.Seq, s)
 	}
-	if b, hasB, ok := coordinator.ParseGetEventStream(sess.ID, eid.Stream); ok {
-		h.followGet(w, r, sess, coordinator.GetCursor{Own: eid.Seq, Broadcast: b}, true, hasB)
-		return
+	if err != nil {
+		h.streamRefused(w, err)
 	}
-	h.resumePost(w, r, sess, eid)
 }
 
 // getRequest checks a GET request, and returns its session and its
@@ -53,16 +58,8 @@ func (h *HTTPHandler) getRequest(w http.ResponseWriter, r *http.Request) (*sessi
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "missing %s header", headerSession))
 		return nil, sse.EventID{}, false
 	}
-	if !h.node.BusReady() {
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, coordinator.ErrBusDown)
-		return nil, sse.EventID{}, false
-	}
 	sess, ok := h.loadSession(w, r, sid, jsonrpc.ID{})
 	if !ok {
-		return nil, sse.EventID{}, false
-	}
-	if h.node.Draining() {
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, jsonrpc.ErrDraining)
 		return nil, sse.EventID{}, false
 	}
 	last := r.Header.Get(headerLastID)
@@ -77,307 +74,117 @@ func (h *HTTPHandler) getRequest(w http.ResponseWriter, r *http.Request) (*sessi
 	return sess, eid, true
 }
 
-// streamError writes the answer for a stream that cannot be read.
-func streamError(w http.ResponseWriter, err error) {
+// streamRefused answers a stream the node did not open: the one place
+// where its errors become a status.
+func (h *HTTPHandler) streamRefused(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, cluster.ErrNotFound), errors.Is(err, cluster.ErrForbidden):
-		// The same answer for both, so streams of other sessions
-		// cannot be probed.
+	case errors.Is(err, coordinator.ErrNoStream):
+		// The same answer for a stream of another session, so that
+		// streams of other sessions cannot be probed.
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Last-Event-ID names no stream of this session"))
-	case errors.Is(err, cluster.ErrEvicted):
+	case errors.Is(err, coordinator.ErrHistoryGone):
 		writeError(w, http.StatusGone, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the stream's history after Last-Event-ID is no longer kept"))
 	default:
-		writeError(w, statusOf(err, false), jsonrpc.ID{}, rpcError(err))
+		// A refusal of the caller's admission, the node's (bus down,
+		// draining), or the store's.
+		h.writeRefusal(w, jsonrpc.ID{}, err)
 	}
 }
 
-// liveStream sets up an SSE connection that session-wide events (end,
-// take-over, drain) can cancel. Its context ends with the request's
-// until unlink is called: a stream whose connection was taken over
-// (takeOver) outlives its request.
-func (h *HTTPHandler) liveStream(r *http.Request, session, getFor string) (ctx context.Context, c *coordinator.Conn, unlink func() bool, done func()) {
-	rctx := r.Context() // not r: a taken-over stream does not keep its request
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(rctx))
-	unlink = context.AfterFunc(rctx, func() { cancel(context.Cause(rctx)) })
-	c = &coordinator.Conn{ID: h.node.NewConnID(), Cancel: cancel, GetFor: getFor}
-	remove := h.node.Local.AddConn(session, c)
-	stop := context.AfterFunc(h.ctx, func() { cancel(coordinator.ErrDrain) })
-	return ctx, c, unlink, func() { stop(); unlink(); remove(); cancel(nil) }
+// streamSink is the coordinator.Sink of a GET or resumed stream: an SSE
+// writer on the response, started when the node opens the stream. A GET
+// stream's connection is taken over from net/http once its set-up is
+// done (Detach), and the stream then goes on with no goroutine waiting
+// for its events: an idle stream keeps one goroutine, the one watching
+// for the client's close.
+type streamSink struct {
+	h       *HTTPHandler
+	w       http.ResponseWriter // until Open
+	r       *http.Request       // until Detach
+	session string
+	sw      *sse.Writer
+	taken   *takenStream // the connection, once taken over
+	stop    func(error)  // ends the stream (Open's)
+	counted bool         // in h.gets
+	closed  func()       // ends the open-stream metric
+	unwatch func() bool  // stops watching for the handler's Close
 }
 
-// followGet serves the session's GET stream: it takes the stream over
-// (one connection per session holds it, the newest wins), replays from
-// after when resuming, and follows new events until the client leaves.
-// Its event ids carry both positions of the cursor (GetEventStream).
-// On HTTP/1.1 the stream then goes on on goroutines of its own, its
-// connection taken over from net/http (takeOverGet); otherwise it parks
-// in here for its whole life, so the set-up, with its many locals, runs
-// in openGet, which returns first: the shallower the parked stack, the
-// smaller the runtime shrinks it.
-func (h *HTTPHandler) followGet(w http.ResponseWriter, r *http.Request, sess *session.Session, after coordinator.GetCursor, resume, resumeBroadcast bool) {
-	g := h.openGet(w, r, sess, after, resume, resumeBroadcast)
-	if g == nil || h.takeOverGet(g, r) {
-		return
+// admit takes the caller's place for one more stream (openStream), and
+// counts the stream from before its first event, so that Drain, which
+// ends it, waits for it even when it is taken over as Drain begins.
+func (s *streamSink) admit() (func(), error) {
+	h := s.h
+	s.counted = h.gets.add()
+	slot, err := h.openStream(s.r, s.session)
+	if err != nil {
+		s.uncount()
+		return nil, err
 	}
-	h.runGet(g)
+	return func() { slot(); s.uncount() }, nil
 }
 
-// runGet follows the GET stream g until it ends, and closes it.
-func (h *HTTPHandler) runGet(g *getStream) {
-	defer g.close()
-	h.endStream(g.sw, g.ctx, h.node.TailGet(g.ctx, g.sid, g.after, h.getEvents(g), g.sw.Flush))
-}
-
-// getEvents queues the events of the GET stream g on its writer: the
-// tail flushes each round of them at once.
-func (h *HTTPHandler) getEvents(g *getStream) func(ev cluster.Event, cur coordinator.GetCursor, broadcast bool) error {
-	sid, sw, last := g.sid, g.sw, g.last
-	return func(ev cluster.Event, cur coordinator.GetCursor, broadcast bool) error {
-		if len(ev.Data) == 0 {
-			return nil
-		}
-		if !broadcast && ev.Seq <= last {
-			h.metrics.Replayed(1)
-		}
-		return sw.Queue(sse.Event{ID: getEventID(sid, cur), Data: ev.Data})
+func (s *streamSink) uncount() {
+	if s.counted {
+		s.h.gets.done()
 	}
 }
 
-// takeOverGet takes the connection of the GET stream g over from
-// net/http (takeOver), and follows the stream with no goroutine waiting
-// for its events (TailGetFunc): an idle stream keeps one goroutine, the
-// one watching for the client's close. It reports false, the stream
+// Open starts the response's event stream; the handler's Close ends it
+// as a drain does. A GET stream's response is its connection's last, as
+// the connection may be taken over (takeableHeader).
+func (s *streamSink) Open(kind coordinator.StreamKind, stop func(error)) {
+	h := s.h
+	s.stop = stop
+	s.sw = h.sseWriter(s.w, func() { stop(errStalled) })
+	s.w = nil // the writer's now
+	s.closed = h.metrics.StreamOpened(string(kind))
+	s.unwatch = context.AfterFunc(h.ctx, func() { stop(coordinator.ErrDrain) })
+	var header func(http.Header)
+	if kind == coordinator.KindGet {
+		header = takeableHeader(s.r, false)
+	}
+	s.sw.Start(header)
+}
+
+func (s *streamSink) Queue(stream string, seq uint64, data []byte) error {
+	return s.sw.Queue(sse.Event{ID: sse.EventID{Stream: stream, Seq: seq}.String(), Data: data})
+}
+
+func (s *streamSink) Flush() error { return s.sw.Flush() }
+
+func (s *streamSink) Retry(stream string, seq uint64) error {
+	if stream == "" {
+		return s.sw.Retry(s.h.opts.RetryHint)
+	}
+	return s.sw.Event(sse.Event{ID: sse.EventID{Stream: stream, Seq: seq}.String(), Retry: s.h.opts.RetryHint})
+}
+
+// End closes the writer, and the connection once taken over.
+func (s *streamSink) End() {
+	s.unwatch()
+	s.sw.Close()
+	if s.taken != nil {
+		s.taken.end(s.h.opts.StreamWriteTimeout)
+	}
+	s.closed()
+}
+
+// Detach takes the stream's connection over from net/http (takeOver)
+// and watches it for the client's close; it reports false, the stream
 // left to the handler, when the connection cannot be taken. The
-// request's access line and trace span end here, as its handler returns.
-func (h *HTTPHandler) takeOverGet(g *getStream, r *http.Request) bool {
-	if !g.counted {
+// request's access line and trace span end as its handler returns.
+func (s *streamSink) Detach() bool {
+	if !s.counted {
 		return false // Close ran: it does not wait for the stream
 	}
-	if g.taken = takeOver(g.sw, r, false); g.taken == nil {
+	if s.taken = takeOver(s.sw, s.r, false); s.taken == nil {
 		return false
 	}
-	g.unlink()
-	go g.taken.watch(func() { g.conn.Cancel(context.Canceled) })
-	h.node.TailGetFunc(g.ctx, g.sid, g.after, h.getEvents(g), g.sw.Flush, func(err error) {
-		h.endStream(g.sw, g.ctx, err)
-		g.close()
-	})
+	s.r = nil // net/http lets go of the request, its buffers and its connection's
+	go s.taken.watch(s.gone)
 	return true
 }
 
-// getStream is a GET stream between its set-up and its end.
-type getStream struct {
-	ctx     context.Context
-	sid     string
-	conn    *coordinator.Conn
-	unlink  func() bool // parts the stream's context from the request's
-	sw      *sse.Writer
-	taken   *takenStream // the connection, once taken over
-	counted bool         // in h.gets
-	after   coordinator.GetCursor
-	last    uint64
-	undo    undoList
-}
-
-// close runs the clean-ups.
-func (g *getStream) close() { g.undo.run() }
-
-// undoList is the clean-ups of a stream's set-up, in the order they were
-// taken.
-type undoList []func()
-
-// run runs the clean-ups, the last taken first.
-func (u undoList) run() {
-	for i := len(u) - 1; i >= 0; i-- {
-		u[i]()
-	}
-}
-
-// openGet sets up the GET stream of followGet, or answers the request
-// with the refusal and returns nil.
-func (h *HTTPHandler) openGet(w http.ResponseWriter, r *http.Request, sess *session.Session, after coordinator.GetCursor, resume, resumeBroadcast bool) *getStream {
-	sid := sess.ID
-	g := &getStream{sid: sid}
-	ok := false
-	defer func() {
-		if !ok {
-			g.close()
-		}
-	}()
-	// Counted from before its first event, so that Drain, which ends it,
-	// waits for it even when it is taken over as Drain begins.
-	if g.counted = h.gets.add(); g.counted {
-		g.undo = append(g.undo, h.gets.done)
-	}
-	after, last, err := h.node.OpenGet(r.Context(), sid, after, resume, resumeBroadcast)
-	if err != nil {
-		streamError(w, err)
-		return nil
-	}
-	g.after, g.last = after, last
-	slot, err := h.openStream(r, sid)
-	if err != nil {
-		h.writeRefusal(w, jsonrpc.ID{}, err)
-		return nil
-	}
-	g.undo = append(g.undo, slot)
-	ctx, conn, unlink, done := h.liveStream(r, sid, sid)
-	g.ctx, g.conn, g.unlink = ctx, conn, unlink
-	g.undo = append(g.undo, done)
-	lifetime := time.AfterFunc(h.opts.MaxStreamLifetime, func() { conn.Cancel(errLifetime) })
-	g.undo = append(g.undo, func() { lifetime.Stop() }, h.metrics.StreamOpened("get"))
-	release, err := h.node.TakeGet(ctx, sid, conn)
-	if err != nil {
-		streamError(w, err)
-		return nil
-	}
-	g.undo = append(g.undo, release)
-	g.sw = h.streamWriter(w, conn)
-	g.undo = append(g.undo, func() {
-		g.sw.Close()
-		if g.taken != nil {
-			g.taken.end(h.opts.StreamWriteTimeout)
-		}
-	})
-	g.sw.Start(takeableHeader(r, false))
-	if atLeast(sess.Version, Version20251125) {
-		// Priming: the client gets a cursor to resume from even if the
-		// stream carries nothing before the connection ends.
-		_ = g.sw.Event(sse.Event{ID: getEventID(sid, after), Retry: h.opts.RetryHint})
-	} else {
-		_ = g.sw.Retry(h.opts.RetryHint)
-	}
-	h.node.RunUpkeep(ctx, coordinator.Upkeep{
-		Conn: conn, Claim: coordinator.GetKey(sid), Session: sid,
-		History: cluster.StreamRef{Session: sid, Stream: coordinator.GetStreamID(sid)},
-	})
-	ok = true
-	return g
-}
-
-// getEventID is the id of a GET stream's event at cur.
-func getEventID(session string, cur coordinator.GetCursor) string {
-	return sse.EventID{Stream: coordinator.GetEventStream(session, cur.Broadcast), Seq: cur.Own}.String()
-}
-
-// historyWriter queues a stream's events on sw (the tail flushes each
-// round of them at once), counting those up to replayedUpTo (history the
-// client missed) as replayed.
-func (h *HTTPHandler) historyWriter(sw *sse.Writer, stream string, replayedUpTo uint64) func(cluster.Event) error {
-	return func(ev cluster.Event) error {
-		if ev.Seq <= replayedUpTo && len(ev.Data) > 0 {
-			h.metrics.Replayed(1)
-		}
-		return queueHistoryEvent(sw, stream, ev)
-	}
-}
-
-// queueHistoryEvent queues an event from a stream's history; priming
-// events (empty data) are not replayed.
-func queueHistoryEvent(sw *sse.Writer, stream string, ev cluster.Event) error {
-	if len(ev.Data) == 0 {
-		return nil
-	}
-	return sw.Queue(sse.Event{ID: sse.EventID{Stream: stream, Seq: ev.Seq}.String(), Data: ev.Data})
-}
-
-// endStream closes a stream; a draining node, or a stream that reached
-// its lifetime, first tells the client when to reconnect.
-func (h *HTTPHandler) endStream(sw *sse.Writer, ctx context.Context, err error) {
-	if cause := context.Cause(ctx); errors.Is(cause, coordinator.ErrDrain) || errors.Is(cause, errLifetime) {
-		_ = sw.Retry(h.opts.RetryHint)
-	}
-	if err != nil && ctx.Err() == nil {
-		h.log.Debug().Err(err).Msg("stream ended")
-	}
-}
-
-// resumePost replays a POST stream after eid and follows it live until
-// its final response. If the node producing it dies first, the stream
-// ends with a JSON-RPC error for the request.
-//
-// The first replayed event waits only for the history's read and the
-// caller's stream place (openResume: two round trips side by side on
-// Redis, no goroutine to wait on in memory): a node that resumes many
-// streams at once (clients cut by the same network blip reconnect
-// together) serves each without queueing it behind the others' work
-// more often than it must. The claim that keeps the stream's producer
-// going (which it looks for only every ResumeGrace) is taken beside the
-// replay, under the caller's own session (so a stream of another
-// session, which the read refuses, is not kept going by it), and given up
-// when the handler returns; if it cannot be taken the stream ends, and
-// the client resumes again from the last event it got.
-func (h *HTTPHandler) resumePost(w http.ResponseWriter, r *http.Request, sess *session.Session, eid sse.EventID) {
-	sid := sess.ID
-	ctx, conn, _, done := h.liveStream(r, sid, "")
-	defer done()
-	claimed := make(chan func(), 1)
-	go func() {
-		release, err := h.node.Follow(ctx, sid, eid.Stream, conn)
-		if err != nil {
-			conn.Cancel(err)
-		} else {
-			// Kept alive once taken: a renewal before would find it
-			// missing and end the stream as taken over.
-			h.node.RunUpkeep(ctx, coordinator.Upkeep{Conn: conn, Claim: coordinator.FollowKey(sid, eid.Stream)})
-		}
-		claimed <- release
-	}()
-	defer func() {
-		if release := <-claimed; release != nil {
-			release()
-		}
-	}()
-	o := h.openResume(r, sid, eid)
-	if o.slot != nil {
-		defer o.slot()
-	}
-	if o.readErr != nil {
-		streamError(w, o.readErr)
-		return
-	}
-	if o.slotErr != nil {
-		h.writeRefusal(w, jsonrpc.ID{}, o.slotErr)
-		return
-	}
-	head := o.head
-	defer h.metrics.StreamOpened("resume")()
-	sw := h.streamWriter(w, conn)
-	defer sw.Close()
-	sw.Start(nil)
-	jobs := coordinator.Upkeep{Conn: conn, History: cluster.StreamRef{Session: sid, Stream: eid.Stream}}
-	if info := head.Info; !info.Done && info.Owner != "" {
-		jobs.Owner = &coordinator.OwnerWatch{Session: sid, Stream: eid.Stream, Info: info}
-	}
-	h.node.RunUpkeep(ctx, jobs)
-	h.endStream(sw, ctx, h.node.Tail(ctx, sid, eid.Stream, eid.Seq, head, h.historyWriter(sw, eid.Stream, head.Info.Last), sw.Flush))
-}
-
-// resumeOpening is what openResume found: the history to replay (or
-// why not) and the caller's place for the stream (or its refusal).
-type resumeOpening struct {
-	head    cluster.History
-	readErr error
-	slot    func()
-	slotErr error
-}
-
-// openResume reads the history of a resumed stream after eid (see
-// Node.OpenResume) and takes the caller's place for one more stream
-// (openStream): side by side when the backend's calls are round trips,
-// one after the other (no goroutine to wait on) when they are not.
-func (h *HTTPHandler) openResume(r *http.Request, sid string, eid sse.EventID) (o resumeOpening) {
-	if !h.be.Remote {
-		o.head, o.readErr = h.node.OpenResume(r.Context(), sid, eid.Stream, eid.Seq)
-		o.slot, o.slotErr = h.openStream(r, sid)
-		return o
-	}
-	placed := make(chan struct{})
-	go func() {
-		defer close(placed)
-		o.slot, o.slotErr = h.openStream(r, sid)
-	}()
-	o.head, o.readErr = h.node.OpenResume(r.Context(), sid, eid.Stream, eid.Seq)
-	<-placed
-	return o
-}
+// gone ends the stream whose client closed its taken connection.
+func (s *streamSink) gone() { s.stop(context.Canceled) }

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/sse"
 )
@@ -224,17 +223,8 @@ func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 	return body, tk, true
 }
 
-// errLifetime ends a GET stream open for MaxStreamLifetime.
-var errLifetime = errors.New("mcp: the stream was open for MaxStreamLifetime")
-
 // errStalled ends a stream whose client stopped reading it (or left).
 var errStalled = errors.New("mcp: a write to the stream failed or blocked past StreamWriteTimeout")
-
-// streamWriter returns the SSE writer of a live connection: a write that
-// blocks past StreamWriteTimeout ends the connection's stream.
-func (h *HTTPHandler) streamWriter(w http.ResponseWriter, conn *coordinator.Conn) *sse.Writer {
-	return h.sseWriter(w, func() { conn.Cancel(errStalled) })
-}
 
 // sseWriter returns an SSE writer on w with the handler's write timeout
 // and keep-alive interval; onFail runs when a write fails.

@@ -140,7 +140,18 @@ func (t *takenStream) end(timeout time.Duration) {
 	_ = t.conn.Close()
 }
 
-// streamCount counts the streams that may be taken over, from before
+// undoList is the clean-ups of a stream's set-up, in the order they were
+// taken.
+type undoList []func()
+
+// run runs the clean-ups, the last taken first.
+func (u undoList) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
+// streamCount counts the GET, resumed and listen streams, from before
 // their first event to their end: http.Server's Shutdown does not wait
 // for a stream whose connection was taken over; Drain and Close do.
 type streamCount struct {

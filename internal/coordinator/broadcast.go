@@ -100,10 +100,10 @@ func (n *Node) TailGet(ctx context.Context, session string, from GetCursor, fn f
 	return cluster.TailMerged(ctx, n.be.Events, srcs, opts, deliver)
 }
 
-// TailGetFunc is TailGet without a goroutine waiting for events (see
+// tailGetFunc is TailGet without a goroutine waiting for events (see
 // cluster.TailMergedFunc): it returns once the history is delivered, and
 // end gets what TailGet would have returned.
-func (n *Node) TailGetFunc(ctx context.Context, session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error, flush func() error, end func(error)) {
+func (n *Node) tailGetFunc(ctx context.Context, session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error, flush func() error, end func(error)) {
 	srcs, opts, deliver := n.getTail(session, from, fn, flush)
 	cluster.TailMergedFunc(ctx, n.be.Events, srcs, opts, deliver, end)
 }

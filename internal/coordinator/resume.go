@@ -78,12 +78,12 @@ func (n *Node) TakeGet(ctx context.Context, session string, conn *Conn) (func(),
 	}, nil
 }
 
-// OpenResume checks that stream is session's and that its history after
+// readResume checks that stream is session's and that its history after
 // seq is kept, and returns that history, to pass to Tail: ErrNotFound
 // or ErrForbidden when it is not session's (callers answer both alike,
 // so streams of other sessions cannot be probed), ErrEvicted when the
 // history is gone.
-func (n *Node) OpenResume(ctx context.Context, session, stream string, seq uint64) (cluster.History, error) {
+func (n *Node) readResume(ctx context.Context, session, stream string, seq uint64) (cluster.History, error) {
 	evs, info, err := n.be.Events.Read(ctx, session, stream, seq)
 	if err != nil {
 		return cluster.History{}, err
@@ -111,7 +111,7 @@ func (n *Node) Follow(ctx context.Context, session, stream string, conn *Conn) (
 
 // Tail replays stream after seq and follows it live, calling fn for each
 // event, until its final event, ctx ends or fn fails (see cluster.Tail).
-// head is the history after seq that OpenGet or OpenResume returned: it
+// head is the history after seq that OpenGet or readResume returned: it
 // is replayed before the stream is followed. flush, when not nil, is
 // called after each round of events (see cluster.TailOptions.Flush).
 func (n *Node) Tail(ctx context.Context, session, stream string, after uint64, head cluster.History, fn func(cluster.Event) error, flush func() error) error {
