@@ -88,14 +88,14 @@ func (n *Node) broadcastFrom(ctx context.Context, after uint64, resume bool) (ui
 	return after, nil
 }
 
-// TailGet replays session's GET stream after from and follows it live
+// tailGet replays session's GET stream after from and follows it live
 // until ctx ends or fn fails: its own events and the broadcast log's,
 // each exactly once and in its order, the two interleaved as they come,
 // on the caller's goroutine (see cluster.TailMerged). fn gets each event
 // with the cursor that includes it, and whether it came from the
 // broadcast log. flush, when not nil, is called after each round of
 // events (see cluster.TailOptions.Flush).
-func (n *Node) TailGet(ctx context.Context, session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error, flush func() error) error {
+func (n *Node) tailGet(ctx context.Context, session string, from GetCursor, fn func(ev cluster.Event, cur GetCursor, broadcast bool) error, flush func() error) error {
 	srcs, opts, deliver := n.getTail(session, from, fn, flush)
 	return cluster.TailMerged(ctx, n.be.Events, srcs, opts, deliver)
 }

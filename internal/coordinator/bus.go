@@ -93,7 +93,7 @@ func init() {
 		// requests or holds streams of (resync).
 		kindOf(func(w wire) (SessionEnded, error) {
 			return SessionEnded{Session: w.S, Ack: w.A}, w.need("session", w.S)
-		}, func(n *Node, m SessionEnded) { n.acknowledge(m.Session, m.Ack, n.EndLocal(m.Session)) }),
+		}, func(n *Node, m SessionEnded) { n.acknowledge(m.Session, m.Ack, n.endLocal(m.Session)) }),
 		// Lost: the cancellation is also recorded (for HistoryTTL), and a
 		// node whose bus comes back checks its running requests (resync).
 		kindOf(func(w wire) (CancelRequest, error) {
@@ -135,7 +135,7 @@ func init() {
 		// Lost: Config.Refresh runs when the bus comes back and on every
 		// heartbeat.
 		kindOf(func(wire) (RegistryChanged, error) { return RegistryChanged{}, nil },
-			func(n *Node, _ RegistryChanged) { n.Refresh() }),
+			func(n *Node, _ RegistryChanged) { n.refreshSoon() }),
 		// Lost: task waiters poll the record every poll interval, and a
 		// task's runner every LeaseTTL/3 (tasks.go).
 		kindOf(func(w wire) (TaskChanged, error) {

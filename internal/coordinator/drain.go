@@ -21,7 +21,7 @@ func (n *Node) Drain(ctx context.Context) {
 	n.Local.endAll(ErrDrain, false)
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
-	for n.Local.Running() > 0 || n.RunningTasks() > 0 {
+	for n.Local.Running() > 0 || n.runningTasks() > 0 {
 		select {
 		case <-ctx.Done():
 			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.leaseTTL)

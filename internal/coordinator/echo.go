@@ -82,10 +82,10 @@ type Echo struct {
 	once  sync.Once
 }
 
-// ExpectInvalidation starts collecting the acknowledgements of an
+// expectInvalidation starts collecting the acknowledgements of an
 // invalidation: send Token with it (InvalidateSession.Ack, or
-// SessionEndNotice), then Wait, or Stop when it was not sent.
-func (n *Node) ExpectInvalidation() *Echo {
+// sessionEndNotice), then Wait, or Stop when it was not sent.
+func (n *Node) expectInvalidation() *Echo {
 	es := &n.echoes
 	es.mu.Lock()
 	defer es.mu.Unlock()

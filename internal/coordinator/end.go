@@ -24,7 +24,7 @@ import (
 func (n *Node) EndSession(ctx context.Context, session, principal, leases string) (bool, error) {
 	echo := n.expectChange()
 	defer echo.Stop()
-	notice, err := n.SessionEndNotice(session, echo)
+	notice, err := n.sessionEndNotice(session, echo)
 	if err != nil {
 		return false, err
 	}
@@ -62,13 +62,13 @@ func (n *Node) expectChange() *Echo {
 	if !n.sessions.Caches() {
 		return nil
 	}
-	return n.ExpectInvalidation()
+	return n.expectInvalidation()
 }
 
-// SessionEndNotice is the bus message of EndSession, for the store to
+// sessionEndNotice is the bus message of EndSession, for the store to
 // publish as it ends the session (cluster.EndOptions.Announce), which
 // saves a round trip; with echo, every node acknowledges it to echo.
-func (n *Node) SessionEndNotice(session string, echo *Echo) (*cluster.Notice, error) {
+func (n *Node) sessionEndNotice(session string, echo *Echo) (*cluster.Notice, error) {
 	b, err := Encode(SessionEnded{Session: session, Ack: echo.Token()})
 	if err != nil {
 		return nil, err
@@ -77,9 +77,9 @@ func (n *Node) SessionEndNotice(session string, echo *Echo) (*cluster.Notice, er
 	return &cluster.Notice{Topic: TopicAll, Msg: b}, nil
 }
 
-// EndLocal ends what this node holds of an ended session: its cached
+// endLocal ends what this node holds of an ended session: its cached
 // state, its waiters, its running requests and its open streams.
-func (n *Node) EndLocal(session string) (held bool) {
+func (n *Node) endLocal(session string) (held bool) {
 	held = n.sessions.Invalidate(session)
 	n.Waiters.FailSession(session, jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "session ended", nil))
 	n.Local.endSession(session)

@@ -18,9 +18,9 @@ import (
 // slid rarely by the node-wide upkeep, and the liveness of every claim
 // of a node rests on the node's one membership lease.
 
-// NewConnID returns a new connection id of this process: its instance,
+// newConnID returns a new connection id of this process: its instance,
 // '/', and a random token.
-func (n *Node) NewConnID() string {
+func (n *Node) newConnID() string {
 	var b [9]byte
 	rand.Read(b[:]) // never fails; see crypto/rand.Read
 	return n.instance + "/" + base64.RawURLEncoding.EncodeToString(b[:])
@@ -139,8 +139,8 @@ func (n *Node) liveHolder(ctx context.Context, key string) (string, error) {
 // node-wide upkeep, and the returned function releases it (retrying
 // while the store fails).
 func (n *Node) holdClaim(ctx context.Context, key string) (func(), error) {
-	holder := n.NewConnID()
-	if _, err := n.be.Claims.Claim(ctx, key, holder, n.ClaimTTL()); err != nil {
+	holder := n.newConnID()
+	if _, err := n.be.Claims.Claim(ctx, key, holder, n.claimTTL()); err != nil {
 		return nil, err
 	}
 	// A claim lost meanwhile (another process took it) just stops being

@@ -35,7 +35,7 @@ func (n *Node) Start() error {
 	n.stops = append(n.stops, stop)
 	n.be.Bus.OnReconnect(func() {
 		n.resync()
-		n.Refresh()
+		n.refreshSoon()
 	})
 	renewed := time.Now()
 	if err := n.be.Members.Heartbeat(ctx, n.instance, n.leaseTTL); err != nil {
@@ -96,9 +96,9 @@ func (n *Node) leaseLapsed(gap time.Duration) {
 	n.Waiters.FailAll(ErrLeaseLapsed)
 }
 
-// Refresh asks the heartbeat goroutine to run Config.Refresh soon; it
+// refreshSoon asks the heartbeat goroutine to run Config.Refresh soon; it
 // never blocks (bus callbacks call it).
-func (n *Node) Refresh() {
+func (n *Node) refreshSoon() {
 	select {
 	case n.refreshDue <- struct{}{}:
 	default: // a refresh is already due

@@ -68,7 +68,7 @@ func (p *producing) remove(stream string) (*produced, bool) {
 // its final was not recorded (see Record) by then, the stream is ended
 // with AbandonedError, retried while the store is down, for up to the
 // stream's history TTL. Its history is slid while it is held (see
-// RunUpkeep), so a call that runs silent longer than the history TTL can
+// addUpkeep), so a call that runs silent longer than the history TTL can
 // still be resumed.
 func (n *Node) HoldStream(session, stream, request string) func() {
 	n.producing.add(stream, &produced{session: session, request: request})
@@ -104,20 +104,20 @@ func AbandonedError(id jsonrpc.ID, owner string) *jsonrpc.Message {
 }
 
 // OwnerWatch is a followed stream whose producer is watched (see
-// OwnerLost).
+// ownerLost).
 type OwnerWatch struct {
 	Session, Stream string
 	Info            cluster.StreamInfo
 }
 
-// OwnerLost appends an error for the stream's request, ending it, when
+// ownerLost appends an error for the stream's request, ending it, when
 // its producing process holds no membership lease, and reports whether
 // it did. The owner is a process (node id and incarnation), so a node
 // restarted with the same id does not keep the streams of its previous
 // process open. A store that does not answer is no proof of loss. It
 // asks the store, not the node's view of live instances: the node-wide
 // watch calls it only for the owners its view misses.
-func (n *Node) OwnerLost(ctx context.Context, w *OwnerWatch) bool {
+func (n *Node) ownerLost(ctx context.Context, w *OwnerWatch) bool {
 	if w.Info.Owner == n.instance {
 		return false
 	}

@@ -17,10 +17,10 @@ import (
 // the stream while it runs (nodeloss.go), and a final response the
 // store refused is recorded once it answers again (RecordLater).
 
-// OpenStream opens the history of stream, a response stream of request
+// openStream opens the history of stream, a response stream of request
 // (its id key) of session produced by this process, and holds it until
 // the returned function is called (see HoldStream).
-func (n *Node) OpenStream(ctx context.Context, session, stream, request string) (unhold func(), err error) {
+func (n *Node) openStream(ctx context.Context, session, stream, request string) (unhold func(), err error) {
 	meta := cluster.StreamMeta{Session: session, Owner: n.instance, Request: request}
 	if err := n.be.Events.Open(ctx, stream, meta, n.lim); err != nil {
 		return nil, err

@@ -51,13 +51,13 @@ func (n *Node) OpenGet(ctx context.Context, session string, after GetCursor, res
 	return after, info.Last, nil
 }
 
-// TakeGet makes conn the holder of session's GET stream and tells the
+// takeGet makes conn the holder of session's GET stream and tells the
 // other nodes, so a connection holding it elsewhere ends. The returned
 // function gives the stream up when conn closes (unless it was taken
 // over): it releases the claim and fails the requests sent on it.
-func (n *Node) TakeGet(ctx context.Context, session string, conn *Conn) (func(), error) {
+func (n *Node) takeGet(ctx context.Context, session string, conn *Conn) (func(), error) {
 	key := GetKey(session)
-	if _, err := n.be.Claims.Claim(ctx, key, conn.ID, n.ClaimTTL()); err != nil {
+	if _, err := n.be.Claims.Claim(ctx, key, conn.ID, n.claimTTL()); err != nil {
 		return nil, err
 	}
 	// From here a take-over ends conn if the claim is another's (see
@@ -99,7 +99,7 @@ func (n *Node) readResume(ctx context.Context, session, stream string, seq uint6
 // returned function releases the claim.
 func (n *Node) Follow(ctx context.Context, session, stream string, conn *Conn) (func(), error) {
 	key := FollowKey(session, stream)
-	if _, err := n.be.Claims.Claim(ctx, key, conn.ID, n.ClaimTTL()); err != nil {
+	if _, err := n.be.Claims.Claim(ctx, key, conn.ID, n.claimTTL()); err != nil {
 		return nil, err
 	}
 	return func() {

@@ -41,7 +41,7 @@ func (n *Node) resync() {
 		for sid := range sessions {
 			if err := n.sessions.Touch(ctx, sid); errors.Is(err, cluster.ErrNotFound) {
 				ended[sid] = true
-				n.EndLocal(sid)
+				n.endLocal(sid)
 			}
 		}
 		for _, k := range requests {

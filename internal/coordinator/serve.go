@@ -29,7 +29,7 @@ func (n *Node) ServeGet(ctx context.Context, o StreamOpen, sink Sink) error {
 // part of a Last-Event-ID), replaying its events after seq: a GET stream
 // is served as ServeGet serves it, from that cursor; a POST stream is
 // followed until its final event (or its producer is lost: see
-// OwnerLost). Errors are as ServeGet's; ErrNoStream and ErrHistoryGone
+// ownerLost). Errors are as ServeGet's; ErrNoStream and ErrHistoryGone
 // answer a stream the session does not have, or no longer keeps after
 // seq.
 func (n *Node) Resume(ctx context.Context, o StreamOpen, stream string, seq uint64, sink Sink) error {
@@ -54,7 +54,7 @@ func (n *Node) serveGet(ctx context.Context, o *StreamOpen, after GetCursor, res
 		n.tailGetFunc(g.ctx, g.session, g.after, g.event, sink.Flush, g.end)
 		return nil
 	}
-	g.end(n.TailGet(g.ctx, g.session, g.after, g.event, sink.Flush))
+	g.end(n.tailGet(g.ctx, g.session, g.after, g.event, sink.Flush))
 	return nil
 }
 
@@ -101,7 +101,7 @@ func (n *Node) openGet(ctx context.Context, o *StreamOpen, after GetCursor, resu
 		cancel := g.conn.Cancel
 		g.lifetime = time.AfterFunc(o.Lifetime, func() { cancel(errLifetime) })
 	}
-	if g.release, err = n.TakeGet(g.ctx, sid, g.conn); err != nil {
+	if g.release, err = n.takeGet(g.ctx, sid, g.conn); err != nil {
 		return nil, streamErr(err)
 	}
 	sink.Open(KindGet, g.conn.Cancel)
@@ -113,7 +113,7 @@ func (n *Node) openGet(ctx context.Context, o *StreamOpen, after GetCursor, resu
 	} else {
 		_ = sink.Retry("", 0)
 	}
-	n.RunUpkeep(g.ctx, Upkeep{
+	n.addUpkeep(g.ctx, Upkeep{
 		Conn: g.conn, Claim: GetKey(sid), Session: sid,
 		History: cluster.StreamRef{Session: sid, Stream: GetStreamID(sid)},
 	})
@@ -194,7 +194,7 @@ func (n *Node) resumePost(ctx context.Context, o *StreamOpen, stream string, seq
 		} else {
 			// Kept alive once taken: a renewal before would find it
 			// missing and end the stream as taken over.
-			n.RunUpkeep(lctx, Upkeep{Conn: conn, Claim: FollowKey(sid, stream)})
+			n.addUpkeep(lctx, Upkeep{Conn: conn, Claim: FollowKey(sid, stream)})
 		}
 		claimed <- release
 	}()
@@ -219,7 +219,7 @@ func (n *Node) resumePost(ctx context.Context, o *StreamOpen, stream string, seq
 	if info := r.head.Info; !info.Done && info.Owner != "" {
 		jobs.Owner = &OwnerWatch{Session: sid, Stream: stream, Info: info}
 	}
-	n.RunUpkeep(lctx, jobs)
+	n.addUpkeep(lctx, jobs)
 	n.endStream(sink, lctx, n.Tail(lctx, sid, stream, seq, r.head, n.historyEvents(sink, stream, r.head.Info.Last), sink.Flush))
 	return nil
 }

@@ -138,7 +138,7 @@ func (n *Node) refuseStream() error {
 func (n *Node) liveConn(ctx context.Context, session, getFor string) (lctx context.Context, c *Conn, unlink func() bool, remove func()) {
 	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	unlink = context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	c = &Conn{ID: n.NewConnID(), Cancel: cancel, GetFor: getFor}
+	c = &Conn{ID: n.newConnID(), Cancel: cancel, GetFor: getFor}
 	return lctx, c, unlink, n.Local.AddConn(session, c)
 }
 

@@ -328,8 +328,8 @@ func (n *Node) wakeTask(id string) string {
 	return listen
 }
 
-// RunningTasks returns the number of tasks running on this node.
-func (n *Node) RunningTasks() int {
+// runningTasks returns the number of tasks running on this node.
+func (n *Node) runningTasks() int {
 	n.tasks.mu.Lock()
 	defer n.tasks.mu.Unlock()
 	return len(n.tasks.running)
@@ -342,14 +342,14 @@ func (n *Node) GetTask(ctx context.Context, id string) (cluster.Task, error) {
 	if err != nil {
 		return t, err
 	}
-	return n.Reap(ctx, t)
+	return n.reapTask(ctx, t)
 }
 
-// Reap checks a live task's runner: when its hold is gone (its process
+// reapTask checks a live task's runner: when its hold is gone (its process
 // died, or its run ended without recording an outcome) or nobody runs it,
 // the task is taken over here (idempotent, attempts left, and
 // this node can run it) or failed. It returns the record after that.
-func (n *Node) Reap(ctx context.Context, t cluster.Task) (cluster.Task, error) {
+func (n *Node) reapTask(ctx context.Context, t cluster.Task) (cluster.Task, error) {
 	if cluster.TaskTerminal(t.Status) || t.Runner == n.instance && n.runsHere(t.ID) {
 		return t, nil
 	}

@@ -38,15 +38,15 @@ func (n *Node) sweepTasks(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if _, err := n.SweepTasks(ctx); err != nil && ctx.Err() == nil {
+		if _, err := n.sweepOnce(ctx); err != nil && ctx.Err() == nil {
 			n.log.Debug().Err(err).Msg("task sweep")
 		}
 	}
 }
 
-// SweepTasks reaps the tasks of runners without a membership lease, up
+// sweepOnce reaps the tasks of runners without a membership lease, up
 // to SweepBatch tasks, and returns how many it reaped.
-func (n *Node) SweepTasks(ctx context.Context) (int, error) {
+func (n *Node) sweepOnce(ctx context.Context) (int, error) {
 	if n.draining.Load() {
 		return 0, nil
 	}
@@ -89,7 +89,7 @@ func (n *Node) SweepTasks(ctx context.Context) (int, error) {
 				return reaped, err
 			}
 			if !cluster.TaskTerminal(t.Status) && t.Runner == r {
-				if t, err = n.Reap(ctx, t); err != nil {
+				if t, err = n.reapTask(ctx, t); err != nil {
 					return reaped, err
 				}
 				if t.Runner == r && !cluster.TaskTerminal(t.Status) {

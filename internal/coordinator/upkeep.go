@@ -27,7 +27,7 @@ type Upkeep struct {
 	History cluster.StreamRef
 }
 
-// RunUpkeep keeps a stream's claim and session alive, and watches its
+// addUpkeep keeps a stream's claim and session alive, and watches its
 // owner, until ctx ends. All of it is node-wide work that costs the
 // stream no goroutine and no store call of its own, and returns at once:
 //
@@ -46,7 +46,7 @@ type Upkeep struct {
 //     instances, loaded every LeaseTTL/3 (see OwnerLost).
 //
 // SSE keep-alives are the stream writer's own (see sse.Writer).
-func (n *Node) RunUpkeep(ctx context.Context, j Upkeep) {
+func (n *Node) addUpkeep(ctx context.Context, j Upkeep) {
 	if j.Claim != "" || j.Session != "" || j.History.Stream != "" {
 		h := &held{conn: j.Conn, claim: j.Claim, session: j.Session, history: j.History}
 		n.upkeep.add(h)
@@ -58,10 +58,10 @@ func (n *Node) RunUpkeep(ctx context.Context, j Upkeep) {
 	}
 }
 
-// ClaimTTL is the safety TTL of the claims of this node's streams: how
+// claimTTL is the safety TTL of the claims of this node's streams: how
 // long a claim outlives a holder that could not release it (the holder's
 // membership lease, not this TTL, decides whether it still holds it).
-func (n *Node) ClaimTTL() time.Duration { return max(n.sessionTTL, 10*n.leaseTTL) }
+func (n *Node) claimTTL() time.Duration { return max(n.sessionTTL, 10*n.leaseTTL) }
 
 // held is what an open stream keeps alive: its claim, its session, its
 // history, or several.
@@ -195,7 +195,7 @@ func historyOf(h *held) string { return h.history.Stream }
 // claim was taken over, or whose session is gone, is ended. A failed
 // batch changes nothing: the next one retries.
 func (n *Node) runUpkeep(ctx context.Context) {
-	renew := time.NewTicker(max(n.ClaimTTL()/4, 50*time.Millisecond))
+	renew := time.NewTicker(max(n.claimTTL()/4, 50*time.Millisecond))
 	defer renew.Stop()
 	touch := time.NewTicker(max(n.sessionTTL/4, 50*time.Millisecond))
 	defer touch.Stop()
@@ -255,7 +255,7 @@ func (n *Node) renewClaims(ctx context.Context) {
 		claims[i] = cluster.Held{Key: h.claim, Owner: h.conn.ID}
 	}
 	cctx, cancel := context.WithTimeout(ctx, max(n.leaseTTL, time.Second))
-	ok, err := n.be.Claims.RenewMany(cctx, claims, n.ClaimTTL())
+	ok, err := n.be.Claims.RenewMany(cctx, claims, n.claimTTL())
 	cancel()
 	if err == nil {
 		n.upkeep.end(hs, ok, ErrTakenOver)
@@ -289,7 +289,7 @@ func (n *Node) slideHistories(ctx context.Context) {
 func (n *Node) everyHeartbeat(ctx context.Context) {
 	if err := n.refreshMembers(ctx); err == nil {
 		for _, w := range n.upkeep.watched(func(owner string) bool { return !n.members.has(owner) }) {
-			if n.OwnerLost(ctx, w) {
+			if n.ownerLost(ctx, w) {
 				n.upkeep.unwatch(w)
 			}
 		}
@@ -322,7 +322,7 @@ func (n *Node) retryLater(ctx context.Context, what string, within time.Duration
 // (until ClaimTTL) so that readers do not take a closed connection for
 // a live one.
 func (n *Node) release(ctx context.Context, key, holder string) {
-	n.retryLater(ctx, "release "+key, n.ClaimTTL(), func(ctx context.Context) error {
+	n.retryLater(ctx, "release "+key, n.claimTTL(), func(ctx context.Context) error {
 		return n.be.Claims.Release(ctx, key, holder)
 	})
 }
