@@ -246,7 +246,7 @@ type HTTPHandler struct {
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	gets   streamCount // GET streams, which may be taken over from net/http
+	gets   streamCount // GET and resumed streams (Drain and Close wait for them; a GET stream may be taken over from net/http)
 	work   *workers    // runs legacy request handlers
 
 	sessions *session.Store
