@@ -154,7 +154,10 @@ type SessionStore interface {
 // the change, or holds no copy. Holders are not fields: Load does not
 // return them. A session has at most one entry per holder, the latest.
 // Each comes with its age (on the store's clock), so that the changer
-// can leave out those whose copies have expired.
+// can leave out those whose copies have expired. A Load that records a
+// holder also forgets the holders recorded more than its ttl ago (a
+// copy never outlives the session's idle timeout), so the holders of a
+// long-lived session served by nodes that come and go stay bounded.
 
 // Holder is a node recorded as holding a copy of a session, Age ago.
 type Holder struct {

@@ -13,6 +13,25 @@ import (
 )
 
 func (s *suite) testSessions(t *testing.T) {
+	t.Run("HoldersForgottenAfterTheTTL", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		id := uniq("s")
+		must(t, "Create", b.Sessions.Create(ctx, id, nil, time.Minute, 0, cluster.CreateOptions{}))
+		_, err := b.Sessions.Load(ctx, id, time.Minute, "gone.x")
+		must(t, "Load", err)
+		time.Sleep(time.Second)
+		// A holder recorded under a ttl of 400ms forgets "gone.x" (1s old).
+		_, err = b.Sessions.Load(ctx, id, 400*time.Millisecond, "here.y")
+		must(t, "Load", err)
+		must(t, "Touch", b.Sessions.Touch(ctx, id, time.Minute))
+		h, err := b.Sessions.Set(ctx, id, map[string]string{"a": "1"})
+		must(t, "Set", err)
+		if len(h) != 1 || h[0].Name != "here.y" {
+			t.Fatalf("Set returned holders %v, want only here.y (gone.x was recorded more than a ttl ago)", h)
+		}
+	})
 	t.Run("Holders", func(t *testing.T) {
 		t.Parallel()
 		b := s.newBackend(t)

@@ -41,6 +41,19 @@ func (ss *session) hold(holder string, now time.Time) {
 	ss.holders[holder] = now
 }
 
+// dropHolders forgets the holders recorded more than ttl before now
+// (none when ttl is 0).
+func (ss *session) dropHolders(now time.Time, ttl time.Duration) {
+	if ttl <= 0 {
+		return
+	}
+	for h, at := range ss.holders {
+		if now.Sub(at) > ttl {
+			delete(ss.holders, h)
+		}
+	}
+}
+
 // takeHolders clears the holders of ss and returns them, as of now.
 func (ss *session) takeHolders(now time.Time) []cluster.Holder {
 	out := make([]cluster.Holder, 0, len(ss.holders))
@@ -183,7 +196,10 @@ func (m *sessions) Load(ctx context.Context, id string, ttl time.Duration, holde
 	if ttl > 0 {
 		s.slideLocked(ss, now, ttl)
 	}
-	ss.hold(holder, now)
+	if holder != "" {
+		ss.dropHolders(now, ttl)
+		ss.hold(holder, now)
+	}
 	return maps.Clone(ss.fields), nil
 }
 

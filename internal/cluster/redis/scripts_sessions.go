@@ -85,7 +85,8 @@ end
 
 // KEYS: fields, subs [, live, uri registry]. ARGV: id, ttl ms (0: no
 // slide), 1 to return the fields, subscriber set prefix [, holder to
-// record (see holderFns)]. Returns nil when not live, else {now ms,
+// record (see holderFns), which also drops the holders recorded more than
+// ttl ago]. Returns nil when not live, else {now ms,
 // fields or false, uris}. Sliding also refreshes,
 // once an eighth of the TTL has passed since the last time, the TTL of
 // the subscriber sets of the session's uris (here on a single server;
@@ -98,7 +99,16 @@ local uris = {}
 if ttl > 0 then uris = slide(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ttl, ARGV[4], now) end
 local fields = false
 if ARGV[3] == '1' then fields = redis.call('HGETALL', KEYS[1]) end
-if ARGV[5] and ARGV[5] ~= '' then redis.call('HSET', KEYS[1], '\1' .. ARGV[5], now) end
+if ARGV[5] and ARGV[5] ~= '' then
+  if fields and ttl > 0 then -- holders recorded more than a TTL ago hold nothing
+    local stale = {}
+    for i = 1, #fields, 2 do
+      if string.byte(fields[i], 1) == 1 and (tonumber(fields[i + 1]) or 0) < now - ttl then stale[#stale + 1] = fields[i] end
+    end
+    if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
+  end
+  redis.call('HSET', KEYS[1], '\1' .. ARGV[5], now)
+end
 return {now, fields, uris}
 `)
 
