@@ -97,7 +97,7 @@ bench-micro:
 
 .PHONY: scaleout scaleout-short scaleout-small scaleout-redis scaleout-plots
 
-# Scale-out testbed (as root, about 5 minutes on 2 cores): redis, nginx,
+# Scale-out testbed (as root, about 6 minutes on 2 cores): redis, nginx,
 # the load generator and 1 to 4 nodes each on a host of its own (network
 # namespaces on a bridge, a CPU share per host via cgroups, netem delay
 # where the kernel has it); throughput, latency and each host's CPU per

@@ -65,9 +65,11 @@
 #   SCALEOUT_SCENARIOS   SCENARIO@REVISION list ("echo@2025-11-25
 #                        echo@2026-07-28 progress@2025-11-25
 #                        sampling@2025-11-25 sampling@2026-07-28
-#                        churn@2025-11-25"; mcpbench --help lists them)
+#                        churn@2025-11-25 fanout@2025-11-25"; mcpbench
+#                        --help lists them)
 #   SCALEOUT_DURATION    measured time per point (10s), after
 #   SCALEOUT_WARMUP      an unmeasured warm-up (1s)
+#   SCALEOUT_FANOUT_STREAMS  open GET streams of the fanout scenario (1000); one toggle at a time
 #   SCALEOUT_WORKERS_PER_NODE  mcpbench workers per node (16)
 #   SCALEOUT_NODE_CPU, SCALEOUT_REDIS_CPU, SCALEOUT_LB_CPU,
 #   SCALEOUT_LOAD_CPU    CPU share of each host in cores (0.25, 0.5, 0.5,
@@ -136,12 +138,13 @@ if (( REDIS_BOUND )); then
   REDIS_CPU="${SCALEOUT_REDIS_CPU:-0.05}"
 else
   NODE_COUNTS="${NODE_COUNTS:-1 2 3 4}"
-  SCENARIOS="${SCALEOUT_SCENARIOS:-echo@2025-11-25 echo@2026-07-28 progress@2025-11-25 sampling@2025-11-25 sampling@2026-07-28 churn@2025-11-25}"
+  SCENARIOS="${SCALEOUT_SCENARIOS:-echo@2025-11-25 echo@2026-07-28 progress@2025-11-25 sampling@2025-11-25 sampling@2026-07-28 churn@2025-11-25 fanout@2025-11-25}"
   DURATION="${SCALEOUT_DURATION:-10s}"
   WORKERS_PER_NODE="${SCALEOUT_WORKERS_PER_NODE:-16}"
   REDIS_CPU="${SCALEOUT_REDIS_CPU:-0.5}"
 fi
 WARMUP="${SCALEOUT_WARMUP:-1s}"
+FANOUT_STREAMS="${SCALEOUT_FANOUT_STREAMS:-1000}"
 # PLAN: the points to set up, as SHARDS:N (every Redis set-up with every
 # node count; --short: N = 1 and 2 on one Redis, then N = 1 on a
 # three-primary Cluster).
@@ -772,8 +775,12 @@ wait_bench() {
 }
 
 run_point() {
-  local n="$1" sc="$2" rev="$3" c json log rc pid hosts=() i
+  local n="$1" sc="$2" rev="$3" c json log rc pid hosts=() i extra=()
   c=$(( WORKERS_PER_NODE * n ))
+  if [[ "$sc" == fanout ]]; then
+    # One toggle at a time, each timed until every open stream has it.
+    c=1 extra=(--streams "$FANOUT_STREAMS")
+  fi
   json="$RUN/$sc-$rev.json"
   log="$RUN/logs/mcpbench-$sc-$rev.log"
   hosts=("${REDIS_HOSTS[@]}" lb load)
@@ -784,7 +791,7 @@ run_point() {
   SAMPLER_PID=$!
   start_on load mcpbench "$log" "$TMP/bin/mcpbench" --url "http://$LB_IP:8080/mcp" \
     --scenario "$sc" --revision "$rev" -c "$c" -d "$DURATION" --warmup "$WARMUP" \
-    --source "$SOURCE_RANGE" --redis "$REDIS_URL" -q --json "$json"
+    --source "$SOURCE_RANGE" --redis "$REDIS_URL" -q --json "$json" "${extra[@]}"
   pid="${PIDS[-1]}"
   wait_bench "$pid" $(( DURATION_S + WARMUP_S + 60 )); rc=$BENCH_RC
   unset 'PIDS[-1]' 'NAMES[-1]' 'LOGS[-1]'
