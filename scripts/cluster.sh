@@ -83,18 +83,6 @@ say() { printf 'cluster: %s\n' "$*"; }
 fail() { say "ERROR: $*"; exit 1; }
 
 # ------------------------------------------------------------ prerequisites ---
-
-
-# find_bin NAME: NAME on PATH or in /usr/sbin, /usr/bin.
-find_bin() {
-  command -v "$1" 2>/dev/null && return 0
-  local d
-  for d in /usr/sbin /usr/bin; do
-    [[ -x "$d/$1" ]] && { echo "$d/$1"; return 0; }
-  done
-  return 1
-}
-
 missing=()
 find_bin redis-server >/dev/null || missing+=(redis-server)
 find_bin nginx >/dev/null || missing+=(nginx)

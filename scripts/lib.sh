@@ -8,6 +8,17 @@ as_root() {
   fi
 }
 
+# find_bin NAME: the path of NAME, on PATH or in the system directories
+# (where Debian puts tools that root's PATH may lack).
+find_bin() {
+  command -v "$1" 2>/dev/null && return 0
+  local d
+  for d in /usr/sbin /usr/bin /sbin /bin; do
+    [[ -x "$d/$1" ]] && { echo "$d/$1"; return 0; }
+  done
+  return 1
+}
+
 # apt_install PKG...: installs Debian packages without starting their
 # system services (a policy-rc.d that denies every start): the scripts
 # start their own redis-server or nginx on free ports. apt-get update

@@ -313,11 +313,7 @@ for server in $SERVERS; do
     point "progress 2 s, kill -9" progress 2025-11-25 kill
     cluster_down
     mv "$RUN" "$TMP/runs/$server-r$R"
-    left="$(leftovers)"
-    if [[ -n "$left" ]]; then
-      say "$server R=$R: left behind after teardown: $(tr '\n' ' ' <<<"$left")"
-      FAILED=$(( FAILED + 1 ))
-    fi
+    left_behind "$server R=$R" || true
   done
 done
 

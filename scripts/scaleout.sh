@@ -209,14 +209,6 @@ done
 # ---------------------------------------------------------- prerequisites ---
 (( EUID == 0 )) || die "must run as root: it creates network namespaces, veth links and cgroups (try: sudo $0 $*)"
 
-find_bin() {
-  command -v "$1" 2>/dev/null && return 0
-  local d
-  for d in /usr/sbin /usr/bin /sbin /bin; do
-    [[ -x "$d/$1" ]] && { echo "$d/$1"; return 0; }
-  done
-  return 1
-}
 command -v go >/dev/null || die "go is not on PATH (needed to build ./cmd/server and ./cmd/mcpbench)"
 missing=()
 if ! find_bin ip >/dev/null || ! find_bin tc >/dev/null; then missing+=(iproute2); fi
@@ -386,6 +378,17 @@ leftovers() {
   return 0
 }
 
+# left_behind [WHAT]: a failure, said (with WHAT before it) and counted,
+# when this run left something behind; returns 1 then.
+left_behind() {
+  local left
+  left="$(leftovers)"
+  [[ -z "$left" ]] && return 0
+  say "${1:+$1: }left behind${1:+ after teardown}: $(tr '\n' ' ' <<<"$left")"
+  FAILED=$(( FAILED + 1 ))
+  return 1
+}
+
 SUMMARY_DONE=0
 summary() {
   (( SUMMARY_DONE )) && return 0
@@ -400,12 +403,7 @@ cleanup() {
   stop_processes
   remove_hosts
   if (( KEEP )); then say "scratch directory kept: $TMP"; else rm -rf "$TMP"; fi
-  local left
-  left="$(leftovers)"
-  if [[ -n "$left" ]]; then
-    say "left behind: $(tr '\n' ' ' <<<"$left")"
-    FAILED=$(( FAILED + 1 )); (( rc != 0 )) || rc=1
-  fi
+  left_behind || { (( rc != 0 )) || rc=1; }
   if (( rc != 0 && ! SUMMARY_DONE )); then
     (( FAILED > 0 )) || FAILED=1
     summary
@@ -1081,11 +1079,7 @@ for pt in $PLAN; do
     run_point "$n" "${s%@*}" "${s#*@}"
   done
   cluster_down
-  left="$(leftovers)"
-  if [[ -n "$left" ]]; then
-    say "N=$n: left behind after teardown: $(tr '\n' ' ' <<<"$left")"
-    FAILED=$(( FAILED + 1 ))
-  fi
+  left_behind "N=$n" || true
 done
 
 {
@@ -1128,10 +1122,6 @@ fi
 # Nothing may be left once everything is torn down.
 stop_processes
 remove_hosts
-left="$(leftovers)"
-if [[ -n "$left" ]]; then
-  say "left behind: $(tr '\n' ' ' <<<"$left")"
-  FAILED=$(( FAILED + 1 ))
-fi
+left_behind || true
 summary
 (( FAILED == 0 ))
