@@ -65,7 +65,7 @@ type Options struct {
 // records itself as a holder in the read (or Create) that gave it the
 // copy (Options.Holder, cluster.Holders), and the change returns the
 // holders recorded since the previous change (SetLogLevel, End), less
-// those whose copies have expired (Holders). A node
+// those whose copies have expired (liveHolders). A node
 // that does not acknowledge within the bounded wait (coordinator.EchoWait:
 // it is stalled, or cut off, or its bus is down) does not answer from
 // its copy either: Load uses the cache only while Options.Live holds,
@@ -113,7 +113,7 @@ type Store struct {
 	held map[string]time.Time
 }
 
-// heldMargin is added to CacheTTL in the holders' filter (Holders): room
+// heldMargin is added to CacheTTL in the holders' filter (liveHolders): room
 // for the clocks of the store and of the nodes to tick at slightly
 // different rates.
 const heldMargin = 100 * time.Millisecond
@@ -211,7 +211,7 @@ func (st *Store) Load(ctx context.Context, id string) (*Session, error) {
 		return nil, err
 	}
 	// A copy is as old as the read that began at start: the store's
-	// record of this node as a holder is no older (Holders).
+	// record of this node as a holder is no older (liveHolders).
 	s.LastUsed = start
 	if caching && st.caching() {
 		st.mu.Lock()
@@ -240,7 +240,7 @@ func (st *Store) hold(id string, now time.Time) string {
 
 // heldFor is how long after it recorded itself as a holder of a session
 // this node acknowledges its invalidations (Invalidate): longer than the
-// changer counts the record (Holders), by a CacheTTL and a second, since
+// changer counts the record (liveHolders), by a CacheTTL and a second, since
 // the record is made during the read that began the holding, and that
 // read may be slow.
 func (st *Store) heldFor() time.Duration { return 2*st.opts.CacheTTL + time.Second }
@@ -261,11 +261,11 @@ func (st *Store) pruneHeld(now time.Time) {
 	}
 }
 
-// Holders returns the names of holders (as returned with a change by the
+// liveHolders returns the names of holders (as returned with a change by the
 // store) whose copies may still be in use: those recorded less than
 // CacheTTL (and a margin) ago. A copy lives CacheTTL from the start of
 // the read that recorded its holder, which is no later than the record.
-func (st *Store) Holders(holders []cluster.Holder) []string {
+func (st *Store) liveHolders(holders []cluster.Holder) []string {
 	if holders == nil {
 		return nil
 	}
@@ -354,7 +354,7 @@ func (st *Store) TouchMany(ctx context.Context, ids []string) (live []bool, err 
 // SetLogLevel records the log level of session id and drops this node's
 // cached copy; the caller tells the other nodes to Invalidate theirs:
 // holders are the nodes that may hold one (cluster.Holders, filtered by
-// Holders).
+// liveHolders).
 func (st *Store) SetLogLevel(ctx context.Context, id, level string) (holders []string, err error) {
 	if level == "" {
 		return nil, fmt.Errorf("session %q: empty log level", id)
@@ -364,7 +364,7 @@ func (st *Store) SetLogLevel(ctx context.Context, id, level string) (holders []s
 	if err != nil {
 		return nil, fmt.Errorf("set log level: %w", err)
 	}
-	return st.Holders(h), nil
+	return st.liveHolders(h), nil
 }
 
 // Subscribe records that session id wants notifications/resources/updated
@@ -400,7 +400,7 @@ func (st *Store) End(ctx context.Context, id, principal string, announce *cluste
 	if err != nil {
 		return live, nil, fmt.Errorf("end session: %w", err)
 	}
-	return live, st.Holders(h), nil
+	return live, st.liveHolders(h), nil
 }
 
 // Invalidate drops this node's cached copy of session id, and keeps a
