@@ -81,7 +81,8 @@
 //     sharded announce is sent in the pipeline that follows the script
 //     on Cluster). The node checks the set every Options.ModeInterval
 //     (a second), at each heartbeat, and at once when a classic message
-//     arrives while it publishes sharded.
+//     arrives while it publishes sharded; a check that fails is tried
+//     again 100 ms later.
 //
 // A message is published on exactly one of the two channels, so a node
 // that reads both handles it once. A rolling upgrade from a version that

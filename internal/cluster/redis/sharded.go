@@ -118,10 +118,7 @@ func (b *backend) subscribe(ctx context.Context, classic, sharded string, fn fun
 	}
 	stop, err := b.hub.subscribe(ctx, classic, func(m string) {
 		if b.pubSharded.Load() {
-			select { // see modeLoop
-			case b.modeKick <- struct{}{}:
-			default:
-			}
+			b.kickMode() // see modeLoop
 		}
 		fn(m)
 	}, hint)
@@ -284,12 +281,26 @@ func (b *backend) setMode(classic int64) {
 // sharded pub/sub announces itself as it joins, on the classic
 // broadcast channel) is noticed within a round trip of its first
 // message.
+// A check that fails is tried again after modeRetry, not at the next
+// interval.
 func (b *backend) modeLoop(every time.Duration) {
 	b.periodic(every, b.modeKick, func(ctx context.Context) {
 		if err := b.checkMode(ctx); err != nil && ctx.Err() == nil {
 			b.log.Debug().Err(err).Msg("pub/sub mode not checked")
+			time.AfterFunc(min(every, modeRetry), b.kickMode)
 		}
 	})
+}
+
+// modeRetry is how soon a failed check of the publish mode is tried again.
+const modeRetry = 100 * time.Millisecond
+
+// kickMode asks modeLoop to check the publish mode now.
+func (b *backend) kickMode() {
+	select {
+	case b.modeKick <- struct{}{}:
+	default: // a check is due already
+	}
 }
 
 // followPublish is in every script: follow_publish(pfx, stream, msg)
