@@ -154,13 +154,21 @@ func TestTraceSpansTwoNodesForARoutedReply(t *testing.T) {
 	}
 	resp.Result(t, nil)
 
+	// The owner ends its "mcp reply routed" span after it settled the
+	// reply, so the call's result can reach the client first: wait for it.
 	var routed, replyPost sdktrace.ReadOnlySpan
-	for _, s := range rec.Ended() {
-		switch {
-		case s.Name() == "mcp reply routed":
-			routed = s
-		case s.SpanContext().TraceID().String() == replyTrace && s.Parent().IsRemote():
-			replyPost = s // node B's server span for the reply POST
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		routed, replyPost = nil, nil
+		for _, s := range rec.Ended() {
+			switch {
+			case s.Name() == "mcp reply routed":
+				routed = s
+			case s.SpanContext().TraceID().String() == replyTrace && s.Parent().IsRemote():
+				replyPost = s // node B's server span for the reply POST
+			}
+		}
+		if routed != nil && replyPost != nil || time.Now().After(deadline) {
+			break
 		}
 	}
 	if routed == nil || replyPost == nil {
