@@ -15,7 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/callers"
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/session"
@@ -235,13 +235,10 @@ type HTTPOptions struct {
 type HTTPHandler struct {
 	srv   *Server
 	opts  HTTPOptions
-	be    *cluster.Backend
 	log   zerolog.Logger
-	coord *coordinator.Coordinator
-	lim   cluster.Limits
 	admit *limits // handler slots, bytes in flight and open streams of this node
 	// callers enforces the per-caller limits of the deployment.
-	callers *callers
+	callers *callerLimits
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -278,40 +275,27 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 		h.opts.Backend = NewMemoryBackend()
 		h.ownBackend = true
 	}
-	h.be = h.opts.Backend.b
-	incarnation := randomToken(12) + coordinator.FormatSuffix
 	h.log = zerolog.Nop()
 	if h.opts.Logger != nil {
-		h.log = h.opts.Logger.With().Str("node", h.opts.NodeID).Str("incarnation", incarnation).Logger()
+		h.log = h.opts.Logger.With().Str("node", h.opts.NodeID).Logger()
 	}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.work = newWorkers(h.ctx)
+	h.metrics = telemetry.NewMetrics(h.opts.NodeID)
+	h.node = h.opts.Backend.node(h.nodeConfig())
+	h.log = h.log.With().Str("incarnation", h.node.Waiters.Incarnation()).Logger()
 	if len(s.opts.StateKeys) == 0 && h.opts.Backend.Name() != "memory" {
 		h.log.Warn().Msg("no shared state key configured: requestState sealed on this node cannot be opened by other nodes; a cluster needs a shared key (ServerOptions.StateKeys)")
 	}
-	h.lim = cluster.Limits{MaxEvents: h.opts.MaxEvents, MaxStreams: h.opts.MaxStreams, TTL: h.opts.HistoryTTL}
-	h.ctx, h.cancel = context.WithCancel(context.Background())
-	h.work = newWorkers(h.ctx)
-	h.coord = coordinator.New(h.opts.NodeID, incarnation, h.be.Bus, h.opts.MaxWaiters)
-	h.coord.SetSessionShare(h.opts.MaxWaitersPerSession)
-	h.sessions = session.NewStore(h.be.Sessions, session.Options{
-		TTL: h.opts.SessionTTL, MaxSessions: h.opts.MaxSessions,
-		CacheTTL: h.opts.SessionCacheTTL, Holder: h.coord.Instance(), Live: func() bool { return h.node.BusReady() },
-		Current: func() bool { return h.node.BusCurrent() },
-	})
-	h.metrics = telemetry.NewMetrics(h.opts.NodeID)
-	h.node = coordinator.NewNode(coordinator.Config{
-		Backend: h.be, Waiters: h.coord, Sessions: h.sessions,
-		LeaseTTL: h.opts.LeaseTTL, SessionTTL: h.opts.SessionTTL, HistoryTTL: h.opts.HistoryTTL, Limits: h.lim,
-		MaxFanOuts: h.opts.MaxFanOuts, RecordRetry: h.opts.RecordRetry, Log: h.log, Metrics: h.metrics,
-		Refresh: h.loadFeatures,
-	})
+	h.sessions = h.node.Sessions
 	h.tasks = &taskEngine{node: h.node, opts: &h.opts}
-	h.node.ConfigureTasks(coordinator.TaskOptions{Resolve: s.resolveTask(h.tasks), MaxAttempts: h.opts.TaskAttempts,
+	h.node.Tasks.Configure(coordinator.TaskOptions{Resolve: s.resolveTask(h.tasks), MaxAttempts: h.opts.TaskAttempts,
 		MaxResultBytes: h.opts.MaxTaskResultBytes, MaxWaiters: h.opts.MaxWaiters, ListenMethod: taskNotification,
 		SweepBatch: h.opts.TaskSweepBatch, Changed: h.taskStatus})
 	s.taskEngine.Store(true)
 	h.admit = newLimits(&h.opts)
-	h.callers = newCallers(h.be.Limiter, &h.opts, h.log.With().Str("component", "callers").Logger(), h.metrics)
-	h.callers.nodes = h.node.LiveNodes
+	trusted, _ := parseTrustedProxies(h.opts.TrustedProxies) // Validate checked them
+	h.callers = &callerLimits{Ledger: h.node.Callers, trusted: trusted, log: h.log.With().Str("component", "callers").Logger()}
 	h.handler = h.edge()
 	h.metrics.GaugeFunc("mcp_handlers_running", "Request handlers running on this node (each batch member counts).",
 		func() float64 { n, _, _ := h.admit.usage(); return float64(n) })
@@ -320,12 +304,12 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.metrics.GaugeFunc("mcp_streams_admitted", "GET, resumed and subscriptions/listen streams open on this node.",
 		func() float64 { _, _, s := h.admit.usage(); return float64(s) })
 	h.metrics.GaugeFunc("mcp_pending_requests", "Server→client requests waiting for a reply on this node.",
-		func() float64 { return float64(h.coord.Pending()) })
+		func() float64 { return float64(h.node.Waiters.Pending()) })
 	h.metrics.GaugeFunc("mcp_sessions_live", "Live sessions in the deployment (read from the shared store at scrape time).",
 		func() float64 {
 			ctx, cancel := context.WithTimeout(h.ctx, time.Second)
 			defer cancel()
-			n, err := h.be.Sessions.Count(ctx)
+			n, err := h.sessions.Count(ctx)
 			if err != nil {
 				return -1
 			}
@@ -335,14 +319,23 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 		h.Close()
 		return nil, err
 	}
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		h.callers.run(h.ctx)
-	}()
 	s.attach(h)
 	s.linkFeatures(h)
 	return h, nil
+}
+
+// nodeConfig returns the node's settings of h's options.
+func (h *HTTPHandler) nodeConfig() coordinator.Config {
+	o := &h.opts
+	return coordinator.Config{
+		NodeID: o.NodeID, MaxWaiters: o.MaxWaiters, MaxWaitersPerSession: o.MaxWaitersPerSession,
+		Session:  session.Options{TTL: o.SessionTTL, MaxSessions: o.MaxSessions, CacheTTL: o.SessionCacheTTL},
+		LeaseTTL: o.LeaseTTL, SessionTTL: o.SessionTTL, HistoryTTL: o.HistoryTTL, MaxEvents: o.MaxEvents, MaxStreams: o.MaxStreams,
+		MaxFanOuts: o.MaxFanOuts, RecordRetry: o.RecordRetry, RecordTimeout: o.RecordTimeout,
+		Callers: callers.Options{Rate: o.CallerRate, Burst: o.CallerBurst, MaxSessions: o.MaxCallerSessions, MaxStreams: o.MaxCallerStreams,
+			SessionTTL: o.SessionTTL, LeaseTTL: o.LeaseTTL, Off: o.NoCallerLimits},
+		Log: h.log, Metrics: h.metrics, Refresh: h.loadFeatures,
+	}
 }
 
 // NodeID returns this node's id.
@@ -358,9 +351,8 @@ func (h *HTTPHandler) Close() {
 		h.srv.unlinkFeatures(h)
 		h.cancel()
 		h.gets.wait(context.Background(), true)
-		h.node.Close(jsonrpc.ErrDraining)
 		h.wg.Wait()
-		h.node.Leave()
+		h.node.Shutdown(jsonrpc.ErrDraining)
 		if h.ownBackend {
 			_ = h.opts.Backend.Close()
 		}
@@ -403,11 +395,11 @@ func writeError(w http.ResponseWriter, status int, id jsonrpc.ID, err error) {
 // statusOf maps an error to the HTTP status it deserves, in one place.
 func statusOf(err error, modern bool) int {
 	switch {
-	case errors.Is(err, cluster.ErrUnavailable), errors.Is(err, jsonrpc.ErrUnavailable):
+	case isUnavailable(err), errors.Is(err, jsonrpc.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, jsonrpc.ErrDraining):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, cluster.ErrLimit):
+	case isFull(err):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, session.ErrFormat):
 		return http.StatusServiceUnavailable
@@ -431,9 +423,9 @@ func statusOf(err error, modern bool) int {
 // rpcError turns backend errors into the JSON-RPC error a client sees.
 func rpcError(err error) error {
 	switch {
-	case errors.Is(err, cluster.ErrUnavailable):
+	case isUnavailable(err):
 		return jsonrpc.NewError(jsonrpc.CodeUnavailable, "shared state is unavailable; retry later", nil)
-	case errors.Is(err, cluster.ErrLimit):
+	case isFull(err):
 		return jsonrpc.NewError(jsonrpc.CodeUnavailable, "too many sessions; retry later", nil)
 	case errors.Is(err, session.ErrFormat):
 		// A node of a newer release made the session (a rolling upgrade):

@@ -26,7 +26,7 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller := callerKey(r, h.callers.trusted)
-	live, err := h.node.EndSession(r.Context(), sid, PrincipalFromContext(r.Context()).ID(), h.callers.sessionsSet(caller))
+	live, err := h.node.EndSession(r.Context(), sid, PrincipalFromContext(r.Context()).ID(), h.callers.SessionsSet(caller))
 	if err != nil {
 		writeError(w, statusOf(err, false), jsonrpc.ID{}, rpcError(err))
 		return
@@ -36,6 +36,6 @@ func (h *HTTPHandler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.metrics.Session("ended")
-	h.callers.endedSession(caller, sid)
+	h.callers.EndedSession(caller, sid)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -139,7 +139,7 @@ func (s *streamSink) Open(kind coordinator.StreamKind, stop func(error)) {
 	s.sw = h.sseWriter(s.w, func() { stop(errStalled) })
 	s.w = nil // the writer's now
 	s.closed = h.metrics.StreamOpened(string(kind))
-	s.unwatch = context.AfterFunc(h.ctx, func() { stop(coordinator.ErrDrain) })
+	s.unwatch = context.AfterFunc(h.ctx, func() { stop(jsonrpc.ErrDraining) })
 	var header func(http.Header)
 	if kind == coordinator.KindGet {
 		header = takeableHeader(s.r, false)

@@ -164,7 +164,7 @@ func (h *HTTPHandler) serveListen(w http.ResponseWriter, r *http.Request, req *R
 	c.sw.Start(takeableHeader(r, true))
 	c.sendLocked(listenAck(req.id, f))
 	c.mu.Unlock()
-	if h.node.Draining() {
+	if h.Draining() {
 		cancel() // Drain ran before the stream was listed
 	}
 	lifetime := time.AfterFunc(h.opts.MaxStreamLifetime, cancel)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
@@ -26,7 +25,7 @@ func (h *HTTPHandler) RequestOnSession(ctx context.Context, session, method stri
 		}
 		return h.node.RequestOnGet(ctx, session, st.Principal, method, params, h.srv.opts.requestTimeout())
 	})
-	if errors.Is(err, coordinator.ErrNoGetStream) || errors.Is(err, cluster.ErrNotFound) {
+	if errors.Is(err, coordinator.ErrNoGetStream) || isGone(err) {
 		return nil, ErrNoChannel
 	}
 	return res, rpcError(err)
@@ -61,4 +60,4 @@ func (h *HTTPHandler) Drain(ctx context.Context) {
 }
 
 // Draining reports whether Drain was called.
-func (h *HTTPHandler) Draining() bool { return h.node.Draining() }
+func (h *HTTPHandler) Draining() bool { return errors.Is(h.node.Refusal(), jsonrpc.ErrDraining) }

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcpcluster/mcpcluster/internal/cluster"
-	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/session"
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
@@ -76,10 +74,11 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 		h.postModern(w, r, msg, pm, version, tk)
 		return
 	}
-	if !h.node.BusReady() {
-		// Replies, cancellations and notifications between nodes would
-		// be lost: refuse until the bus is back (usually within a second).
-		writeError(w, http.StatusServiceUnavailable, msg.ID, coordinator.ErrBusDown)
+	if err := h.node.Refusal(); err != nil && !errors.Is(err, jsonrpc.ErrDraining) {
+		// The bus is down: replies, cancellations and notifications
+		// between nodes would be lost, so refuse until it is back
+		// (usually within a second).
+		writeError(w, http.StatusServiceUnavailable, msg.ID, err)
 		return
 	}
 	if msg.Method == "initialize" {
@@ -105,7 +104,7 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 		h.legacyNotification(r.Context(), sess, msg)
 		w.WriteHeader(http.StatusAccepted)
 	default:
-		if h.node.Draining() {
+		if h.Draining() {
 			writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.ErrDraining)
 			return
 		}
@@ -133,7 +132,7 @@ func headerVersionError(version string, pm *paramMembers) error {
 
 // ownSession loads session sid for the caller of ctx: a session bound
 // to another principal (an authenticated caller on an anonymous session
-// and the reverse included) is cluster.ErrNotFound, exactly as a session
+// and the reverse included) is errGone, exactly as a session
 // that does not exist, so that no caller can learn of another's.
 func (h *HTTPHandler) ownSession(ctx context.Context, sid string) (*session.Session, error) {
 	sess, err := h.sessions.Load(ctx, sid)
@@ -141,7 +140,7 @@ func (h *HTTPHandler) ownSession(ctx context.Context, sid string) (*session.Sess
 		return nil, err
 	}
 	if sess.Principal != PrincipalFromContext(ctx).ID() {
-		return nil, cluster.ErrNotFound
+		return nil, errGone
 	}
 	return sess, nil
 }
@@ -152,11 +151,11 @@ func (h *HTTPHandler) ownSession(ctx context.Context, sid string) (*session.Sess
 func (h *HTTPHandler) loadSession(w http.ResponseWriter, r *http.Request, sid string, id jsonrpc.ID) (*session.Session, bool) {
 	sess, err := h.ownSession(r.Context(), sid)
 	if err != nil {
-		if errors.Is(err, cluster.ErrNotFound) {
+		if isGone(err) {
 			writeError(w, http.StatusNotFound, id, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "session not found: it expired or was ended; initialize a new one"))
 			return nil, false
 		}
-		if errors.Is(err, cluster.ErrUnavailable) {
+		if isUnavailable(err) {
 			h.metrics.BackendError()
 		}
 		if errors.Is(err, session.ErrCorrupt) || errors.Is(err, session.ErrFormat) {
@@ -165,7 +164,7 @@ func (h *HTTPHandler) loadSession(w http.ResponseWriter, r *http.Request, sid st
 		writeError(w, statusOf(err, false), id, rpcError(err))
 		return nil, false
 	}
-	h.callers.sawSession(callerKey(r, h.callers.trusted), sid)
+	h.callers.SawSession(callerKey(r, h.callers.trusted), sid)
 	return sess, true
 }
 
@@ -174,7 +173,7 @@ func (h *HTTPHandler) initialize(w http.ResponseWriter, r *http.Request, msg *js
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "initialize must be a request"))
 		return
 	}
-	if h.node.Draining() {
+	if h.Draining() {
 		writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.ErrDraining)
 		return
 	}
@@ -188,14 +187,14 @@ func (h *HTTPHandler) initialize(w http.ResponseWriter, r *http.Request, msg *js
 	st.Principal = PrincipalFromContext(r.Context()).ID()
 	noteMethod(r.Context(), msg.Method)
 	start := time.Now()
-	lease := h.callers.sessionLease(callerKey(r, h.callers.trusted))
+	lease := h.callers.SessionLease(callerKey(r, h.callers.trusted))
 	if err := h.sessions.Create(r.Context(), st, lease); err != nil {
-		if rf, ok := h.callers.refusedSession(err); ok {
+		if rf, ok := h.callers.RefusedSession(err); ok {
 			h.metrics.Request("initialize", "refused", time.Since(start))
-			h.writeRefusal(w, msg.ID, rf)
+			h.writeRefusal(w, msg.ID, callerRefusal(rf))
 			return
 		}
-		if errors.Is(err, cluster.ErrUnavailable) {
+		if isUnavailable(err) {
 			h.metrics.BackendError()
 		}
 		h.metrics.Request("initialize", "error", time.Since(start))
@@ -300,18 +299,18 @@ func (h *HTTPHandler) postModern(w http.ResponseWriter, r *http.Request, msg *js
 		writeError(w, http.StatusBadRequest, msg.ID, err)
 		return
 	}
-	req.once = h.be.Claims.Once
+	req.once = h.opts.Backend.once
 	if err := h.srv.checkHeaders(r.Header, req, version); err != nil {
 		writeError(w, http.StatusBadRequest, msg.ID, err)
 		return
 	}
-	if h.node.Draining() {
+	if h.Draining() {
 		writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.ErrDraining)
 		return
 	}
 	if msg.Method == "subscriptions/listen" {
-		if !h.node.BusReady() {
-			writeError(w, http.StatusServiceUnavailable, msg.ID, coordinator.ErrBusDown)
+		if err := h.node.Refusal(); err != nil {
+			writeError(w, http.StatusServiceUnavailable, msg.ID, err)
 			return
 		}
 		tk.release() // a stream holds a stream slot, not its body

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/sse"
@@ -39,13 +38,11 @@ type postOut struct {
 	stream   string
 	refused  bool
 	closed   func()        // ends the open-stream metric
-	unlist   func()        // removes the stream from the node's live connections
 	detached chan struct{} // closed when the server closed the connection early
 	detachMu sync.Once
-	unhold   func() // ends producing the stream (legacy streams; see coordinator.HoldStream)
-	prod     *coordinator.Producer
-	primed   bool  // the stream's start was recorded and written
-	lost     error // an *unrecorded notification the handler was not told of
+	prod     *coordinator.PostStream // legacy streams: recorded, held and listed by the node
+	primed   bool                    // the stream's start was recorded and written
+	lost     error                   // an *unrecorded notification the handler was not told of
 }
 
 func (h *HTTPHandler) newPostOut(w http.ResponseWriter, r *http.Request, req *Request, session string) *postOut {
@@ -112,11 +109,11 @@ func (p *postOut) upgrade(ctx context.Context) error {
 	sw := p.h.sseWriter(p.w, onFail)
 	if p.legacy {
 		p.stream = sse.NewStreamID()
-		p.unhold = p.h.node.HoldStream(p.session, p.stream, p.req.id.Key())
 		// The stream is opened with its first batch of events. Each
 		// batch's events are queued as they are delivered and go out
-		// with one flush, before the batch's waiters go on.
-		p.prod = p.h.node.Produce(p.session, p.stream, p.req.id.Key(), func() { _ = sw.Flush() })
+		// with one flush, before the batch's waiters go on. Drain and
+		// session end close the connection of a live stream.
+		p.prod = p.h.node.OpenPost(p.session, p.stream, p.req.id.Key(), func() { _ = sw.Flush() }, p.detach)
 	}
 	p.sw = sw
 	// The headers go out with the first events (one write, not two).
@@ -136,13 +133,6 @@ func (p *postOut) upgrade(ctx context.Context) error {
 			p.primed = true
 			p.mu.Unlock()
 		})
-	}
-	if p.legacy {
-		// Drain and session end close the connection of a live stream.
-		lctx, lcancel := context.WithCancelCause(context.Background())
-		remove := p.h.node.Local.AddConn(p.session, &coordinator.Conn{ID: p.stream, Cancel: lcancel})
-		stop := context.AfterFunc(lctx, p.detach)
-		p.unlist = func() { stop(); remove(); lcancel(nil) }
 	}
 	p.closed = p.h.metrics.StreamOpened("post")
 	return nil
@@ -192,7 +182,7 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final, wait bo
 				// be resumed from); the caller records it later.
 				_ = queueEvent(sw, ev, true)
 			}
-			failed = &unrecorded{data: data, err: recordError(err), cause: err}
+			failed = &unrecorded{data: data, err: err}
 			// The stream ends here, so the call does too, whatever
 			// the handler makes of the error (a server request's
 			// failure may become a tool result): see lostError.
@@ -273,13 +263,12 @@ func (p *postOut) request(ctx context.Context, method string, params any) (json.
 	if !p.legacy {
 		return nil, ErrNoChannel
 	}
-	h := p.h
-	id := h.coord.NewID()
-	waiter, err := h.coord.Register(p.session, p.req.principal.ID(), id, "post")
+	w := p.h.node.Waiters
+	waiter, err := w.Register(p.session, p.req.principal.ID(), w.NewID(), "post")
 	if err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, err.Error(), nil)
 	}
-	msg, err := jsonrpc.Request(id, method, params)
+	msg, err := jsonrpc.Request(waiter.ID, method, params)
 	if err != nil {
 		waiter.Cancel()
 		return nil, err
@@ -301,11 +290,6 @@ func (p *postOut) request(ctx context.Context, method string, params any) (json.
 	return res, err
 }
 
-// causeFail cancels a context with the cause it is failed with.
-type causeFail context.CancelCauseFunc
-
-func (f causeFail) Fail(err error) { f(err) }
-
 // errClientGone cancels a request whose client left: its connection is
 // gone and no stream resumes it.
 var errClientGone = errors.New("mcp: the client's connection closed and nothing resumed the request")
@@ -322,7 +306,7 @@ func (p *postOut) abandoned(ctx context.Context, cancel context.CancelCauseFunc)
 		cancel(errClientGone)
 		return
 	}
-	p.h.node.WatchClaim(ctx, coordinator.FollowKey(p.session, p.stream), p.h.opts.ResumeGrace, causeFail(cancel), errClientGone)
+	p.prod.WatchResume(ctx, p.h.opts.ResumeGrace, cancel, errClientGone)
 }
 
 // getKey names the claim of the connection holding a session's GET stream.
@@ -333,7 +317,7 @@ func (h *HTTPHandler) observe(req *Request, res json.RawMessage, err error, d ti
 	switch {
 	case err != nil:
 		outcome = "error"
-		if errors.Is(err, cluster.ErrUnavailable) {
+		if isUnavailable(err) {
 			h.metrics.BackendError()
 		}
 	case req.modern && bytes.Contains(res, []byte(`"resultType":"input_required"`)):

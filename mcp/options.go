@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/stdio"
 )
@@ -21,21 +20,23 @@ import (
 // documented default: the values zero fields take. Backend, NodeID,
 // Logger and the allow lists have none.
 func DefaultHTTPOptions() HTTPOptions {
+	// The node's settings are the node's defaults.
+	n, t := coordinator.Config{}.WithDefaults(), coordinator.TaskOptions{}.WithDefaults()
 	return HTTPOptions{
-		SessionTTL:           30 * time.Minute,
+		SessionTTL:           n.SessionTTL,
 		SessionCacheTTL:      30 * time.Second,
 		MaxSessions:          10000,
 		MaxBodyBytes:         4 << 20,
 		RetryHint:            time.Second,
 		KeepAlive:            15 * time.Second,
-		MaxEvents:            cluster.DefaultMaxEvents,
-		MaxStreams:           cluster.DefaultMaxStreams,
-		HistoryTTL:           cluster.DefaultStreamTTL,
-		MaxWaiters:           coordinator.DefaultMaxWaiters,
-		MaxWaitersPerSession: 100,
+		MaxEvents:            n.MaxEvents,
+		MaxStreams:           n.MaxStreams,
+		HistoryTTL:           n.HistoryTTL,
+		MaxWaiters:           n.MaxWaiters,
+		MaxWaitersPerSession: n.MaxWaitersPerSession,
 		ResumeGrace:          10 * time.Second,
-		LeaseTTL:             5 * time.Second,
-		MaxFanOuts:           4,
+		LeaseTTL:             n.LeaseTTL,
+		MaxFanOuts:           n.MaxFanOuts,
 		MaxHandlers:          1024,
 		MaxSessionHandlers:   64,
 		MaxBatch:             64,
@@ -45,8 +46,8 @@ func DefaultHTTPOptions() HTTPOptions {
 		MaxOpenStreams:       5000,
 		StreamWriteTimeout:   30 * time.Second,
 		MaxStreamLifetime:    time.Hour,
-		RecordTimeout:        time.Minute,
-		RecordRetry:          10 * time.Second,
+		RecordTimeout:        n.RecordTimeout,
+		RecordRetry:          n.RecordRetry,
 		MaxCallerSessions:    1000,
 		MaxCallerStreams:     1000,
 		CallerRate:           1000,
@@ -55,10 +56,10 @@ func DefaultHTTPOptions() HTTPOptions {
 		MinTaskTTL:           time.Second,
 		MaxTaskTTL:           24 * time.Hour,
 		TaskPollInterval:     500 * time.Millisecond,
-		MaxTasksPerOwner:     cluster.DefaultMaxTasks,
-		MaxTaskResultBytes:   coordinator.DefaultTaskResultBytes,
-		TaskAttempts:         coordinator.DefaultTaskAttempts,
-		TaskSweepBatch:       coordinator.DefaultTaskSweepBatch,
+		MaxTasksPerOwner:     t.MaxPerOwner,
+		MaxTaskResultBytes:   t.MaxResultBytes,
+		TaskAttempts:         t.MaxAttempts,
+		TaskSweepBatch:       t.SweepBatch,
 	}
 }
 
@@ -83,11 +84,6 @@ func DefaultStdioOptions() StdioOptions {
 	return StdioOptions{MaxLineBytes: stdio.DefaultMaxLineBytes, DrainTimeout: 20 * time.Second,
 		MaxBatch: h.MaxBatch, MaxHandlers: h.MaxSessionHandlers}
 }
-
-// DefaultMaxSubscriptions bounds the resource subscriptions of one
-// session when MemoryOptions (or the Redis backend's options) leave it
-// zero.
-const DefaultMaxSubscriptions = cluster.DefaultMaxSubscriptions
 
 // Validate reports every negative number or duration of o, each error
 // naming its field. NewHTTPHandler calls it.

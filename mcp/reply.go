@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/session"
 )
@@ -25,14 +24,19 @@ func (h *HTTPHandler) resolveReply(ctx context.Context, sess *session.Session, m
 	h.srv.receiveMessage(ctx, msg, sess, "", func(ctx context.Context) {
 		err = h.node.RouteReply(ctx, sess.ID, PrincipalFromContext(ctx).ID(), msg)
 	})
-	var je *jsonrpc.Error
-	switch {
-	case err == nil:
+	if err == nil {
 		return 0, nil
-	case errors.Is(err, coordinator.ErrOwnerUnreachable):
-		return http.StatusServiceUnavailable, err
-	case errors.Is(err, coordinator.ErrOwnerGone) && errors.As(err, &je):
-		return http.StatusGone, je
+	}
+	// The node's errors are JSON-RPC errors: -31000 while the owner
+	// cannot be reached, -31003 when it is gone.
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		switch je.Code {
+		case jsonrpc.CodeUnavailable:
+			return http.StatusServiceUnavailable, je
+		case jsonrpc.CodeNodeLost:
+			return http.StatusGone, je
+		}
 	}
 	return statusOf(err, false), rpcError(err)
 }

@@ -3,11 +3,9 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/session"
 )
 
@@ -59,7 +57,7 @@ func (r *Request) readSession(st *session.Session) error {
 // subscriptionError is the error of a subscription refused by a
 // session's bound, on either transport.
 func subscriptionError(err error) error {
-	if errors.Is(err, cluster.ErrLimit) {
+	if isFull(err) {
 		return invalidParam("uri", "cannot be subscribed: this session has reached its subscription limit")
 	}
 	return err

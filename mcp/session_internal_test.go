@@ -44,7 +44,7 @@ func TestStoredSessionRecords(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sid := newSessionID()
-			if err := h.be.Sessions.Create(t.Context(), sid, c.fields, time.Minute, 0, cluster.CreateOptions{}); err != nil {
+			if err := h.opts.Backend.b.Sessions.Create(t.Context(), sid, c.fields, time.Minute, 0, cluster.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			req := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader([]byte(`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)))

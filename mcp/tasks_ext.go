@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
@@ -17,6 +17,14 @@ import (
 
 // ExtensionTasks names the tasks extension.
 const ExtensionTasks = "io.modelcontextprotocol/tasks"
+
+// The statuses of a task that the protocol's answers tell apart.
+const (
+	taskInputRequired = "input_required"
+	taskCompleted     = "completed"
+	taskFailed        = "failed"
+	taskCancelled     = "cancelled"
+)
 
 // tasksNegotiated reports whether the client of a 2026-07-28 request
 // declared the tasks extension.
@@ -59,7 +67,7 @@ func (s *Server) toolTask(ctx context.Context, req *Request, t Tool) (res any, o
 }
 
 // taskFields are the members of a Task on the wire.
-func taskFields(t cluster.Task) map[string]any {
+func taskFields(t coordinator.Task) map[string]any {
 	m := map[string]any{
 		"taskId":        t.ID,
 		"status":        t.Status,
@@ -77,7 +85,7 @@ func taskFields(t cluster.Task) map[string]any {
 }
 
 // createTaskResult is the flat CreateTaskResult (Result & Task).
-func createTaskResult(t cluster.Task) map[string]any {
+func createTaskResult(t coordinator.Task) map[string]any {
 	m := taskFields(t)
 	m["resultType"] = "task"
 	return m
@@ -85,18 +93,18 @@ func createTaskResult(t cluster.Task) map[string]any {
 
 // detailedTask is the answer of tasks/get: the task with, by status, its
 // pending input requests, its result or its error.
-func detailedTask(t cluster.Task) map[string]any {
+func detailedTask(t coordinator.Task) map[string]any {
 	m := taskFields(t)
 	switch t.Status {
-	case cluster.TaskInputRequired:
+	case taskInputRequired:
 		reqs := make(map[string]json.RawMessage, len(t.Inputs))
 		for k, v := range t.Inputs {
 			reqs[k] = v
 		}
 		m["inputRequests"] = reqs
-	case cluster.TaskCompleted:
+	case taskCompleted:
 		m["result"] = json.RawMessage(t.Result)
-	case cluster.TaskFailed:
+	case taskFailed:
 		if len(t.Error) > 0 {
 			m["error"] = json.RawMessage(t.Error)
 		} else {
@@ -133,11 +141,11 @@ func (s *Server) tasksMethod(ctx context.Context, req *Request) (any, error) {
 		for k, v := range p.InputResponses {
 			responses[k] = v
 		}
-		if _, err := req.tasks.node.RespondTask(ctx, t.ID, responses); err != nil {
+		if _, err := req.tasks.node.Tasks.Respond(ctx, t.ID, responses); err != nil {
 			return nil, err
 		}
 	case "tasks/cancel":
-		if _, err := req.tasks.node.CancelTask(ctx, t.ID); err != nil {
+		if _, err := req.tasks.node.Tasks.Cancel(ctx, t.ID); err != nil {
 			return nil, err
 		}
 	}
@@ -158,7 +166,7 @@ func (h *HTTPHandler) taskNotice(ctx context.Context, req *Request, notice *json
 	if json.Unmarshal(notice.Params, &p) != nil {
 		return nil
 	}
-	t, err := h.node.GetTask(ctx, p.URI)
+	t, err := h.node.Tasks.Get(ctx, p.URI)
 	if err != nil || t.Owner != req.principal.ID() {
 		return nil
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
@@ -95,7 +94,7 @@ func (s *Server) legacyToolTask(ctx context.Context, req *Request, t Tool) (res 
 
 // legacyTask is a Task on the wire of 2025-11-25: the extension's fields
 // (taskFields) under their 2025-11-25 names.
-func legacyTask(t cluster.Task) map[string]any {
+func legacyTask(t coordinator.Task) map[string]any {
 	m := taskFields(t)
 	for ext, legacy := range map[string]string{"ttlMs": "ttl", "pollIntervalMs": "pollInterval"} {
 		if v, ok := m[ext]; ok {
@@ -132,11 +131,11 @@ func (s *Server) legacyTasksMethod(ctx context.Context, req *Request) (any, erro
 	case "tasks/cancel":
 		// A terminal task is refused, also when it ends before the
 		// cancel lands (the record says which came first).
-		if !cluster.TaskTerminal(t.Status) {
-			if t, err = req.tasks.node.CancelTask(ctx, t.ID); err != nil {
+		if !t.Terminal() {
+			if t, err = req.tasks.node.Tasks.Cancel(ctx, t.ID); err != nil {
 				return nil, err
 			}
-			if t.Status == cluster.TaskCancelled {
+			if t.Status == taskCancelled {
 				return legacyTask(t), nil
 			}
 		}
@@ -154,8 +153,8 @@ func (s *Server) listTasks(ctx context.Context, req *Request, cursor *string) (a
 			return nil, invalidParam("cursor", "is not a cursor of tasks/list")
 		}
 	}
-	recs, next, err := req.tasks.node.ListTasks(ctx, req.ownerKey(), req.taskOwner(), c, s.opts.pageSize())
-	if errors.Is(err, cluster.ErrBadCursor) {
+	recs, next, err := req.tasks.node.Tasks.List(ctx, req.ownerKey(), req.taskOwner(), c, s.opts.pageSize())
+	if isBadCursor(err) {
 		return nil, invalidParam("cursor", "is not a cursor of tasks/list")
 	}
 	if err != nil {
@@ -177,13 +176,13 @@ func (s *Server) listTasks(ctx context.Context, req *Request, cursor *string) (a
 // returned, with the related-task _meta. Meanwhile the task's requests to
 // the client (input_required) go out on this request's stream and their
 // answers go back to the task.
-func (s *Server) taskResult(ctx context.Context, req *Request, t cluster.Task) (any, error) {
+func (s *Server) taskResult(ctx context.Context, req *Request, t coordinator.Task) (any, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
 	sent := map[string]bool{}
-	fresh := func(t cluster.Task) bool {
+	fresh := func(t coordinator.Task) bool {
 		for k := range t.Inputs {
 			if !sent[k] {
 				return true
@@ -192,7 +191,7 @@ func (s *Server) taskResult(ctx context.Context, req *Request, t cluster.Task) (
 		return false
 	}
 	var err error
-	for !cluster.TaskTerminal(t.Status) {
+	for !t.Terminal() {
 		for k, in := range t.Inputs {
 			if !sent[k] {
 				sent[k] = true
@@ -203,10 +202,10 @@ func (s *Server) taskResult(ctx context.Context, req *Request, t cluster.Task) (
 				}()
 			}
 		}
-		t, err = req.tasks.node.WaitTask(ctx, t.ID, t.PollInterval, func(t cluster.Task) bool {
-			return cluster.TaskTerminal(t.Status) || fresh(t)
+		t, err = req.tasks.node.Tasks.Wait(ctx, t.ID, t.PollInterval, func(t coordinator.Task) bool {
+			return t.Terminal() || fresh(t)
 		})
-		if errors.Is(err, cluster.ErrNotFound) {
+		if isGone(err) {
 			return nil, unknownTask(t.ID)
 		}
 		if err != nil {
@@ -233,7 +232,7 @@ func (s *Server) taskResult(ctx context.Context, req *Request, t cluster.Task) (
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the task failed", map[string]any{MetaRelatedTask: related})
 		}
 		return nil, &je
-	case t.Status == cluster.TaskCancelled:
+	case t.Status == taskCancelled:
 		return nil, jsonrpc.NewError(jsonrpc.CodeCancelled, fmt.Sprintf("task %q was cancelled", t.ID), map[string]any{MetaRelatedTask: related})
 	}
 	return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the task failed", map[string]any{MetaRelatedTask: related})
@@ -266,7 +265,7 @@ func (r *Request) forwardInput(ctx context.Context, id, key string, in []byte) {
 		return
 	}
 	b, _ := json.Marshal(answer)
-	if _, err := r.tasks.node.RespondTask(context.WithoutCancel(ctx), id, map[string][]byte{key: b}); err != nil {
+	if _, err := r.tasks.node.Tasks.Respond(context.WithoutCancel(ctx), id, map[string][]byte{key: b}); err != nil {
 		r.Logger().Warn().Err(err).Str("task", id).Msg("task input not delivered")
 	}
 }
@@ -327,7 +326,7 @@ func (o *taskOut) notify(ctx context.Context, msg *jsonrpc.Message) error {
 		return err
 	}
 	data, _ := jsonrpc.Encode(m)
-	if err := o.node.AppendGet(ctx, o.session, data); err != nil && !errors.Is(err, cluster.ErrNotFound) {
+	if err := o.node.AppendGet(ctx, o.session, data); err != nil && !isGone(err) {
 		return err
 	}
 	return nil // no GET stream open: the notification is dropped
@@ -342,13 +341,13 @@ func (o *taskOut) closeStream()        {}
 
 // taskStatus sends notifications/tasks/status to the session of a
 // 2025-11-25 task whose record this node changed (TaskOptions.Changed).
-func (h *HTTPHandler) taskStatus(ctx context.Context, t cluster.Task) {
+func (h *HTTPHandler) taskStatus(ctx context.Context, t coordinator.Task) {
 	var m taskMeta
 	if json.Unmarshal(t.Meta, &m) != nil || m.Version != Version20251125 || m.Session == "" {
 		return
 	}
 	if err := h.NotifySession(ctx, m.Session, "notifications/tasks/status", legacyTask(t)); err != nil &&
-		!errors.Is(err, cluster.ErrNotFound) {
+		!isGone(err) {
 		h.log.Debug().Err(err).Str("task", t.ID).Msg("task status not delivered")
 	}
 }

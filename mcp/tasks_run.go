@@ -8,7 +8,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
@@ -57,7 +56,7 @@ type taskMeta struct {
 // errTaskCreated carries the task created for a request: a handler that
 // continues as a task (ContinueAsTask) returns it, and callTool answers
 // with the era's CreateTaskResult.
-type errTaskCreated struct{ task cluster.Task }
+type errTaskCreated struct{ task coordinator.Task }
 
 func (e *errTaskCreated) Error() string { return "mcp: the call continues as task " + e.task.ID }
 
@@ -129,7 +128,7 @@ func (r *Request) ownerKey() string {
 }
 
 // startTask records a task for req and starts it on the node.
-func (s *Server) startTask(ctx context.Context, req *Request, idempotent bool) (cluster.Task, error) {
+func (s *Server) startTask(ctx context.Context, req *Request, idempotent bool) (coordinator.Task, error) {
 	e := req.tasks
 	m := taskMeta{Version: req.version, Caps: req.caps, ClientInfo: req.clientInfo, Inputs: req.inputs, State: req.state,
 		Session: req.sessionID, Progress: req.progressToken, LogLevel: req.logLevel}
@@ -139,7 +138,7 @@ func (s *Server) startTask(ctx context.Context, req *Request, idempotent bool) (
 	}
 	meta, err := json.Marshal(m)
 	if err != nil {
-		return cluster.Task{}, err
+		return coordinator.Task{}, err
 	}
 	var p struct {
 		Task *struct {
@@ -153,15 +152,15 @@ func (s *Server) startTask(ctx context.Context, req *Request, idempotent bool) (
 	}
 	ttl, err := e.taskTTL(requested)
 	if err != nil {
-		return cluster.Task{}, err
+		return coordinator.Task{}, err
 	}
-	rec := cluster.Task{
-		ID: coordinator.NewTaskID(), Owner: req.taskOwner(), OwnerKey: req.ownerKey(),
+	rec := coordinator.Task{
+		Owner: req.taskOwner(), OwnerKey: req.ownerKey(),
 		TTL: ttl, PollInterval: e.opts.TaskPollInterval,
 		Method: req.Method, Params: req.Params, Meta: meta, Idempotent: idempotent,
 	}
-	t, err := e.node.StartTask(ctx, rec, e.opts.MaxTasksPerOwner, s.taskFunc(req, e))
-	if errors.Is(err, cluster.ErrLimit) {
+	t, err := e.node.Tasks.Start(ctx, rec, e.opts.MaxTasksPerOwner, s.taskFunc(req, e))
+	if isFull(err) {
 		return t, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, fmt.Sprintf("too many live tasks: at most %d per client; wait for some to expire", e.opts.MaxTasksPerOwner), nil)
 	}
 	return t, err
@@ -169,8 +168,8 @@ func (s *Server) startTask(ctx context.Context, req *Request, idempotent bool) (
 
 // resolveTask is the node's TaskOptions.Resolve: it runs a task's stored
 // tools/call on this node (a take-over).
-func (s *Server) resolveTask(e *taskEngine) func(t cluster.Task) coordinator.TaskFunc {
-	return func(t cluster.Task) coordinator.TaskFunc {
+func (s *Server) resolveTask(e *taskEngine) func(t coordinator.Task) coordinator.TaskFunc {
+	return func(t coordinator.Task) coordinator.TaskFunc {
 		if t.Method != "tools/call" {
 			return nil
 		}
@@ -267,16 +266,16 @@ func (e *taskEngine) taskTTL(requested time.Duration) (time.Duration, error) {
 }
 
 // visibleTask loads a task for req: one of another principal is unknown.
-func (r *Request) visibleTask(ctx context.Context, id string) (cluster.Task, error) {
+func (r *Request) visibleTask(ctx context.Context, id string) (coordinator.Task, error) {
 	if id == "" {
-		return cluster.Task{}, invalidParam("taskId", "is required")
+		return coordinator.Task{}, invalidParam("taskId", "is required")
 	}
 	if r.tasks == nil {
-		return cluster.Task{}, unknownTask(id)
+		return coordinator.Task{}, unknownTask(id)
 	}
-	t, err := r.tasks.node.GetTask(ctx, id)
-	if errors.Is(err, cluster.ErrNotFound) || err == nil && t.Owner != r.taskOwner() {
-		return cluster.Task{}, unknownTask(id)
+	t, err := r.tasks.node.Tasks.Get(ctx, id)
+	if isGone(err) || err == nil && t.Owner != r.taskOwner() {
+		return coordinator.Task{}, unknownTask(id)
 	}
 	return t, err
 }

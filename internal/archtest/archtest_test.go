@@ -81,9 +81,9 @@ var rules = []rule{{
 	except: []string{"./internal/toolpack/...", "./internal/clustertest/inproc"},
 	deny:   []string{"./mcp/..."},
 }, {
-	doc:  "internal/coordinator imports only internal/{cluster,jsonrpc,session,telemetry}",
+	doc:  "internal/coordinator imports only internal/{callers,cluster,jsonrpc,session,telemetry}",
 	from: []string{"./internal/coordinator"},
-	only: []string{"./internal/cluster", "./internal/jsonrpc", "./internal/session", "./internal/telemetry"},
+	only: []string{"./internal/callers", "./internal/cluster", "./internal/jsonrpc", "./internal/session", "./internal/telemetry"},
 }, {
 	doc:    "a program that imports only mcp links no go-redis, gRPC or OTLP package; mcp/redisbackend is the only mcp package linking go-redis",
 	from:   []string{"./mcp/..."},
@@ -317,9 +317,9 @@ func TestFileSize(t *testing.T) {
 }
 
 // TestAdapterReach measures how far package mcp (its non-test files)
-// reaches into the node and the seams, and prints the figures and their
-// targets with -v. It checks nothing yet: the targets hold once the node
-// owns each stream's life and the adapter keeps only the edge.
+// reaches into the node and the seams, prints the figures with -v, and
+// fails past the targets (the node owns each stream's life, the adapter
+// keeps the edge; docs/ARCHITECTURE.md):
 //   - coordinator identifiers: distinct package-level names of
 //     internal/coordinator (types, functions, variables, constants);
 //   - node methods: distinct methods called (or taken as values) on a
@@ -404,6 +404,18 @@ func TestAdapterReach(t *testing.T) {
 	t.Logf("  %3d distinct internal/cluster identifiers outside backend.go, in %d files (target: none): %s", len(clusterIDs), len(clusterFiles), clusterIDs)
 	t.Logf("      in: %s", clusterFiles)
 	t.Logf("  %3d lines in mcp/http_get.go (target: under 250)", getLines)
+	if len(coordIDs) > 15 {
+		t.Errorf("mcp names %d coordinator identifiers, over 15: reach the node through fewer", len(coordIDs))
+	}
+	if len(nodeMethods) > 15 {
+		t.Errorf("mcp calls %d node methods, over 15: let the node do more per call", len(nodeMethods))
+	}
+	if len(clusterIDs) > 0 {
+		t.Errorf("mcp names internal/cluster outside backend.go (%s, in %s): go through the node or backend.go", clusterIDs, clusterFiles)
+	}
+	if getLines >= 250 {
+		t.Errorf("mcp/http_get.go has %d lines: the node serves streams, the adapter keeps the edge", getLines)
+	}
 }
 
 // isNode reports whether typ is coordinator.Node or a pointer to it.

@@ -18,6 +18,10 @@ const (
 	TaskCancelled     = "cancelled"
 )
 
+// Terminal reports whether the task's status is terminal (see
+// TaskTerminal).
+func (t Task) Terminal() bool { return TaskTerminal(t.Status) }
+
 // TaskTerminal reports whether status is terminal (completed, failed or
 // cancelled).
 func TaskTerminal(status string) bool {

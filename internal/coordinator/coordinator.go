@@ -114,6 +114,15 @@ func (c *Coordinator) OnUndecodable(f func(topic string, err error)) { c.undecod
 // Instance names this coordinator's process: "<node>.<incarnation>".
 func (c *Coordinator) Instance() string { return c.node }
 
+// Incarnation is the part of Instance after the node id: it tells this
+// process from earlier ones of the same node id.
+func (c *Coordinator) Incarnation() string {
+	if len(c.node) > len(c.display) {
+		return c.node[len(c.display)+1:]
+	}
+	return ""
+}
+
 // NewID mints an outbound request id that names this process, followed
 // by 96 random bits: ids cannot be guessed from earlier ones.
 func (c *Coordinator) NewID() jsonrpc.ID {

@@ -11,10 +11,10 @@ import "context"
 // changed the state, so each change is announced once, by the node whose
 // call made it, whatever the other nodes last saw.
 
-// SwapFeature records the enabled state of feature key (unset is its
+// swapFeature records the enabled state of feature key (unset is its
 // state while nothing is recorded) and returns the state before; when it
 // changed, it tells every node.
-func (n *Node) SwapFeature(ctx context.Context, key string, on, unset bool) (was bool, err error) {
+func (n *Node) swapFeature(ctx context.Context, key string, on, unset bool) (was bool, err error) {
 	was, err = n.be.Registry.Swap(ctx, key, on, unset)
 	if err != nil {
 		return false, err
@@ -25,9 +25,9 @@ func (n *Node) SwapFeature(ctx context.Context, key string, on, unset bool) (was
 	return was, nil
 }
 
-// ToggleFeature flips the enabled state of feature key (from unset while
+// toggleFeature flips the enabled state of feature key (from unset while
 // nothing is recorded), tells every node, and returns the new state.
-func (n *Node) ToggleFeature(ctx context.Context, key string, unset bool) (on bool, err error) {
+func (n *Node) toggleFeature(ctx context.Context, key string, unset bool) (on bool, err error) {
 	on, err = n.be.Registry.Toggle(ctx, key, unset)
 	if err != nil {
 		return false, err
@@ -43,7 +43,24 @@ func (n *Node) featureChanged(ctx context.Context) {
 	}
 }
 
-// Features returns the enabled state of every feature recorded.
-func (n *Node) Features(ctx context.Context) (map[string]bool, error) {
-	return n.be.Registry.All(ctx)
+// Features is the enabled state of features, as the node reads and
+// changes it.
+type Features struct{ n *Node }
+
+// Swap records the enabled state of feature key (unset is its state
+// while nothing is recorded) and returns the state before; when it
+// changed, it tells every node.
+func (f *Features) Swap(ctx context.Context, key string, on, unset bool) (was bool, err error) {
+	return f.n.swapFeature(ctx, key, on, unset)
+}
+
+// Toggle flips the enabled state of feature key (from unset while
+// nothing is recorded), tells every node, and returns the new state.
+func (f *Features) Toggle(ctx context.Context, key string, unset bool) (on bool, err error) {
+	return f.n.toggleFeature(ctx, key, unset)
+}
+
+// All returns the enabled state of every feature recorded.
+func (f *Features) All(ctx context.Context) (map[string]bool, error) {
+	return f.n.be.Registry.All(ctx)
 }

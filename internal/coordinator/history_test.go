@@ -41,7 +41,7 @@ func TestIdleGetStreamHistoryLivesWhileOpenRedis(t *testing.T) {
 		n := coordinator.NewNode(coordinator.Config{
 			Backend: be, Waiters: coordinator.New(id, "inc", be.Bus, 0), Sessions: store,
 			LeaseTTL: 600 * time.Millisecond, SessionTTL: time.Minute, HistoryTTL: ttl, MaxFanOuts: 2,
-			Limits: cluster.Limits{TTL: ttl}, Log: zerolog.Nop(), Metrics: telemetry.NewMetrics(id),
+			Log: zerolog.Nop(), Metrics: telemetry.NewMetrics(id),
 		})
 		if err := n.Start(); err != nil {
 			t.Fatal(err)

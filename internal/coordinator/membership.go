@@ -37,6 +37,7 @@ func (n *Node) Start() error {
 		n.resync()
 		n.refreshSoon()
 	})
+	n.Go(n.Callers.Run)
 	renewed := time.Now()
 	if err := n.be.Members.Heartbeat(ctx, n.instance, n.leaseTTL); err != nil {
 		n.log.Warn().Err(err).Msg("membership heartbeat failed")

@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -9,41 +11,108 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcpcluster/mcpcluster/internal/callers"
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/session"
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
-// Config wires a Node. The adapter's options are the one source of
-// defaults: durations and MaxFanOuts must be positive here.
+// Config wires a Node: the node's own settings (leases, histories,
+// caches, waiters, records, tasks), with their defaults (WithDefaults,
+// which NewNode applies to zero fields), and its seams.
 type Config struct {
-	Backend  *cluster.Backend
-	Waiters  *Coordinator
+	Backend *cluster.Backend
+	// NodeID names the node; its instance name adds a random incarnation
+	// and the node's format (FormatSuffix).
+	NodeID string
+	// Waiters, when set, are the node's waiters (tests share them);
+	// otherwise NewNode makes them, bounded by MaxWaiters in all and
+	// MaxWaitersPerSession for one session.
+	Waiters              *Coordinator
+	MaxWaiters           int
+	MaxWaitersPerSession int
+	// Sessions, when set, is the node's session store; otherwise NewNode
+	// makes it with Session (its Holder, Live and Current are the
+	// node's).
 	Sessions *session.Store
+	Session  session.Options
+	// Callers are the per-caller limits of the deployment (off when their
+	// Rate is 0; Callers.Nodes is the node's count of live nodes, the
+	// TTLs the node's when 0).
+	Callers callers.Options
 	// LeaseTTL is the membership lease (renewed every LeaseTTL/3), which
 	// also keeps the claims of this process's streams (see ClaimTTL).
 	LeaseTTL time.Duration
 	// SessionTTL is the idle timeout of sessions: an open GET stream
 	// slides it every SessionTTL/4.
 	SessionTTL time.Duration
-	// HistoryTTL is how long a cancellation is remembered.
+	// HistoryTTL is how long a stream's history is kept after its last
+	// event, and a cancellation remembered.
 	HistoryTTL time.Duration
-	// Limits bound the streams fan-out appends to.
-	Limits cluster.Limits
+	// MaxEvents and MaxStreams bound a stream's history and a session's
+	// streams.
+	MaxEvents, MaxStreams int
 	// MaxFanOuts bounds the fan-outs running at once.
 	MaxFanOuts int
 	// RecordRetry is how long a POST stream's producer keeps trying to
 	// record a batch of events while the store is unavailable before the
 	// stream ends at it (see Producer.Add).
 	RecordRetry time.Duration
-	Log         zerolog.Logger
-	Metrics     *telemetry.Metrics
+	// RecordTimeout bounds the attempts to record a POST stream's final
+	// message later, when the store refused it (see PostStream.Close).
+	RecordTimeout time.Duration
+	Log           zerolog.Logger
+	Metrics       *telemetry.Metrics
 	// Refresh reloads what the adapter keeps of cluster state (the
 	// enabled state of features): on every heartbeat, after the bus
 	// comes back, and soon after a RegistryChanged message. It runs on
 	// the heartbeat goroutine.
 	Refresh func(ctx context.Context)
 }
+
+// WithDefaults returns c with every zero setting at its default.
+func (c Config) WithDefaults() Config {
+	set := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setN := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	set(&c.LeaseTTL, DefaultLeaseTTL)
+	set(&c.SessionTTL, DefaultSessionTTL)
+	set(&c.HistoryTTL, cluster.DefaultStreamTTL)
+	set(&c.RecordRetry, DefaultRecordRetry)
+	set(&c.RecordTimeout, DefaultRecordTimeout)
+	setN(&c.MaxEvents, cluster.DefaultMaxEvents)
+	setN(&c.MaxStreams, cluster.DefaultMaxStreams)
+	setN(&c.MaxFanOuts, DefaultMaxFanOuts)
+	setN(&c.MaxWaiters, DefaultMaxWaiters)
+	setN(&c.MaxWaitersPerSession, DefaultMaxWaitersPerSession)
+	if c.Callers.LeaseTTL == 0 {
+		c.Callers.LeaseTTL = c.LeaseTTL
+	}
+	if c.Callers.SessionTTL == 0 {
+		c.Callers.SessionTTL = c.SessionTTL
+	}
+	if c.Metrics == nil {
+		c.Metrics = telemetry.NewMetrics(c.NodeID)
+	}
+	return c
+}
+
+// The node's defaults (Config.WithDefaults).
+const (
+	DefaultLeaseTTL             = 5 * time.Second
+	DefaultSessionTTL           = 30 * time.Minute
+	DefaultRecordRetry          = 10 * time.Second
+	DefaultRecordTimeout        = time.Minute
+	DefaultMaxFanOuts           = 4
+	DefaultMaxWaitersPerSession = 100
+)
 
 // Node is this process as a member of the cluster: its waiters, its
 // registry of running requests and open streams, the bus messages it
@@ -52,18 +121,28 @@ type Config struct {
 type Node struct {
 	Waiters *Coordinator
 	Local   *Registry
+	// Sessions is the node's session store.
+	Sessions *session.Store
+	// Tasks runs and reads tasks; Features keeps the enabled state of
+	// features.
+	Tasks    *Tasks
+	Features *Features
+	// Callers keeps the per-caller limits of the deployment, in the
+	// backend's Limiter.
+	Callers *callers.Ledger
 
-	be          *cluster.Backend
-	sessions    *session.Store
-	instance    string
-	leaseTTL    time.Duration
-	sessionTTL  time.Duration
-	history     time.Duration
-	lim         cluster.Limits
-	recordRetry time.Duration
-	log         zerolog.Logger
-	metrics     *telemetry.Metrics
-	refresh     func(ctx context.Context)
+	be            *cluster.Backend
+	sessions      *session.Store
+	instance      string
+	leaseTTL      time.Duration
+	sessionTTL    time.Duration
+	history       time.Duration
+	lim           cluster.Limits
+	recordRetry   time.Duration
+	recordTimeout time.Duration
+	log           zerolog.Logger
+	metrics       *telemetry.Metrics
+	refresh       func(ctx context.Context)
 
 	fanOuts       *fanOutLimiter
 	fanOutDropped func()
@@ -86,23 +165,47 @@ type Node struct {
 
 // NewNode returns the node of cfg; Start joins it to the cluster.
 func NewNode(cfg Config) *Node {
+	cfg = cfg.WithDefaults()
+	if cfg.Waiters == nil {
+		cfg.Waiters = New(cfg.NodeID, newIncarnation(), cfg.Backend.Bus, cfg.MaxWaiters)
+		cfg.Waiters.SetSessionShare(cfg.MaxWaitersPerSession)
+	}
 	n := &Node{
 		Waiters: cfg.Waiters, Local: NewRegistry(),
-		be: cfg.Backend, sessions: cfg.Sessions, instance: cfg.Waiters.Instance(),
-		leaseTTL: cfg.LeaseTTL, sessionTTL: cfg.SessionTTL, history: cfg.HistoryTTL, lim: cfg.Limits,
-		recordRetry: cfg.RecordRetry, log: cfg.Log, metrics: cfg.Metrics, refresh: cfg.Refresh,
+		be: cfg.Backend, instance: cfg.Waiters.Instance(),
+		leaseTTL: cfg.LeaseTTL, sessionTTL: cfg.SessionTTL, history: cfg.HistoryTTL,
+		lim:         cluster.Limits{MaxEvents: cfg.MaxEvents, MaxStreams: cfg.MaxStreams, TTL: cfg.HistoryTTL},
+		recordRetry: cfg.RecordRetry, recordTimeout: cfg.RecordTimeout, log: cfg.Log, metrics: cfg.Metrics, refresh: cfg.Refresh,
 		fanOuts:    newFanOutLimiter(cfg.MaxFanOuts, maxWaitingFanOuts),
 		refreshDue: make(chan struct{}, 1),
 	}
+	n.Sessions = cfg.Sessions
+	if n.Sessions == nil {
+		o := cfg.Session
+		o.Holder, o.Live, o.Current = n.instance, n.BusReady, n.BusCurrent
+		n.Sessions = session.NewStore(cfg.Backend.Sessions, o)
+	}
+	n.sessions = n.Sessions
+	cfg.Callers.Nodes = n.LiveNodes
+	n.Callers = callers.New(cfg.Backend.Limiter, cfg.Callers, cfg.Log.With().Str("component", "callers").Logger(), cfg.Metrics)
+	n.Tasks = &Tasks{n: n}
+	n.Features = &Features{n: n}
 	if n.refresh == nil {
 		n.refresh = func(context.Context) {}
 	}
 	n.fanOutDropped = cfg.Metrics.Counter("mcp_fanouts_dropped_total", "Notification fan-outs dropped because too many distinct ones waited for a slot.")
 	n.undecodable = cfg.Metrics.Counter("mcp_bus_undecodable_total", "Bus payloads skipped because they are not messages (malformed, or of a newer release).")
 	n.Waiters.OnUndecodable(n.skip)
-	n.ConfigureTasks(TaskOptions{})
+	n.Tasks.Configure(TaskOptions{})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n
+}
+
+// newIncarnation returns a random incarnation with the node's format.
+func newIncarnation() string {
+	var b [12]byte
+	rand.Read(b[:]) // never fails; see crypto/rand.Read
+	return base64.RawURLEncoding.EncodeToString(b[:]) + FormatSuffix
 }
 
 // Instance names this process: "<node id>.<incarnation>".
@@ -125,6 +228,13 @@ func (n *Node) Close(err error) {
 // Leave gives up the membership lease, so other nodes see this process
 // gone at once instead of after LeaseTTL.
 func (n *Node) Leave() { _ = n.be.Members.Leave(context.Background(), n.instance) }
+
+// Shutdown closes the node (Close) and gives up its membership lease
+// (Leave): the end of a process that stops on purpose.
+func (n *Node) Shutdown(err error) {
+	n.Close(err)
+	n.Leave()
+}
 
 // Go runs f in the background, tracked until Close; f's context ends at
 // Close. After Close, f runs at once on the caller's goroutine with the

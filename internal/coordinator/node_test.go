@@ -67,7 +67,7 @@ func startNodesAs(t *testing.T, incarnations []string, cacheTTL time.Duration) (
 		metrics := telemetry.NewMetrics(id)
 		node := coordinator.NewNode(coordinator.Config{
 			Backend: be, Waiters: waiters, Sessions: store,
-			LeaseTTL: 3 * time.Second, HistoryTTL: time.Minute, MaxFanOuts: 2,
+			LeaseTTL: 3 * time.Second, SessionTTL: 200 * time.Millisecond, HistoryTTL: time.Minute, MaxFanOuts: 2,
 			Log: zerolog.New(buf), Metrics: metrics,
 		})
 		if err := node.Start(); err != nil {

@@ -65,7 +65,7 @@ func (n *Node) Produce(session, stream, request string, flush func()) *Producer 
 
 // Add queues an event (data nil for a priming event; final ends the
 // stream) and returns a channel closed once deliver has run: with its
-// seq once the event is recorded, or with the store's error (the event
+// seq once the event is recorded, or with a *RecordFailure, the store's error and what the client is told (the event
 // is then not in the history). Once an event could not be recorded (the
 // store stayed unavailable for the node's RecordRetry, or its history
 // lost events this node recorded), every later one fails with the same
@@ -167,9 +167,10 @@ func (p *Producer) run() {
 		case p.failed == nil:
 			// No later event may overtake one that is not recorded:
 			// the stream ends here, every event after it fails alike.
-			p.failed = err
 			p.n.log.Warn().Err(err).Str("session", telemetry.SessionTag(p.session)).Str("stream", p.stream).
 				Uint64("seq", p.last+1).Msg("stream event not recorded: the stream ends at it")
+			p.failed = recordFailure(err)
+			err = p.failed
 		}
 		p.queued -= len(data)
 		p.mu.Unlock()

@@ -80,7 +80,7 @@ type getServe struct {
 // stream over), the sink with its priming event, and the chores. What a
 // failed set-up took is given back.
 func (n *Node) openGet(ctx context.Context, o *StreamOpen, after GetCursor, resume, resumeBroadcast bool, sink Sink) (_ *getServe, err error) {
-	if err := n.refuseStream(); err != nil {
+	if err := n.Refusal(); err != nil {
 		return nil, err
 	}
 	sid := o.Session
@@ -176,7 +176,7 @@ func (g *getServe) close() {
 // up when the stream ends; if it cannot be taken the stream ends, and
 // the client resumes again from the last event it got.
 func (n *Node) resumePost(ctx context.Context, o *StreamOpen, stream string, seq uint64, sink Sink) error {
-	if err := n.refuseStream(); err != nil {
+	if err := n.Refusal(); err != nil {
 		return err
 	}
 	sid := o.Session

@@ -395,3 +395,33 @@ func TestServeGetLifetimeAndRefusals(t *testing.T) {
 		t.Fatalf("a refused stream holds the claim: %q", h)
 	}
 }
+
+// Flow 8 over the node's streams: a session ended on one node ends the
+// GET stream another node serves onto a Sink, and closes the client's
+// connection of a POST stream that node produces (OpenPost's detach),
+// whose production goes on until it is closed.
+func TestEndSessionEndsStreamsServedElsewhere(t *testing.T) {
+	_, nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	ctx := context.Background()
+	sid := newSession(t, b.sessions)
+
+	get := newSink()
+	var adm admission
+	if err := b.ServeGet(ctx, coordinator.StreamOpen{Session: sid, Admit: adm.admit}, detachingSink{get}); err != nil {
+		t.Fatalf("ServeGet: %v", err)
+	}
+	detached := make(chan struct{})
+	post := b.OpenPost(sid, "s1", jsonrpc.IntID(7).Key(), nil, func() { close(detached) })
+	if _, err := a.EndSession(ctx, sid, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the GET stream to end", get.isEnded)
+	waitFor(t, "the GET stream's place to be given back", adm.balanced)
+	select {
+	case <-detached:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the POST stream's connection was not closed")
+	}
+	post.Close(nil, nil) // a second close of the connection would panic
+}

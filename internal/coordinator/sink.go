@@ -117,14 +117,18 @@ func streamErr(err error) error {
 	return err
 }
 
-// refuseStream returns why the node opens no stream now, nil when it
-// does: the bus is down (take-overs and session ends reach streams
-// through it), or the node drains.
-func (n *Node) refuseStream() error {
-	if !n.BusReady() {
+// Refusal returns why the node takes no request that needs the bus, nil
+// when it does: the bus is down (replies, cancellations, take-overs and
+// session ends between nodes would be lost; ErrBusDown), or the node
+// drains (jsonrpc.ErrDraining).
+// When both hold, the error matches both (the drain first).
+func (n *Node) Refusal() error {
+	switch down, draining := !n.BusReady(), n.Draining(); {
+	case down && draining:
+		return errors.Join(jsonrpc.ErrDraining, ErrBusDown)
+	case down:
 		return ErrBusDown
-	}
-	if n.Draining() {
+	case draining:
 		return jsonrpc.ErrDraining
 	}
 	return nil
@@ -146,7 +150,7 @@ func (n *Node) liveConn(ctx context.Context, session, getFor string) (lctx conte
 // ended by a drain, or at its lifetime, first tells the client when to
 // come back.
 func (n *Node) endStream(sink Sink, ctx context.Context, err error) {
-	if cause := context.Cause(ctx); errors.Is(cause, ErrDrain) || errors.Is(cause, errLifetime) {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrDrain) || errors.Is(cause, jsonrpc.ErrDraining) || errors.Is(cause, errLifetime) {
 		_ = sink.Retry("", 0)
 	}
 	if err != nil && ctx.Err() == nil {

@@ -61,6 +61,9 @@ type TaskOptions struct {
 	// recorded (the record after it), in the background: it tells the
 	// task's requestor (2025-11-25 notifications/tasks/status).
 	Changed func(ctx context.Context, t cluster.Task)
+	// MaxPerOwner bounds the live tasks of one owner key
+	// (cluster.DefaultMaxTasks when 0; see Tasks.Start).
+	MaxPerOwner int
 	// SweepBatch bounds the tasks of dead runners one sweep reaps
 	// (DefaultTaskSweepBatch when 0; see tasks_sweep.go).
 	SweepBatch int
@@ -103,8 +106,16 @@ type TaskRun struct {
 	wake   chan struct{}
 }
 
-// ConfigureTasks sets the task options; call it before tasks run.
-func (n *Node) ConfigureTasks(o TaskOptions) {
+// configureTasks sets the task options; call it before tasks run.
+func (n *Node) configureTasks(o TaskOptions) {
+	o = o.WithDefaults()
+	n.tasks.mu.Lock()
+	n.tasks.opts = o
+	n.tasks.mu.Unlock()
+}
+
+// WithDefaults returns o with every zero bound at its default.
+func (o TaskOptions) WithDefaults() TaskOptions {
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = DefaultTaskAttempts
 	}
@@ -117,9 +128,13 @@ func (n *Node) ConfigureTasks(o TaskOptions) {
 	if o.FinishTimeout <= 0 {
 		o.FinishTimeout = DefaultTaskFinishTimeout
 	}
-	n.tasks.mu.Lock()
-	n.tasks.opts = o
-	n.tasks.mu.Unlock()
+	if o.MaxPerOwner <= 0 {
+		o.MaxPerOwner = cluster.DefaultMaxTasks
+	}
+	if o.SweepBatch <= 0 {
+		o.SweepBatch = DefaultTaskSweepBatch
+	}
+	return o
 }
 
 func (t *tasks) options() TaskOptions {
@@ -135,10 +150,10 @@ func NewTaskID() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// StartTask records t (status working, run by this process, attempt 1)
+// startTask records t (status working, run by this process, attempt 1)
 // and runs f in the background. It returns once the record is durable.
 // max bounds the live tasks of t.OwnerKey.
-func (n *Node) StartTask(ctx context.Context, t cluster.Task, max int, f TaskFunc) (cluster.Task, error) {
+func (n *Node) startTask(ctx context.Context, t cluster.Task, max int, f TaskFunc) (cluster.Task, error) {
 	if n.draining.Load() {
 		return cluster.Task{}, jsonrpc.NewError(jsonrpc.CodeDraining, "the node is shutting down; retry", nil)
 	}
@@ -335,9 +350,9 @@ func (n *Node) runningTasks() int {
 	return len(n.tasks.running)
 }
 
-// GetTask returns a task's record, after reaping it if its runner is
+// getTask returns a task's record, after reaping it if its runner is
 // gone (see Reap).
-func (n *Node) GetTask(ctx context.Context, id string) (cluster.Task, error) {
+func (n *Node) getTask(ctx context.Context, id string) (cluster.Task, error) {
 	t, err := n.be.Tasks.Get(ctx, id)
 	if err != nil {
 		return t, err
@@ -411,9 +426,9 @@ func (n *Node) runsHere(id string) bool {
 	return n.tasks.running[id] != nil
 }
 
-// CancelTask moves a live task to cancelled and tells its runner, which
+// cancelTask moves a live task to cancelled and tells its runner, which
 // cancels the handler's context. A terminal task is left as it is.
-func (n *Node) CancelTask(ctx context.Context, id string) (cluster.Task, error) {
+func (n *Node) cancelTask(ctx context.Context, id string) (cluster.Task, error) {
 	t, err := n.be.Tasks.Update(ctx, id, cluster.TaskUpdate{Status: cluster.TaskCancelled, Message: "cancelled by the client"})
 	if errors.Is(err, cluster.ErrTaskFinal) {
 		return n.be.Tasks.Get(ctx, id)
@@ -426,8 +441,8 @@ func (n *Node) CancelTask(ctx context.Context, id string) (cluster.Task, error) 
 	return t, nil
 }
 
-// RespondTask delivers input responses to a task and wakes its runner.
-func (n *Node) RespondTask(ctx context.Context, id string, responses map[string][]byte) (cluster.Task, error) {
+// respondTask delivers input responses to a task and wakes its runner.
+func (n *Node) respondTask(ctx context.Context, id string, responses map[string][]byte) (cluster.Task, error) {
 	t, err := n.be.Tasks.Update(ctx, id, cluster.TaskUpdate{Respond: responses})
 	if err != nil {
 		return t, err
@@ -437,10 +452,10 @@ func (n *Node) RespondTask(ctx context.Context, id string, responses map[string]
 	return t, nil
 }
 
-// WaitTask returns the task's record once done(record) holds, reaping it
+// waitTaskDone returns the task's record once done(record) holds, reaping it
 // when its runner is gone. It wakes on TaskChanged and polls the record
 // every poll (the backstop for a lost message).
-func (n *Node) WaitTask(ctx context.Context, id string, poll time.Duration, done func(cluster.Task) bool) (cluster.Task, error) {
+func (n *Node) waitTaskDone(ctx context.Context, id string, poll time.Duration, done func(cluster.Task) bool) (cluster.Task, error) {
 	ch, release, err := n.waitTask(id)
 	if err != nil {
 		return cluster.Task{}, err
@@ -458,7 +473,7 @@ func (n *Node) WaitTask(ctx context.Context, id string, poll time.Duration, done
 		case <-ch:
 		case <-t.C:
 		}
-		rec, err := n.GetTask(ctx, id)
+		rec, err := n.getTask(ctx, id)
 		if err != nil || done(rec) {
 			return rec, err
 		}

@@ -6,10 +6,10 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 )
 
-// ListTasks returns a page of the tasks of owner counted under ownerKey
+// listTasks returns a page of the tasks of owner counted under ownerKey
 // (see cluster.TaskStore.List), each reaped when its runner is gone (see
 // reapTask), so a listed task is never stuck in working on a dead node.
-func (n *Node) ListTasks(ctx context.Context, ownerKey, owner, cursor string, limit int) ([]cluster.Task, string, error) {
+func (n *Node) listTasks(ctx context.Context, ownerKey, owner, cursor string, limit int) ([]cluster.Task, string, error) {
 	recs, next, err := n.be.Tasks.List(ctx, ownerKey, owner, cursor, limit)
 	if err != nil {
 		return nil, "", err

@@ -29,9 +29,9 @@ func TestTaskSweepTakesOverOnce(t *testing.T) {
 			return json.RawMessage(`"again"`), nil
 		}
 	}}
-	b.ConfigureTasks(resolve)
-	c.ConfigureTasks(resolve)
-	rec, err := a.StartTask(t.Context(), newTaskRecord(true), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+	b.Tasks.Configure(resolve)
+	c.Tasks.Configure(resolve)
+	rec, err := a.Tasks.Start(t.Context(), newTaskRecord(true), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
 		<-ctx.Done()
 		return nil, nil
 	})
@@ -47,7 +47,7 @@ func TestTaskSweepTakesOverOnce(t *testing.T) {
 	for _, race := range []func(){
 		func() { _, _ = b.SweepTasks(ctx) },
 		func() { _, _ = c.SweepTasks(ctx) },
-		func() { _, _ = c.GetTask(ctx, rec.ID) },
+		func() { _, _ = c.Tasks.Get(ctx, rec.ID) },
 	} {
 		wg.Add(1)
 		go func() {

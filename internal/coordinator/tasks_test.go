@@ -32,7 +32,7 @@ func TestTaskResultWakesWaiterOnAnotherNode(t *testing.T) {
 	_, nodes := startNodes(t, 2)
 	a, b := nodes[0], nodes[1]
 	release := make(chan struct{})
-	rec, err := a.StartTask(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+	rec, err := a.Tasks.Start(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
 		<-release
 		return json.RawMessage(`{"ok":true}`), nil
 	})
@@ -44,7 +44,7 @@ func TestTaskResultWakesWaiterOnAnotherNode(t *testing.T) {
 	}
 	got := make(chan cluster.Task, 1)
 	go func() {
-		r, err := b.WaitTask(context.Background(), rec.ID, time.Hour, terminal)
+		r, err := b.Tasks.Wait(context.Background(), rec.ID, time.Hour, terminal)
 		if err != nil {
 			t.Error(err)
 		}
@@ -67,7 +67,7 @@ func TestTaskCancelReachesHandler(t *testing.T) {
 	_, nodes := startNodes(t, 2)
 	a, b := nodes[0], nodes[1]
 	stopped := make(chan struct{})
-	rec, err := a.StartTask(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+	rec, err := a.Tasks.Start(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
 		<-ctx.Done()
 		close(stopped)
 		return nil, jsonrpc.NewError(jsonrpc.CodeCancelled, "cancelled", nil)
@@ -75,7 +75,7 @@ func TestTaskCancelReachesHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.CancelTask(t.Context(), rec.ID); err != nil {
+	if _, err := b.Tasks.Cancel(t.Context(), rec.ID); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -83,12 +83,12 @@ func TestTaskCancelReachesHandler(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler was not cancelled")
 	}
-	r, err := b.GetTask(t.Context(), rec.ID)
+	r, err := b.Tasks.Get(t.Context(), rec.ID)
 	if err != nil || r.Status != cluster.TaskCancelled {
 		t.Fatalf("after cancel: %q, %v", r.Status, err)
 	}
 	// Cancelling a terminal task leaves it as it is.
-	if r, err := b.CancelTask(t.Context(), rec.ID); err != nil || r.Status != cluster.TaskCancelled {
+	if r, err := b.Tasks.Cancel(t.Context(), rec.ID); err != nil || r.Status != cluster.TaskCancelled {
 		t.Fatalf("second cancel: %q, %v", r.Status, err)
 	}
 }
@@ -97,7 +97,7 @@ func TestTaskCancelReachesHandler(t *testing.T) {
 func TestTaskInputAnsweredThroughAnotherNode(t *testing.T) {
 	_, nodes := startNodes(t, 3)
 	a, b, c := nodes[0], nodes[1], nodes[2]
-	rec, err := a.StartTask(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+	rec, err := a.Tasks.Start(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
 		resp, err := run.Input(ctx, []byte(`{"method":"elicitation/create"}`))
 		if err != nil {
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, err.Error(), nil)
@@ -107,7 +107,7 @@ func TestTaskInputAnsweredThroughAnotherNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := b.WaitTask(t.Context(), rec.ID, 10*time.Millisecond, func(t cluster.Task) bool { return t.Status != cluster.TaskWorking })
+	r, err := b.Tasks.Wait(t.Context(), rec.ID, 10*time.Millisecond, func(t cluster.Task) bool { return t.Status != cluster.TaskWorking })
 	if err != nil || r.Status != cluster.TaskInputRequired || len(r.Inputs) != 1 {
 		t.Fatalf("waiting for input: %+v, %v", r, err)
 	}
@@ -115,10 +115,10 @@ func TestTaskInputAnsweredThroughAnotherNode(t *testing.T) {
 	for k := range r.Inputs {
 		responses[k] = []byte(`{"action":"accept"}`)
 	}
-	if _, err := c.RespondTask(t.Context(), rec.ID, responses); err != nil {
+	if _, err := c.Tasks.Respond(t.Context(), rec.ID, responses); err != nil {
 		t.Fatal(err)
 	}
-	r, err = b.WaitTask(t.Context(), rec.ID, time.Hour, terminal)
+	r, err = b.Tasks.Wait(t.Context(), rec.ID, time.Hour, terminal)
 	if err != nil || r.Status != cluster.TaskCompleted || string(r.Result) != `{"action":"accept"}` {
 		t.Fatalf("after the response: %q %s, %v", r.Status, r.Result, err)
 	}
@@ -131,24 +131,24 @@ func TestTaskNodeLost(t *testing.T) {
 		t.Run(map[bool]string{false: "fails", true: "taken over"}[idempotent], func(t *testing.T) {
 			_, nodes := startNodes(t, 2)
 			a, b := nodes[0], nodes[1]
-			b.ConfigureTasks(coordinator.TaskOptions{Resolve: func(rec cluster.Task) coordinator.TaskFunc {
+			b.Tasks.Configure(coordinator.TaskOptions{Resolve: func(rec cluster.Task) coordinator.TaskFunc {
 				return func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
 					return json.RawMessage(`"again"`), nil
 				}
 			}})
-			rec, err := a.StartTask(t.Context(), newTaskRecord(idempotent), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+			rec, err := a.Tasks.Start(t.Context(), newTaskRecord(idempotent), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
 				<-ctx.Done()
 				return json.RawMessage(`"first"`), nil
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r, _ := b.GetTask(t.Context(), rec.ID); r.Status != cluster.TaskWorking {
+			if r, _ := b.Tasks.Get(t.Context(), rec.ID); r.Status != cluster.TaskWorking {
 				t.Fatalf("while a runs it: %q", r.Status)
 			}
 			a.Close(errors.New("killed"))
 			a.Leave()
-			r, err := b.WaitTask(t.Context(), rec.ID, 10*time.Millisecond, terminal)
+			r, err := b.Tasks.Wait(t.Context(), rec.ID, 10*time.Millisecond, terminal)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,14 +172,14 @@ func TestTaskNodeLost(t *testing.T) {
 func TestTaskResultBound(t *testing.T) {
 	_, nodes := startNodes(t, 1)
 	a := nodes[0]
-	a.ConfigureTasks(coordinator.TaskOptions{MaxResultBytes: 8})
-	rec, err := a.StartTask(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+	a.Tasks.Configure(coordinator.TaskOptions{MaxResultBytes: 8})
+	rec, err := a.Tasks.Start(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
 		return json.RawMessage(`"far too long a result"`), nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := a.WaitTask(t.Context(), rec.ID, 10*time.Millisecond, terminal)
+	r, err := a.Tasks.Wait(t.Context(), rec.ID, 10*time.Millisecond, terminal)
 	if err != nil || r.Status != cluster.TaskFailed || len(r.Result) != 0 {
 		t.Fatalf("got %q result %s, %v; want failed", r.Status, r.Result, err)
 	}
@@ -189,12 +189,12 @@ func TestTaskResultBound(t *testing.T) {
 func TestTaskDrainHandsOver(t *testing.T) {
 	_, nodes := startNodes(t, 2)
 	a, b := nodes[0], nodes[1]
-	b.ConfigureTasks(coordinator.TaskOptions{Resolve: func(rec cluster.Task) coordinator.TaskFunc {
+	b.Tasks.Configure(coordinator.TaskOptions{Resolve: func(rec cluster.Task) coordinator.TaskFunc {
 		return func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
 			return json.RawMessage(`"on b"`), nil
 		}
 	}})
-	rec, err := a.StartTask(t.Context(), newTaskRecord(true), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+	rec, err := a.Tasks.Start(t.Context(), newTaskRecord(true), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
 		<-ctx.Done()
 		return nil, jsonrpc.NewError(jsonrpc.CodeCancelled, "stopped", nil)
 	})
@@ -204,7 +204,7 @@ func TestTaskDrainHandsOver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	a.Drain(ctx)
-	r, err := b.WaitTask(t.Context(), rec.ID, 10*time.Millisecond, terminal)
+	r, err := b.Tasks.Wait(t.Context(), rec.ID, 10*time.Millisecond, terminal)
 	if err != nil || r.Status != cluster.TaskCompleted || string(r.Result) != `"on b"` || r.Attempt != 2 {
 		t.Fatalf("after the drain: %q %s attempt %d, %v", r.Status, r.Result, r.Attempt, err)
 	}
@@ -223,7 +223,7 @@ func TestTaskLostBusMessages(t *testing.T) {
 	})
 	drop.Store(true)
 	release, stopped := make(chan struct{}), make(chan struct{})
-	done, err := a.StartTask(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+	done, err := a.Tasks.Start(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
 		<-release
 		return json.RawMessage(`1`), nil
 	})
@@ -231,11 +231,11 @@ func TestTaskLostBusMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(release)
-	r, err := b.WaitTask(t.Context(), done.ID, 20*time.Millisecond, terminal)
+	r, err := b.Tasks.Wait(t.Context(), done.ID, 20*time.Millisecond, terminal)
 	if err != nil || r.Status != cluster.TaskCompleted {
 		t.Fatalf("waiter without the bus: %q, %v", r.Status, err)
 	}
-	cancelled, err := a.StartTask(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+	cancelled, err := a.Tasks.Start(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
 		<-ctx.Done()
 		close(stopped)
 		return nil, nil
@@ -243,7 +243,7 @@ func TestTaskLostBusMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.CancelTask(t.Context(), cancelled.ID); err != nil {
+	if _, err := b.Tasks.Cancel(t.Context(), cancelled.ID); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -264,9 +264,9 @@ func TestTaskUnrecordedOutcomeIsReaped(t *testing.T) {
 		}
 		return nil
 	})
-	a.ConfigureTasks(coordinator.TaskOptions{FinishTimeout: 100 * time.Millisecond})
+	a.Tasks.Configure(coordinator.TaskOptions{FinishTimeout: 100 * time.Millisecond})
 	finished := make(chan struct{})
-	rec, err := a.StartTask(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+	rec, err := a.Tasks.Start(t.Context(), newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
 		fail.Store(true)
 		defer close(finished)
 		return json.RawMessage(`1`), nil
@@ -277,7 +277,7 @@ func TestTaskUnrecordedOutcomeIsReaped(t *testing.T) {
 	<-finished
 	time.Sleep(200 * time.Millisecond) // past the finish timeout
 	fail.Store(false)
-	r, err := b.WaitTask(t.Context(), rec.ID, 20*time.Millisecond, terminal)
+	r, err := b.Tasks.Wait(t.Context(), rec.ID, 20*time.Millisecond, terminal)
 	if err != nil || r.Status != cluster.TaskFailed {
 		t.Fatalf("got %q, %v; want failed", r.Status, err)
 	}

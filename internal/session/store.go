@@ -290,6 +290,9 @@ func (st *Store) keep(s *Session) {
 	st.cached[s.ID] = s
 }
 
+// Count returns the number of live sessions in the deployment.
+func (st *Store) Count(ctx context.Context) (int, error) { return st.be.Count(ctx) }
+
 // Caches reports whether this Store keeps copies of sessions
 // (Options.CacheTTL > 0).
 func (st *Store) Caches() bool { return st.opts.CacheTTL > 0 }

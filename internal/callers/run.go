@@ -1,4 +1,4 @@
-package mcp
+package callers
 
 import (
 	"context"
@@ -9,12 +9,12 @@ import (
 
 // The per-caller limits' upkeep on one node: the debits of the notes of
 // admitted requests, the renewals of the session and stream leases, and
-// the pruning of idle callers (see the top of http_callers.go).
+// the pruning of idle callers (see ledger.go).
 
-// run debits the notes of admitted requests as they fall due (see
+// Run debits the notes of admitted requests as they fall due (see
 // flush); renews the stream leases every 2·LeaseTTL and the session
 // leases every eighth of SessionTTL, until ctx ends.
-func (c *callers) run(ctx context.Context) {
+func (c *Ledger) Run(ctx context.Context) {
 	if c.off {
 		return
 	}
@@ -61,7 +61,7 @@ func (c *callers) run(ctx context.Context) {
 // too); it refuses, until it is paid, the callers found in debt, and
 // sets each debited caller's threshold from the balance heard and its
 // delay from the pace seen.
-func (c *callers) flush(ctx context.Context) {
+func (c *Ledger) flush(ctx context.Context) {
 	c.mu.Lock()
 	now := time.Now()
 	drain := c.drain
@@ -80,7 +80,7 @@ func (c *callers) flush(ctx context.Context) {
 			continue
 		}
 		keys = append(keys, k)
-		debits = append(debits, cluster.Debit{Key: rateKey(k), N: cl.notes, Rate: float64(c.o.CallerRate), Burst: c.o.CallerBurst})
+		debits = append(debits, cluster.Debit{Key: rateKey(k), N: cl.notes, Rate: float64(c.o.Rate), Burst: c.o.Burst})
 		if el := now.Sub(cl.since).Seconds(); el > 0 {
 			cl.pace = float64(cl.notes) / el
 		}
@@ -96,7 +96,7 @@ func (c *callers) flush(ctx context.Context) {
 	defer cancel()
 	taken, err := c.lim.Take(ctx, debits)
 	now = time.Now()
-	rate, burst := float64(c.o.CallerRate), c.o.CallerBurst
+	rate, burst := float64(c.o.Rate), c.o.Burst
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.heard.Broadcast()
@@ -137,7 +137,7 @@ func (c *callers) flush(ctx context.Context) {
 // renewSessions renews, in one batch, the leases of the sessions this
 // node served since the last renewal and of those with a stream open
 // here.
-func (c *callers) renewSessions(ctx context.Context) {
+func (c *Ledger) renewSessions(ctx context.Context) {
 	c.mu.Lock()
 	var leases []cluster.Lease
 	for k, cl := range c.m {
@@ -157,7 +157,7 @@ func (c *callers) renewSessions(ctx context.Context) {
 
 // renewStreams renews, in one batch, the leases of the streams open on
 // this node, and drops idle callers.
-func (c *callers) renewStreams(ctx context.Context) {
+func (c *Ledger) renewStreams(ctx context.Context) {
 	c.mu.Lock()
 	var leases []cluster.Lease
 	for s := range c.streams {
@@ -168,7 +168,7 @@ func (c *callers) renewStreams(ctx context.Context) {
 	c.renew(ctx, leases, "stream")
 }
 
-func (c *callers) renew(ctx context.Context, leases []cluster.Lease, what string) {
+func (c *Ledger) renew(ctx context.Context, leases []cluster.Lease, what string) {
 	if len(leases) == 0 {
 		return
 	}
@@ -182,10 +182,10 @@ func (c *callers) renew(ctx context.Context, leases []cluster.Lease, what string
 // pruneLocked drops the callers that hold nothing: no notes, none in a
 // debit under way, no debt, no sessions to renew, and a full local
 // bucket.
-func (c *callers) pruneLocked(now time.Time) {
+func (c *Ledger) pruneLocked(now time.Time) {
 	for k, cl := range c.m {
 		if cl.notes == 0 && cl.flying == 0 && len(cl.sessions) == 0 && !now.Before(cl.blocked) {
-			if t, _ := cluster.Refill(cl.tokens, now.Sub(cl.at), 0, float64(c.o.CallerRate), c.o.CallerBurst); t >= float64(c.o.CallerBurst) {
+			if t, _ := cluster.Refill(cl.tokens, now.Sub(cl.at), 0, float64(c.o.Rate), c.o.Burst); t >= float64(c.o.Burst) {
 				delete(c.m, k)
 			}
 		}
