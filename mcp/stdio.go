@@ -174,8 +174,7 @@ func (c *stdioConn) inbound(msg *jsonrpc.Message) {
 	}
 	if msg.Method == "initialize" {
 		// Cheap and handler-free: answered before anything read later.
-		c.reply(ctx, c.initialize(ctx, msg))
-		end()
+		end(c.initialize(ctx, msg))
 		return
 	}
 	req, resp := c.prepare(msg)
@@ -185,35 +184,28 @@ func (c *stdioConn) inbound(msg *jsonrpc.Message) {
 		}
 	}
 	if resp != nil {
-		c.reply(ctx, resp)
-		end()
+		end(resp)
 		return
 	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer c.give(1)
-		defer end()
-		c.reply(ctx, c.execute(ctx, req))
+		var resp *jsonrpc.Message
+		defer func() { end(resp) }() // a handler's panic still frees the id
+		resp = c.execute(ctx, req)
 	}()
 }
 
-// reply writes a request's response, unless it has none or the request
-// was cancelled. Cancellation happens under c.mu: once
-// notifications/cancelled has been read, no response for the request is
-// written.
-func (c *stdioConn) reply(ctx context.Context, resp *jsonrpc.Message) {
-	c.mu.Lock()
-	if resp != nil && ctx.Err() == nil {
-		_ = c.ch.Send(resp)
-	}
-	c.mu.Unlock()
-}
-
 // begin registers a request as in flight, so that notifications/cancelled
-// reaches it, and returns its context and the function that ends it. It
-// fails when a request in flight already uses the id.
-func (c *stdioConn) begin(id jsonrpc.ID) (context.Context, func(), error) {
+// reaches it, and returns its context and the function that ends it:
+// end frees the id and writes the request's response (nil: none), in one
+// step under c.mu, so a client that reads the response may use the id
+// again at once. No response is written for a cancelled request:
+// cancellation happens under c.mu, so once notifications/cancelled has
+// been read, none is. It fails when a request in flight already uses the
+// id.
+func (c *stdioConn) begin(id jsonrpc.ID) (context.Context, func(resp *jsonrpc.Message), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, dup := c.inflight[id]; dup {
@@ -222,10 +214,13 @@ func (c *stdioConn) begin(id jsonrpc.ID) (context.Context, func(), error) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	e := &inflightReq{cancel: cancel}
 	c.inflight[id] = e
-	return ctx, func() {
+	return ctx, func(resp *jsonrpc.Message) {
 		c.mu.Lock()
 		if c.inflight[id] == e {
 			delete(c.inflight, id)
+		}
+		if resp != nil && ctx.Err() == nil {
+			_ = c.ch.Send(resp)
 		}
 		c.mu.Unlock()
 		cancel()
@@ -411,7 +406,7 @@ func (c *stdioConn) batch(raw []byte) {
 	// finds them) and prepared; only their handlers run later.
 	type member struct {
 		ctx  context.Context
-		end  func()
+		end  func(*jsonrpc.Message)
 		req  *Request
 		resp *jsonrpc.Message // instead of running a handler
 	}
@@ -448,7 +443,7 @@ func (c *stdioConn) batch(raw []byte) {
 				return nil
 			}
 			if mb.end != nil {
-				defer mb.end()
+				defer mb.end(nil) // the batch's response carries it
 			}
 			resp := mb.resp
 			if mb.req != nil {
