@@ -64,8 +64,7 @@ func TestAbuseMRTRReplay(t *testing.T) {
 	var paid atomic.Int32
 	nodes, _ := redisNodes(t, 2, nodeOptions{Setup: func(s *mcp.Server) {
 		ask := func(ctx context.Context, req *mcp.Request, q string) (string, error) {
-			content, _ := json.Marshal(mcp.TextContent(q))
-			res, err := req.Sample(ctx, &mcp.CreateMessageParams{Messages: []mcp.SamplingMessage{{Role: "user", Content: content}}, MaxTokens: 10})
+			res, err := req.Sample(ctx, &mcp.CreateMessageParams{Messages: []mcp.SamplingMessage{{Role: "user", Content: mcp.SamplingContent{mcp.TextContent(q)}}}, MaxTokens: 10})
 			if err != nil {
 				return "", err
 			}

@@ -33,7 +33,7 @@ var ErrBackendUnavailable = cluster.ErrUnavailable
 // DefaultMaxSubscriptions bounds the resource subscriptions of one
 // session when MemoryOptions (or the Redis backend's options) leave it
 // zero.
-const DefaultMaxSubscriptions = cluster.DefaultMaxSubscriptions
+const DefaultMaxSubscriptions = 1024
 
 // node returns a node of cfg on the backend: the only place where the
 // adapter hands the node its seams.

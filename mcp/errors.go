@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
@@ -47,7 +48,55 @@ const (
 	// CodeUnsupportedProtocolVersion (2026-07-28): data.supported and
 	// data.requested.
 	CodeUnsupportedProtocolVersion = -32022
+
+	// The cluster's codes: what a client sees when shared state or a
+	// node fails (see "What a client sees when a node dies" in the
+	// package documentation). Each is worth a retry.
+
+	// CodeUnavailable: the shared state (Redis) could not be reached, a
+	// stream's event could not be recorded, or the bus between nodes is
+	// reconnecting; retry the request (HTTP 503 carries Retry-After).
+	CodeUnavailable = -31000
+	// CodeRequestTimeout: a server→client request (sampling,
+	// elicitation, roots, ping) got no reply in time.
+	CodeRequestTimeout = -31001
+	// CodeConnectionClosed: the connection a request depended on went
+	// away and nothing resumed it.
+	CodeConnectionClosed = -31002
+	// CodeNodeLost: the node running the request stopped before its
+	// response was recorded; data.node names it. The request did not
+	// complete there: retry it (a task-augmented call survives instead).
+	CodeNodeLost = -31003
+	// CodeCancelled: the request was cancelled (by the client, or as its
+	// session ended).
+	CodeCancelled = -31004
+	// CodeDraining: the node is shutting down; send the request again,
+	// the balancer picks another node.
+	CodeDraining = -31005
 )
+
+// ErrNoStateKeys is NewHTTPHandler's error for a shared backend (not the
+// in-memory one) with no ServerOptions.StateKeys: a 2026-07-28 request
+// that asks the client for input is retried on any node, which must be
+// able to open the requestState this node sealed. Give every node the
+// same keys (cmd/server: --state-key or --state-key-file).
+var ErrNoStateKeys = errors.New("mcp: ServerOptions.StateKeys is empty but the backend is shared: every node of a cluster needs the same state keys")
+
+// IsRetryable reports whether err (a handler's, or one a client decoded
+// from a response) is one of the cluster's codes that a client should
+// answer by sending the request again: CodeUnavailable, CodeNodeLost or
+// CodeDraining.
+func IsRetryable(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case CodeUnavailable, CodeNodeLost, CodeDraining:
+		return true
+	}
+	return false
+}
 
 // NewError returns a protocol error. data, when not nil, is marshalled to
 // JSON into the data member (a json.RawMessage is used as is).

@@ -127,6 +127,26 @@ func ExampleNewError() {
 	// -32602 unknown account
 }
 
+// ExampleIsRetryable shows what a client does with the cluster's errors:
+// the JSON-RPC error of a call cut by a node that died (-31003, naming
+// the node), of shared state out of reach (-31000), or of a draining
+// node (-31005) is worth sending again; a protocol error is not.
+func ExampleIsRetryable() {
+	for _, body := range []string{
+		`{"code":-31003,"message":"the node running this request stopped before its response was recorded; retry it","data":{"node":"node-2"}}`,
+		`{"code":-31000,"message":"shared state is unavailable; retry later"}`,
+		`{"code":-32602,"message":"unknown tool \"nosuch\""}`,
+	} {
+		var e mcp.Error
+		_ = json.Unmarshal([]byte(body), &e)
+		fmt.Println(e.Code, e.Code == mcp.CodeNodeLost, mcp.IsRetryable(&e))
+	}
+	// Output:
+	// -31003 true true
+	// -31000 false true
+	// -32602 false false
+}
+
 // ExampleServer_AddReceivingMiddleware logs every inbound method and
 // refuses one tool before it runs; the refusal (an *mcp.Error, as other
 // errors are answered as internal errors) is the JSON-RPC error.

@@ -540,9 +540,8 @@ func registerGoldenTools(s *mcp.Server) {
 				return "", err
 			}
 			topic, _ := e.Content["topic"].(string)
-			content, _ := json.Marshal(mcp.TextContent("Say something about " + topic + "."))
 			res, err := req.Sample(ctx, &mcp.CreateMessageParams{
-				Messages: []mcp.SamplingMessage{{Role: "user", Content: content}}, MaxTokens: 20})
+				Messages: []mcp.SamplingMessage{{Role: "user", Content: mcp.SamplingContent{mcp.TextContent("Say something about " + topic + ".")}}}, MaxTokens: 20})
 			if err != nil {
 				return "", err
 			}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strings"
@@ -87,19 +88,19 @@ type HTTPOptions struct {
 	// SessionCacheTTL is how long a node reuses a session it created or
 	// read (at most SessionTTL/4) instead of reading the store on every
 	// request (default 30s; NoSessionCache turns the cache off). A change
-	// to a session (its log level, its end) is answered once every other
-	// node has acknowledged dropping its copy, or after a bounded wait
-	// (coordinator.EchoWait) past which a node that did not acknowledge
-	// no longer answers from its copy: a node answers from its cache only
-	// while it has received every change published up to
-	// cluster.BusFresh (250ms) ago. So the client's next request sees
-	// the change on any node. Each answer from the cache first looks at
-	// the node's bus connection (a peek at its socket, no round trip):
-	// when Redis is down or the connection is closed, the request reads
-	// the store and fails like any other, never a silent answer from a
-	// node-local copy; a partition that delivers nothing stops the
-	// answers from the cache within BusFresh. The TTL bounds what
-	// remains (see session.Store): a copy used between the bus's return
+	// to a session (its log level, its end) is answered once every node
+	// that may hold a copy has acknowledged dropping it, or after a
+	// bounded wait (about a second) past which a node that did not
+	// acknowledge no longer answers from its copy: a node answers from
+	// its cache only while it has received every change published up to
+	// 250ms ago. So the client's next request sees the change on any
+	// node. Each answer from the cache first looks at the node's bus
+	// connection (a peek at its socket, no round trip): when Redis is
+	// down or the connection is closed, the request reads the store and
+	// fails like any other, never a silent answer from a node-local
+	// copy; a partition that delivers nothing stops the answers from the
+	// cache within 250ms. The TTL bounds what remains: a copy used
+	// between the bus's return
 	// after an outage and the node's resync, a node that joined and is
 	// not yet known to the one making a change, a session Redis evicts.
 	// The cache needs Linux (the peek); elsewhere it is never used. Set
@@ -167,8 +168,9 @@ type HTTPOptions struct {
 	// whole deployment (default 1000): a token bucket kept in the shared
 	// store. Past it and CallerBurst, requests get 429 with Retry-After
 	// until the bucket refills. The check costs no round trip per
-	// request; docs/CONFIGURATION.md and http_callers.go give its error
-	// bound.
+	// request; each node lets a caller past the shared bucket by at most
+	// a quarter of CallerBurst, a debt the caller then waits out
+	// (docs/CONFIGURATION.md).
 	CallerRate int
 	// CallerBurst is how many requests one caller may make at once, the
 	// size of its bucket (default 2000).
@@ -221,8 +223,13 @@ type HTTPOptions struct {
 	// ends (default 100; the sweep runs every third of the lease).
 	TaskSweepBatch int
 	// Logger receives transport logs, among them one access line per
-	// request at info level (see ServeHTTP).
-	Logger *zerolog.Logger
+	// request at info level (see ServeHTTP). The handler adds "node"
+	// (NodeID) and "incarnation" to each line: a logger given here does
+	// not carry them.
+	Logger *slog.Logger
+	// Zerolog, for programs that log with zerolog (the reference node
+	// does), is used instead of Logger when set.
+	Zerolog *zerolog.Logger
 	// NoAccessLog turns the access lines off (those of 5xx answers,
 	// logged at warn, stay).
 	NoAccessLog bool
@@ -271,22 +278,22 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 		return nil, err
 	}
 	h.opts.defaults()
+	if len(s.opts.StateKeys) == 0 && h.opts.Backend != nil && h.opts.Backend.Name() != "memory" {
+		// Every retry of a request that asked for input (2026-07-28) may
+		// land on another node, which could not open a state sealed
+		// with this process's own key.
+		return nil, ErrNoStateKeys
+	}
 	if h.opts.Backend == nil {
 		h.opts.Backend = NewMemoryBackend()
 		h.ownBackend = true
 	}
-	h.log = zerolog.Nop()
-	if h.opts.Logger != nil {
-		h.log = h.opts.Logger.With().Str("node", h.opts.NodeID).Logger()
-	}
+	h.log = logger(h.opts.Logger, h.opts.Zerolog).With().Str("node", h.opts.NodeID).Logger()
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.work = newWorkers(h.ctx)
 	h.metrics = telemetry.NewMetrics(h.opts.NodeID)
 	h.node = h.opts.Backend.node(h.nodeConfig())
 	h.log = h.log.With().Str("incarnation", h.node.Waiters.Incarnation()).Logger()
-	if len(s.opts.StateKeys) == 0 && h.opts.Backend.Name() != "memory" {
-		h.log.Warn().Msg("no shared state key configured: requestState sealed on this node cannot be opened by other nodes; a cluster needs a shared key (ServerOptions.StateKeys)")
-	}
 	h.sessions = h.node.Sessions
 	h.tasks = &taskEngine{node: h.node, opts: &h.opts}
 	h.node.Tasks.Configure(coordinator.TaskOptions{Resolve: s.resolveTask(h.tasks), MaxAttempts: h.opts.TaskAttempts,

@@ -19,7 +19,7 @@ import (
 // startNode serves the demo pack on a loopback HTTP server.
 func startNode(t *testing.T, opts *mcp.HTTPOptions) (*mcp.Server, *mcp.HTTPHandler, string) {
 	t.Helper()
-	srv := mcp.NewServer(mcp.Implementation{Name: "test", Version: "1.0.0"}, &mcp.ServerOptions{RequestTimeout: 10 * time.Second})
+	srv := mcp.NewServer(mcp.Implementation{Name: "test", Version: "1.0.0"}, &mcp.ServerOptions{RequestTimeout: 10 * time.Second, StateKeys: testStateKeys})
 	demo.Register(srv)
 	if opts == nil {
 		opts = &mcp.HTTPOptions{}

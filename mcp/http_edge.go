@@ -44,8 +44,9 @@ func (h *HTTPHandler) checks(next http.Handler) http.Handler {
 	})
 }
 
-// ServeHTTP serves the MCP endpoint's methods (POST, GET, DELETE)
-// through the edge chain (see edge).
+// ServeHTTP serves the MCP endpoint's methods (POST, GET, DELETE), after
+// the checks every request passes: its body's size and read deadline,
+// the Host and Origin allow lists, and the caller's request rate.
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.handler.ServeHTTP(w, r)
 }

@@ -33,6 +33,9 @@ type nodeOptions struct {
 	Setup func(*mcp.Server)
 }
 
+// testStateKeys are the state keys the test nodes share.
+var testStateKeys = [][]byte{[]byte("test-nodes-state-key-0123456789a")}
+
 // newNode starts a node. When the test ends the client connections are
 // cut, the handler is closed, the server stopped, and the test fails if
 // goroutines started since newNode are still running.
@@ -47,6 +50,11 @@ func newNode(t testing.TB, o *nodeOptions) *node {
 	}
 	if o.HTTP.RetryHint == 0 {
 		o.HTTP.RetryHint = 50 * time.Millisecond
+	}
+	if len(o.Server.StateKeys) == 0 {
+		// The nodes of a cluster share their state keys (a shared
+		// backend without them is refused).
+		o.Server.StateKeys = testStateKeys
 	}
 	srv := mcp.NewServer(mcp.Implementation{Name: "test", Version: "1.0.0"}, &o.Server)
 	demo.Register(srv)

@@ -116,7 +116,7 @@ func idleStreamServer(tb testing.TB, backend string) string {
 		}
 		tb.Cleanup(func() { _ = be.Close() })
 	}
-	s := mcp.NewServer(mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	s := mcp.NewServer(mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ServerOptions{StateKeys: testStateKeys})
 	h, err := s.NewHTTPHandler(&mcp.HTTPOptions{Backend: be, CallerRate: 1 << 30, CallerBurst: 1 << 30,
 		MaxCallerStreams: 1 << 20, MaxCallerSessions: 1 << 20, MaxSessions: 1 << 21})
 	if err != nil {

@@ -145,7 +145,7 @@ func newRedisRoundTripNode(t *testing.T, url string, opts mcp.HTTPOptions) round
 
 func newRoundTripNode(t *testing.T, opts *mcp.HTTPOptions) roundTripNode {
 	t.Helper()
-	s := mcp.NewServer(mcp.Implementation{Name: "rt", Version: "1"}, nil)
+	s := mcp.NewServer(mcp.Implementation{Name: "rt", Version: "1"}, &mcp.ServerOptions{StateKeys: testStateKeys})
 	demo.Register(s)
 	h, err := s.NewHTTPHandler(opts)
 	if err != nil {

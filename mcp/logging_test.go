@@ -34,7 +34,7 @@ func (s *logSink) logger() *zerolog.Logger {
 func TestAccessLog(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		var sink logSink
-		n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{NodeID: "n1", Logger: sink.logger(), NoAccessLog: off}})
+		n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{NodeID: "n1", Zerolog: sink.logger(), NoAccessLog: off}})
 		c := session(t, n.url, mcp.Version20251125, nil)
 		resp := post(t, c, n.url, "tools/list", map[string]any{}, header("X-Request-Id", "rid-42"))
 		if resp.Status != http.StatusOK {
@@ -88,13 +88,13 @@ func TestAccessLog(t *testing.T) {
 func TestRedisBackendLogs(t *testing.T) {
 	rs := redistest.Start(t)
 	var sink logSink
-	be, err := redisbackend.Open(context.Background(), rs.URL(), &redisbackend.Options{Logger: sink.logger()})
+	be, err := redisbackend.Open(context.Background(), rs.URL(), &redisbackend.Options{Zerolog: sink.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer be.Close()
 	// The backend's pub/sub connection is up; losing Redis is logged.
-	srv := mcp.NewServer(mcp.Implementation{Name: "t", Version: "1"}, nil)
+	srv := mcp.NewServer(mcp.Implementation{Name: "t", Version: "1"}, &mcp.ServerOptions{StateKeys: testStateKeys})
 	h, err := srv.NewHTTPHandler(&mcp.HTTPOptions{Backend: be})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestRedisBackendLogs(t *testing.T) {
 // A batch's access line names its methods, however its requests run.
 func TestAccessLogBatch(t *testing.T) {
 	var sink logSink
-	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{Logger: sink.logger()}})
+	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{Zerolog: sink.logger()}})
 	c := session(t, n.url, mcp.Version20250326, nil)
 	batch := `[{"jsonrpc":"2.0","id":11,"method":"ping"},{"jsonrpc":"2.0","id":12,"method":"tools/list"},{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}]`
 	resp, err := c.PostRaw(context.Background(), n.url, []byte(batch), nil, nil)
@@ -157,7 +157,7 @@ func TestUntrustedProxyWarnsOnce(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var sink logSink
-			n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{Logger: sink.logger(), TrustedProxies: c.trusted, NoAccessLog: true}})
+			n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{Zerolog: sink.logger(), TrustedProxies: c.trusted, NoAccessLog: true}})
 			cl := session(t, n.url, mcp.Version20251125, nil)
 			for i := range 5 {
 				mod := header()

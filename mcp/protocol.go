@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 )
@@ -337,10 +338,40 @@ type Completion struct {
 	HasMore bool     `json:"hasMore,omitempty"`
 }
 
-// SamplingMessage is one message of a sampling request.
+// SamplingMessage is one message of a sampling request:
+//
+//	mcp.SamplingMessage{Role: "user", Content: mcp.SamplingContent{mcp.TextContent("Hello")}}
 type SamplingMessage struct {
 	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Content SamplingContent `json:"content"`
+}
+
+// SamplingContent is the content of a sampling message or result: one
+// block, or several (2025-11-25 and later allow an array, with
+// tool_use and tool_result blocks). One block is written as an object,
+// as every revision reads it; several as an array. Both forms read.
+type SamplingContent []Content
+
+// MarshalJSON writes one block as an object, several as an array.
+func (c SamplingContent) MarshalJSON() ([]byte, error) {
+	if len(c) == 1 {
+		return json.Marshal(c[0])
+	}
+	return json.Marshal([]Content(c))
+}
+
+// UnmarshalJSON reads an object or an array of blocks.
+func (c *SamplingContent) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) > 0 && b[0] == '[' {
+		return json.Unmarshal(b, (*[]Content)(c))
+	}
+	var one Content
+	if err := json.Unmarshal(b, &one); err != nil {
+		return err
+	}
+	*c = SamplingContent{one}
+	return nil
 }
 
 // ModelPreferences guide the client's model choice.
@@ -375,23 +406,16 @@ type ToolChoice struct {
 // CreateMessageResult is the client's answer to sampling/createMessage.
 type CreateMessageResult struct {
 	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
+	Content    SamplingContent `json:"content"`
 	Model      string          `json:"model"`
 	StopReason string          `json:"stopReason,omitempty"`
 }
 
-// Text returns the text of a single text content block, if any.
+// Text returns the text of the first text block, if any.
 func (r *CreateMessageResult) Text() string {
-	var c Content
-	if json.Unmarshal(r.Content, &c) == nil && c.Type == "text" {
-		return c.Text
-	}
-	var cs []Content
-	if json.Unmarshal(r.Content, &cs) == nil {
-		for _, c := range cs {
-			if c.Type == "text" {
-				return c.Text
-			}
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			return c.Text
 		}
 	}
 	return ""

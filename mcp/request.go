@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // ErrClientCapability is returned (wrapped) when a handler asks the client
@@ -99,7 +101,9 @@ type Request struct {
 	pm            *paramMembers // Params split: see members
 	out           outbound
 	edge          *requestInfo // the HTTP request's, for Logger; nil on stdio
-	logger        *zerolog.Logger
+	logger        *slog.Logger
+	zlogger       *zerolog.Logger
+	zlogOnce      sync.Once
 	loggerOnce    sync.Once
 
 	mu        sync.Mutex
@@ -124,20 +128,27 @@ type Request struct {
 // RequestID returns the JSON-RPC id rendered as a string (for logs).
 func (r *Request) RequestID() string { return r.id.String() }
 
-// Logger returns a logger for this request: on HTTP it carries the node,
-// the request id (X-Request-Id), the session and the method.
-// It is safe for concurrent use.
-func (r *Request) Logger() *zerolog.Logger {
-	r.loggerOnce.Do(func() {
+// Logger returns a logger for this request, a *slog.Logger whatever the
+// options were given (ServerOptions.Logger or Zerolog): on HTTP it
+// carries the node, the request id (X-Request-Id), the session and the
+// method. It is safe for concurrent use.
+func (r *Request) Logger() *slog.Logger {
+	r.loggerOnce.Do(func() { r.logger = telemetry.ToSlog(*r.zlog()) })
+	return r.logger
+}
+
+// zlog is the request's logger as the layers below use it.
+func (r *Request) zlog() *zerolog.Logger {
+	r.zlogOnce.Do(func() {
 		var l zerolog.Logger
 		if r.edge != nil {
 			l = r.edge.logger().With().Str("mcp_method", r.Method).Logger()
 		} else {
 			l = r.srv.log.With().Str("method", r.Method).Logger()
 		}
-		r.logger = &l
+		r.zlogger = &l
 	})
-	return r.logger
+	return r.zlogger
 }
 
 // ProtocolVersion returns the revision this request is served under.

@@ -1,53 +1,10 @@
-// Package mcp is the public API of mcpcluster: protocol types, the Server
-// with its registries of tools, resources and prompts, typed tool
-// registration, the request context handlers use to talk back to the
-// client, and the transports (stdio and Streamable HTTP) that serve it.
-//
-// One Server speaks every supported MCP revision at once: the
-// handshake-era revisions (2025-03-26, 2025-06-18, 2025-11-25) with
-// sessions, and the stateless 2026-07-28 revision, chosen per request.
-//
-// # Who may see and use what
-//
-// A request's caller is Request.Principal: the verified token's subject,
-// issuer and scopes that an authentication layer in front of the HTTP
-// handler (the bearer middleware of package mcp/auth) put in the request
-// context, or nil (no authentication, and always on stdio). Access is
-// decided in three places, all of which see it:
-//
-//   - Receiving middleware (AddReceivingMiddleware) sees every request,
-//     initialize included, and may refuse it by returning an error: an
-//     *Error of its choosing, or an InsufficientScopeError.
-//   - ServerOptions.FeatureFilter decides per request which tools,
-//     prompts, resources and resource templates the caller may see.
-//   - A tool, prompt, resource or template may declare RequiredScopes.
-//
-// A feature the caller may not see is left out of its lists (cursors run
-// over what it may see, so pages stay consistent) and a call, get or read
-// of it is answered exactly as one of a feature that does not exist, so
-// nothing can be probed. A feature without a principal to check its
-// RequiredScopes against is hidden the same way. One exception makes
-// step-up possible: an authenticated caller that lacks the scopes of a
-// feature the filter admits gets an InsufficientScopeError, which behind
-// the mcp/auth middleware is an HTTP 403 with
-// `WWW-Authenticate: Bearer error="insufficient_scope", scope="..."`
-// naming every scope needed, so the client can obtain a token with more
-// scope and retry (the step-up of the MCP authorization spec). That
-// caller learns the feature's name exists; a feature the filter hides
-// gives nothing away.
-//
-// Lists may thus differ between callers, as the spec allows ("MAY vary by
-// the authorization presented"); on 2026-07-28 their cacheScope is
-// private whenever there is a principal. list_changed notifications still
-// follow changes of the registrations and of SetEnabled, sent to every
-// session and listener; a change of what one caller may see (a token
-// with more scope) sends none: the client lists again after a step-up.
 package mcp
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"sort"
 	"sync"
@@ -74,16 +31,21 @@ type ServerOptions struct {
 	RequestTimeout time.Duration
 	// StateKeys seal MRTR requestState (AES-256, 32 bytes each; the first
 	// seals, all open). Every node of a cluster must share them. With none,
-	// a random key of this process is used, and NewHTTPHandler logs a
-	// warning when its backend is shared (not the in-memory one).
+	// a random key of this process is used, which only a single node can
+	// work with: NewHTTPHandler refuses a shared backend (not the
+	// in-memory one) without them (ErrNoStateKeys).
 	StateKeys [][]byte
 	// StateTTL is how long a sealed requestState stays valid (default 10m).
 	StateTTL time.Duration
 	// ListTTL is the ttlMs cache hint on list results and server/discover
 	// for 2026-07-28 requests (default 0: stale immediately).
 	ListTTL time.Duration
-	// Logger receives the server's own logs (default: discarded).
-	Logger *zerolog.Logger
+	// Logger receives the server's own logs (default: discarded), with
+	// "component":"mcp".
+	Logger *slog.Logger
+	// Zerolog, for programs that log with zerolog (the reference node
+	// does), is used instead of Logger when set.
+	Zerolog *zerolog.Logger
 	// NoListChanged disables list_changed notifications and the
 	// listChanged capability flags.
 	NoListChanged bool
@@ -166,7 +128,8 @@ type Server struct {
 	implEnc  json.RawMessage
 	implErr  error
 
-	log    zerolog.Logger
+	log    zerolog.Logger // with "component":"mcp"
+	base   zerolog.Logger // the program's logger
 	sealer *seal.Sealer
 
 	mu         sync.RWMutex
@@ -215,10 +178,8 @@ func NewServer(impl Implementation, opts *ServerOptions) *Server {
 	if opts != nil {
 		s.opts = *opts
 	}
-	s.log = zerolog.Nop()
-	if s.opts.Logger != nil {
-		s.log = s.opts.Logger.With().Str("component", "mcp").Logger()
-	}
+	s.base = logger(s.opts.Logger, s.opts.Zerolog)
+	s.log = s.base.With().Str("component", "mcp").Logger()
 	if len(s.opts.StateKeys) > 0 {
 		sl, err := seal.New(s.opts.StateKeys...)
 		if err != nil {
@@ -226,8 +187,8 @@ func NewServer(impl Implementation, opts *ServerOptions) *Server {
 		}
 		s.sealer = sl
 	} else {
-		// A key of this process: NewHTTPHandler warns when nodes share
-		// a backend without a shared key.
+		// A key of this process: NewHTTPHandler refuses a shared
+		// backend without a shared key.
 		s.sealer = seal.NewRandom()
 	}
 	return s

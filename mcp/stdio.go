@@ -60,7 +60,7 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, opts 
 	defer cancel()
 	c := &stdioConn{srv: s, ctx: ctx, inputEnd: make(chan struct{}), inflight: map[jsonrpc.ID]*inflightReq{}, listens: map[jsonrpc.ID]*listenFilter{}}
 	o := stdio.Options{
-		Logger:     s.log,
+		Logger:     s.base,
 		OnInbound:  c.inbound,
 		OnBatch:    c.batch,
 		OnResponse: c.response,

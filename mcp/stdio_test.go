@@ -7,12 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/mcpcluster/mcpcluster/mcp"
 )
@@ -270,7 +269,7 @@ func TestRequestLoggerConcurrentUse(t *testing.T) {
 	srv := mcp.NewServer(mcp.Implementation{Name: "t", Version: "1"}, nil)
 	mcp.AddTool(srv, mcp.Tool{Name: "fanout"}, func(_ context.Context, req *mcp.Request, _ struct{}) (string, error) {
 		var wg sync.WaitGroup
-		loggers := make([]*zerolog.Logger, 8)
+		loggers := make([]*slog.Logger, 8)
 		for i := range loggers {
 			wg.Go(func() { loggers[i] = req.Logger() })
 		}

@@ -266,7 +266,7 @@ func (r *Request) forwardInput(ctx context.Context, id, key string, in []byte) {
 	}
 	b, _ := json.Marshal(answer)
 	if _, err := r.tasks.node.Tasks.Respond(context.WithoutCancel(ctx), id, map[string][]byte{key: b}); err != nil {
-		r.Logger().Warn().Err(err).Str("task", id).Msg("task input not delivered")
+		r.zlog().Warn().Err(err).Str("task", id).Msg("task input not delivered")
 	}
 }
 

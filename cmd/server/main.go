@@ -67,7 +67,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	so := cfg.serverOptions()
 	so.Instructions = "A reference mcpcluster node serving the " + cfg.Tools + " tool pack."
 	so.StateKeys = cfg.stateKeys
-	so.Logger = &baseLog
+	so.Zerolog = &baseLog
 	srv := mcp.NewServer(mcp.Implementation{Name: "mcpcluster", Title: "mcpcluster reference node", Version: buildVersion()}, &so)
 	switch cfg.Tools {
 	case "conformance":
@@ -194,7 +194,7 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 		}
 		ho := cfg.httpOptions()
 		ho.Backend = backend
-		ho.Logger = &log // the handler adds the node id
+		ho.Zerolog = &log // the handler adds the node id
 		h, err := newHTTPHandler(srv, &ho)
 		if err != nil {
 			_ = backend.Close()
@@ -277,7 +277,7 @@ func openBackend(ctx context.Context, cfg *Config, log *zerolog.Logger) (*mcp.Ba
 	if cfg.RedisURL == "" {
 		return mcp.NewMemoryBackendWith(mcp.MemoryOptions{MaxSubscriptions: cfg.MaxSubs}), nil
 	}
-	return redisbackend.Open(ctx, cfg.RedisURL, &redisbackend.Options{MaxSubscriptions: cfg.MaxSubs, ShardedPubSub: cfg.RedisSharded, Logger: log})
+	return redisbackend.Open(ctx, cfg.RedisURL, &redisbackend.Options{MaxSubscriptions: cfg.MaxSubs, ShardedPubSub: cfg.RedisSharded, Zerolog: log})
 }
 
 // splitList splits a comma-separated setting, dropping empty items.

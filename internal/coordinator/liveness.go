@@ -58,10 +58,17 @@ func (m *members) set(nodes []string) {
 	m.mu.Unlock()
 }
 
-// add records instance as live until the next refresh says otherwise.
+// add records instance as live until the next refresh says otherwise,
+// and forgets the earlier processes of its node id (see predecessors).
 func (m *members) add(instance string) {
+	node := NodeOf(instance)
 	m.mu.Lock()
 	if m.ok {
+		for k := range m.live {
+			if k != instance && NodeOf(k) == node {
+				delete(m.live, k)
+			}
+		}
 		m.live[instance] = true
 	}
 	m.mu.Unlock()

@@ -42,6 +42,7 @@ func (n *Node) Start() error {
 	if err := n.be.Members.Heartbeat(ctx, n.instance, n.leaseTTL); err != nil {
 		n.log.Warn().Err(err).Msg("membership heartbeat failed")
 	}
+	n.predecessors(ctx)
 	_ = n.refreshMembers(ctx)
 	// The others wait for this node's acknowledgements from now on (Echo).
 	if err := n.Publish(ctx, MemberJoined{Instance: n.instance}); err != nil {
@@ -76,6 +77,30 @@ func (n *Node) Start() error {
 		}
 	})
 	return nil
+}
+
+// predecessors drops the membership leases of the earlier processes of
+// this node id (a node restarted with the same id, after kill -9): they
+// are gone, so the streams and replies they held end with -31003 now, at
+// the others' next look (their MemberJoined handler also forgets them),
+// not when their leases lapse. Node ids are therefore unique among the
+// processes that run at once.
+func (n *Node) predecessors(ctx context.Context) {
+	live, err := n.be.Members.Members(ctx)
+	if err != nil {
+		return
+	}
+	node := NodeOf(n.instance)
+	for _, m := range live {
+		if m == n.instance || NodeOf(m) != node {
+			continue
+		}
+		if err := n.be.Members.Leave(ctx, m); err != nil {
+			n.log.Warn().Err(err).Str("previous", m).Msg("an earlier process of this node id is still listed as live; its streams end when its lease lapses")
+			continue
+		}
+		n.log.Info().Str("previous", m).Msg("an earlier process of this node id is gone: its streams and requests end now")
+	}
 }
 
 // ErrLeaseLapsed fails the server→client requests a node was waiting

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
@@ -59,7 +60,10 @@ type Options struct {
 	// discards the backend's warnings and leaves go-redis's logger as it
 	// is. go-redis has one logger per process: the last backend given a
 	// Logger sets it.
-	Logger *zerolog.Logger
+	Logger *slog.Logger
+	// Zerolog, for programs that log with zerolog (the reference node
+	// does), is used instead of Logger when set.
+	Zerolog *zerolog.Logger
 }
 
 // New returns a backend on client that the nodes of one deployment
@@ -133,9 +137,14 @@ func newBackend(ctx context.Context, client redis.UniversalClient, opts *Options
 		o.Prefix = opts.Prefix
 		o.MaxSubscriptions = opts.MaxSubscriptions
 		o.ShardedPubSub = clusterredis.ShardedPubSub(opts.ShardedPubSub)
-		if opts.Logger != nil {
-			o.Logger = *opts.Logger
-			clusterredis.RouteClientLogs(*opts.Logger)
+		switch {
+		case opts.Zerolog != nil:
+			o.Logger = *opts.Zerolog
+		case opts.Logger != nil:
+			o.Logger = telemetry.FromSlog(opts.Logger.Handler())
+		}
+		if opts.Zerolog != nil || opts.Logger != nil {
+			clusterredis.RouteClientLogs(o.Logger)
 		}
 	}
 	b, err := clusterredis.New(ctx, client, o)

@@ -50,6 +50,15 @@ func TestNewLeavesTheClientToItsOwner(t *testing.T) {
 	if be.Name() != "redis" {
 		t.Fatalf("Name() = %q, want redis", be.Name())
 	}
+	// A shared backend needs the cluster's state keys: without them the
+	// node is refused, naming the field.
+	bare := mcp.NewServer(mcp.Implementation{Name: "t", Version: "1"}, nil)
+	if h, err := bare.NewHTTPHandler(&mcp.HTTPOptions{Backend: be}); !errors.Is(err, mcp.ErrNoStateKeys) || !strings.Contains(err.Error(), "StateKeys") {
+		if h != nil {
+			h.Close()
+		}
+		t.Fatalf("a node on Redis without state keys: %v, want ErrNoStateKeys", err)
+	}
 	s := mcp.NewServer(mcp.Implementation{Name: "t", Version: "1"}, &mcp.ServerOptions{StateKeys: [][]byte{make([]byte, 32)}})
 	h, err := s.NewHTTPHandler(&mcp.HTTPOptions{Backend: be})
 	if err != nil {

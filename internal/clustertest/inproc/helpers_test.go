@@ -61,7 +61,7 @@ func newRig(t *testing.T, opts inproc.Options) *rig {
 		})
 		mcp.AddTool(s, mcp.Tool{Name: "sample"}, func(ctx context.Context, req *mcp.Request, _ struct{}) (string, error) {
 			res, err := req.Sample(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
-				Messages: []mcp.SamplingMessage{{Role: "user", Content: json.RawMessage(`{"type":"text","text":"hi"}`)}}})
+				Messages: []mcp.SamplingMessage{{Role: "user", Content: mcp.SamplingContent{mcp.TextContent("hi")}}}})
 			if err != nil {
 				return "", err
 			}

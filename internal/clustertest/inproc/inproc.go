@@ -148,6 +148,11 @@ func (c *Cluster) start(i int, opts Options) (*Node, error) {
 	}
 	f := newFaults(conn, opts.Backend != nil)
 	so := opts.Server
+	if len(so.StateKeys) == 0 {
+		// The nodes of a cluster share their state keys (a shared
+		// backend without them is refused).
+		so.StateKeys = [][]byte{[]byte("inproc-state-key-0123456789abcde")}
+	}
 	srv := mcp.NewServer(mcp.Implementation{Name: "inproc", Version: "1.0.0"}, &so)
 	if opts.Setup != nil {
 		opts.Setup(i, srv)
@@ -161,9 +166,9 @@ func (c *Cluster) start(i int, opts Options) (*Node, error) {
 	if ho.ResumeGrace == 0 {
 		ho.ResumeGrace = DefaultResumeGrace
 	}
-	if ho.Logger == nil {
+	if ho.Logger == nil && ho.Zerolog == nil {
 		l := testLogger(c.T, id)
-		ho.Logger = &l
+		ho.Zerolog = &l
 	}
 	ho.NoAccessLog = true
 	h, err := srv.NewHTTPHandler(&ho)

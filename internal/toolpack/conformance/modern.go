@@ -64,12 +64,8 @@ func askAll(asks ...func() error) error {
 }
 
 func sampleKeyed(ctx context.Context, req *mcp.Request, key, prompt string, maxTokens int) (string, error) {
-	content, err := json.Marshal(mcp.TextContent(prompt))
-	if err != nil {
-		return "", err
-	}
 	res, err := req.Sample(mcp.WithInputKey(ctx, key), &mcp.CreateMessageParams{
-		Messages:  []mcp.SamplingMessage{{Role: "user", Content: content}},
+		Messages:  []mcp.SamplingMessage{{Role: "user", Content: mcp.SamplingContent{mcp.TextContent(prompt)}}},
 		MaxTokens: maxTokens,
 	})
 	if err != nil {

@@ -230,12 +230,8 @@ func toolWithProgress(ctx context.Context, req *mcp.Request, _ noArgs) (*mcp.Cal
 }
 
 func sampling(ctx context.Context, req *mcp.Request, in samplingArgs) (*mcp.CallToolResult, error) {
-	content, err := json.Marshal(mcp.TextContent(in.Prompt))
-	if err != nil {
-		return nil, err
-	}
 	res, err := req.Sample(ctx, &mcp.CreateMessageParams{
-		Messages:  []mcp.SamplingMessage{{Role: "user", Content: content}},
+		Messages:  []mcp.SamplingMessage{{Role: "user", Content: mcp.SamplingContent{mcp.TextContent(in.Prompt)}}},
 		MaxTokens: 100,
 	})
 	if err != nil {

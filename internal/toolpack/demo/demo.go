@@ -100,9 +100,8 @@ func Register(s *mcp.Server) {
 			if maxTokens <= 0 {
 				maxTokens = 100
 			}
-			content, _ := json.Marshal(mcp.TextContent(in.Prompt))
 			res, err := req.Sample(ctx, &mcp.CreateMessageParams{
-				Messages:  []mcp.SamplingMessage{{Role: "user", Content: content}},
+				Messages:  []mcp.SamplingMessage{{Role: "user", Content: mcp.SamplingContent{mcp.TextContent(in.Prompt)}}},
 				MaxTokens: maxTokens,
 			})
 			if err != nil {
