@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
@@ -64,6 +65,16 @@ type Options struct {
 	// Zerolog, for programs that log with zerolog (the reference node
 	// does), is used instead of Logger when set.
 	Zerolog *zerolog.Logger
+	// WaitReplicas, when positive, makes each write a client is told
+	// about (a session's creation, the events of a stream, a task's
+	// record) wait until that many replicas have it, at most WaitTimeout
+	// (default 1s); a write they did not acknowledge in time answers the
+	// client -31000 (retry), never success. So a Sentinel failover to an
+	// acknowledging replica loses no write a client was told of. One
+	// server (standalone or Sentinel) only; it costs a replication round
+	// trip per such write.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
 
 // New returns a backend on client that the nodes of one deployment
@@ -116,12 +127,15 @@ func Open(ctx context.Context, url string, opts *Options) (*mcp.Backend, error) 
 	return b, nil
 }
 
-// Validate reports a negative MaxSubscriptions or an unknown
-// ShardedPubSub, naming the field. New and Open call it. A nil
+// Validate reports a negative MaxSubscriptions, WaitReplicas or
+// WaitTimeout, or an unknown ShardedPubSub, naming the field. New and Open call it. A nil
 // *Options is valid (the defaults).
 func (o *Options) Validate() error {
 	if o != nil && o.MaxSubscriptions < 0 {
 		return fmt.Errorf("redisbackend: Options.MaxSubscriptions: must not be negative, not %d", o.MaxSubscriptions)
+	}
+	if o != nil && (o.WaitReplicas < 0 || o.WaitTimeout < 0) {
+		return fmt.Errorf("redisbackend: Options.WaitReplicas and WaitTimeout must not be negative, not %d and %v", o.WaitReplicas, o.WaitTimeout)
 	}
 	if o != nil {
 		if _, err := clusterredis.ParseShardedPubSub(o.ShardedPubSub); err != nil {
@@ -137,6 +151,7 @@ func newBackend(ctx context.Context, client redis.UniversalClient, opts *Options
 		o.Prefix = opts.Prefix
 		o.MaxSubscriptions = opts.MaxSubscriptions
 		o.ShardedPubSub = clusterredis.ShardedPubSub(opts.ShardedPubSub)
+		o.WaitReplicas, o.WaitTimeout = opts.WaitReplicas, opts.WaitTimeout
 		switch {
 		case opts.Zerolog != nil:
 			o.Logger = *opts.Zerolog

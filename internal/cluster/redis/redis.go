@@ -192,6 +192,13 @@ type Options struct {
 	// ModeInterval is how often a node that reads sharded channels checks
 	// whether every live node does (DefaultModeInterval when 0).
 	ModeInterval time.Duration
+	// WaitReplicas, when positive, makes each write a client is told
+	// about wait until that many replicas acknowledged it, WaitTimeout
+	// at most (DefaultWaitTimeout when 0), else fail with
+	// cluster.ErrUnavailable (see wait.go). One server (standalone or
+	// Sentinel) only.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
 
 // backend is shared by every seam.

@@ -86,7 +86,7 @@ func (m *sessions) Create(ctx context.Context, id string, fields map[string]stri
 		if lease != nil {
 			keys = append(keys, k.leaseSet(lease.Key))
 		}
-		r, err = createScript.Run(ctx, b.client, keys, args...).Int64Slice()
+		r, err = b.runDurable(ctx, createScript, keys, args...).Int64Slice()
 	} else {
 		r, err = b.admit(ctx, id, ttl, max, lease)
 		if err == nil && r[0] == 1 {

@@ -169,7 +169,7 @@ func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) error {
 	var r int64
 	var err error
 	if b.single {
-		r, err = taskCreateScript.Run(ctx, b.client, []string{k.task(t.ID), k.taskOwner(t.OwnerKey), k.taskRunners(), k.taskRunner(t.Runner)}, args...).Int64()
+		r, err = b.runDurable(ctx, taskCreateScript, []string{k.task(t.ID), k.taskOwner(t.OwnerKey), k.taskRunners(), k.taskRunner(t.Runner)}, args...).Int64()
 	} else {
 		r, err = capScript.Run(ctx, b.client, []string{k.taskOwner(t.OwnerKey)}, t.ID, ttl, max).Int64()
 		if err == nil && r > 0 {
@@ -230,7 +230,7 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 	for _, key := range u.Consume {
 		args = append(args, key)
 	}
-	res, err := taskUpdateScript.Run(ctx, b.client, []string{b.keys.task(id)}, args...).Result()
+	res, err := b.runDurable(ctx, taskUpdateScript, []string{b.keys.task(id)}, args...).Result()
 	if err != nil {
 		return cluster.Task{}, b.fail(ctx, "update task", err)
 	}
