@@ -2,7 +2,7 @@
 # Multi-stage build of the reference node: a static binary on a minimal,
 # non-root image. Probes: GET /healthz (alive) and GET /readyz (Redis
 # reachable, not draining) on the HTTP port; /metrics (and the probes again)
-# on the metrics port 9090; see deploy/helm for their use.
+# on the metrics port 7979; see deploy/helm for their use.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -14,8 +14,8 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}"
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/server /usr/local/bin/server
 USER 65532:65532
-EXPOSE 8080 9090
-ENV MCP_ADDR=0.0.0.0:8080 MCP_METRICS_ADDR=0.0.0.0:9090
+EXPOSE 8080 7979
+ENV MCP_ADDR=0.0.0.0:8080 MCP_METRICS_ADDR=0.0.0.0:7979
 # No shell in the image: orchestrators probe /healthz and /readyz over HTTP
 # (docker-compose.yml and the Helm chart do); the binary itself checks
 # readiness with --healthcheck for plain Docker.

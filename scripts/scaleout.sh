@@ -648,7 +648,7 @@ cluster_up() {
   local first=${#PIDS[@]}
   for (( i=1; i<=n; i++ )); do
     start_on "node$i" "node$i" "$RUN/logs/node$i.log" "$TMP/bin/server" \
-      --addr "$(node_ip "$i"):8080" --metrics-addr "$(node_ip "$i"):9090" \
+      --addr "$(node_ip "$i"):8080" --metrics-addr "$(node_ip "$i"):7979" \
       --redis-url "$REDIS_URL" --node-id "node$i" --tools demo \
       --trusted-proxies "$LB_IP" --drain-timeout 2s "${NODE_ARGS[@]}"
   done

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	clusterredis "github.com/mcpcluster/mcpcluster/internal/cluster/redis"
 	"github.com/mcpcluster/mcpcluster/internal/seal"
 	"github.com/mcpcluster/mcpcluster/mcp"
 	"github.com/mcpcluster/mcpcluster/mcp/auth"
@@ -28,6 +29,18 @@ type Config struct {
 	Tools           string
 	RedisURL        string
 	RedisSharded    string
+	RedisPrefix     string
+	RedisUsername   string
+	RedisPassFile   string
+	RedisCAFile     string
+	RedisCertFile   string
+	RedisKeyFile    string
+	RedisTLSName    string
+	RedisPoolSize   int
+	RedisMinIdle    int
+	RedisDialTO     time.Duration
+	RedisReadTO     time.Duration
+	RedisWriteTO    time.Duration
 	NodeID          string
 	StateKey        string
 	StateKeyFile    string
@@ -170,15 +183,28 @@ func dur(d time.Duration) string {
 // in one place.
 func settings() []setting {
 	h, sv, st := mcp.DefaultHTTPOptions(), mcp.DefaultServerOptions(), mcp.DefaultStdioOptions()
+	rc := clusterredis.DefaultConnOptions()
 	return []setting{
 		{"addr", "MCP_ADDR", "127.0.0.1:8080", "HTTP listen address", stringSetter(func(c *Config) *string { return &c.Addr })},
-		{"metrics-addr", "MCP_METRICS_ADDR", "127.0.0.1:9090", "listen address of /metrics (with /healthz and /readyz), apart from the MCP endpoint; empty serves /metrics on --addr", stringSetter(func(c *Config) *string { return &c.MetricsAddr })},
+		{"metrics-addr", "MCP_METRICS_ADDR", "127.0.0.1:7979", "listen address of /metrics (with /healthz and /readyz), apart from the MCP endpoint; empty serves /metrics on --addr. The port is outside Prometheus's own (9090-9094) and its exporters' (9100-9999)", stringSetter(func(c *Config) *string { return &c.MetricsAddr })},
 		{"pprof", "MCP_PPROF", "false", "also serve Go's runtime profiles (net/http/pprof) at /debug/pprof/ on the --metrics-addr listener, for profiling a node under load; needs --metrics-addr", boolSetter(func(c *Config) *bool { return &c.Pprof })},
 		{"path", "MCP_PATH", "/mcp", "path of the MCP endpoint", stringSetter(func(c *Config) *string { return &c.Path })},
 		{"stdio", "MCP_STDIO", "false", "serve over stdin/stdout instead of HTTP", boolSetter(func(c *Config) *bool { return &c.Stdio })},
 		{"tools", "MCP_TOOLS", "demo", "tool pack to serve: demo or conformance", stringSetter(func(c *Config) *string { return &c.Tools })},
 		{"redis-url", "MCP_REDIS_URL", "", "Redis URL; joins the cluster (redis://, rediss://, unix://, redis-sentinel://h1,h2/master, redis-cluster://h1,h2); empty runs on the in-memory backend", stringSetter(func(c *Config) *string { return &c.RedisURL })},
 		{"redis-sharded-pubsub", "MCP_REDIS_SHARDED_PUBSUB", "auto", "pub/sub on Redis Cluster: auto reads classic and sharded channels and publishes sharded (SPUBLISH) once every live node reads them, on a Cluster of Redis 7.0 or newer; on publishes sharded at once (every node runs a version that reads them) and refuses to start where it cannot; off keeps classic PUBLISH/SUBSCRIBE. A standalone server or Sentinel always uses classic", stringSetter(func(c *Config) *string { return &c.RedisSharded })},
+		{"redis-prefix", "MCP_REDIS_PREFIX", clusterredis.DefaultPrefix, "start of every Redis key and pub/sub channel of the deployment (letters, digits, '.', '_' and '-'): deployments sharing one Redis need prefixes of their own. An ACL user of the deployment with prefix P needs the key patterns P:* and {P:nodes}:sharded and the channel pattern P:*", stringSetter(func(c *Config) *string { return &c.RedisPrefix })},
+		{"redis-username", "MCP_REDIS_USERNAME", "", "ACL user the node authenticates to Redis as (or the user of --redis-url, not both)", stringSetter(func(c *Config) *string { return &c.RedisUsername })},
+		{"redis-password-file", "MCP_REDIS_PASSWORD_FILE", "", "file holding the Redis password (of --redis-username, else of the default user), e.g. a mounted secret: read again when it changes, for the next connections, so a rotated password needs no restart (give the user the new password beside the old one, change the file, then remove the old one). --redis-url then holds none (a password in the URL works too, and is never logged). Sentinel's own password stays the URL's sentinel_password", stringSetter(func(c *Config) *string { return &c.RedisPassFile })},
+		{"redis-ca-file", "MCP_REDIS_CA_FILE", "", "PEM file of the authorities the Redis servers' certificates must chain to (a private CA), instead of the system's; read again when it changes. The TLS settings need a TLS URL (rediss://, rediss-sentinel://, rediss-cluster://); TLS is 1.2 or newer", stringSetter(func(c *Config) *string { return &c.RedisCAFile })},
+		{"redis-cert-file", "MCP_REDIS_CERT_FILE", "", "PEM client certificate (with its intermediates) the node presents to Redis (tls-auth-clients), with --redis-key-file; both are read again when they change, so a rotated certificate is presented from the next connection on, without a restart", stringSetter(func(c *Config) *string { return &c.RedisCertFile })},
+		{"redis-key-file", "MCP_REDIS_KEY_FILE", "", "PEM private key of --redis-cert-file", stringSetter(func(c *Config) *string { return &c.RedisKeyFile })},
+		{"redis-tls-server-name", "MCP_REDIS_TLS_SERVER_NAME", "", "name the Redis servers' certificates must carry (and the one sent in SNI) when it is not the host of --redis-url", stringSetter(func(c *Config) *string { return &c.RedisTLSName })},
+		{"redis-pool-size", "MCP_REDIS_POOL_SIZE", itoa(rc.PoolSize), "connections to each Redis server in the node's command pool (the pub/sub connections aside); 0: go-redis's default, 10 per CPU (GOMAXPROCS), 5 per CPU to each node of a Cluster, which make bench measures. An option of --redis-url (pool_size, min_idle_conns, dial_timeout, read_timeout, write_timeout) wins over its setting", intSetter(func(c *Config) *int { return &c.RedisPoolSize })},
+		{"redis-min-idle-conns", "MCP_REDIS_MIN_IDLE_CONNS", itoa(rc.MinIdleConns), "idle connections the pool keeps open to each server, ready for a command without a dial (and TLS handshake) first; at most --redis-pool-size", intSetter(func(c *Config) *int { return &c.RedisMinIdle })},
+		{"redis-dial-timeout", "MCP_REDIS_DIAL_TIMEOUT", dur(rc.DialTimeout), "time to open a Redis connection, TLS handshake and authentication included", durationSetter(func(c *Config) *time.Duration { return &c.RedisDialTO })},
+		{"redis-read-timeout", "MCP_REDIS_READ_TIMEOUT", dur(rc.ReadTimeout), "time a Redis reply may take; past it the command fails (and is tried again on a new connection)", durationSetter(func(c *Config) *time.Duration { return &c.RedisReadTO })},
+		{"redis-write-timeout", "MCP_REDIS_WRITE_TIMEOUT", dur(rc.WriteTimeout), "time writing a command to Redis may take", durationSetter(func(c *Config) *time.Duration { return &c.RedisWriteTO })},
 		{"node-id", "MCP_NODE_ID", "", "id of this node in logs, metrics and request ids (default: random); a restarted process may reuse it, since each start also draws an incarnation", stringSetter(func(c *Config) *string { return &c.NodeID })},
 		{"state-key", "MCP_STATE_KEY", "", "shared key sealing MRTR requestState: 32 bytes as 64 hex chars or base64 (comma-separated for rotation, newest first); every node of a cluster needs the same, and a node with a Redis URL refuses to start without one. Prefer the environment variable or --state-key-file: a flag's value is visible to every user through ps", stringSetter(func(c *Config) *string { return &c.StateKey })},
 		{"state-key-file", "MCP_STATE_KEY_FILE", "", "file holding the state key in the form of --state-key (keys separated by commas or newlines, newest first), e.g. a mounted secret", stringSetter(func(c *Config) *string { return &c.StateKeyFile })},
@@ -326,6 +352,7 @@ func (c *Config) Validate() error {
 	if err := (&redisbackend.Options{ShardedPubSub: c.RedisSharded}).Validate(); err != nil {
 		bad("redis-sharded-pubsub", "must be auto, on or off, not %q", c.RedisSharded)
 	}
+	c.validateRedis(bad)
 	if c.Tools != "demo" && c.Tools != "conformance" {
 		bad("tools", "must be demo or conformance, not %q", c.Tools)
 	}

@@ -21,7 +21,10 @@ func configurationDoc() string {
 	b.WriteString("bounds through `mcp.ServerOptions`, `mcp.HTTPOptions` and `mcp.StdioOptions`: a zero field\n")
 	b.WriteString("means its default, which `mcp.DefaultServerOptions`, `mcp.DefaultHTTPOptions` and\n")
 	b.WriteString("`mcp.DefaultStdioOptions` return, and the defaults here are taken from those. A negative\n")
-	b.WriteString("number or duration is an error, here and in the options.\n\n")
+	b.WriteString("number or duration is an error, here and in the options. The Redis connection's pool and\n")
+	b.WriteString("timeouts (`--redis-pool-size` … `--redis-write-timeout`) default to go-redis's own, with which\n")
+	b.WriteString("`make bench` measures (`internal/cluster/redis.DefaultConnOptions`); its TLS and password\n")
+	b.WriteString("files are read again when they change, so rotated secrets need no restart.\n\n")
 	b.WriteString("| flag | environment | default | meaning |\n| --- | --- | --- | --- |\n")
 	for _, s := range settings() {
 		def := s.def
@@ -81,6 +84,15 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{nil, map[string]string{"MCP_KEEPALIVE": "soon"}, "MCP_KEEPALIVE"},
 		{[]string{"--log-format", "xml"}, nil, "--log-format"},
 		{nil, map[string]string{"MCP_REDIS_SHARDED_PUBSUB": "always"}, "MCP_REDIS_SHARDED_PUBSUB"},
+		{[]string{"--redis-prefix", "a:b"}, nil, "--redis-prefix"},
+		{[]string{"--redis-prefix", "{a}"}, nil, "--redis-prefix"},
+		{[]string{"--redis-ca-file", "ca.pem"}, nil, "--redis-ca-file (MCP_REDIS_CA_FILE): needs --redis-url"},
+		{[]string{"--redis-ca-file", "ca.pem", "--redis-url", "redis://127.0.0.1:1", "--state-key", testKey}, nil, "--redis-ca-file (MCP_REDIS_CA_FILE): needs a TLS URL"},
+		{[]string{"--redis-cert-file", "c.pem", "--redis-url", "rediss://127.0.0.1:1", "--state-key", testKey}, nil, "--redis-key-file"},
+		{[]string{"--redis-password-file", "/nonexistent", "--redis-url", "redis://127.0.0.1:1", "--state-key", testKey}, nil, "--redis-password-file"},
+		{[]string{"--redis-username", "u", "--redis-url", "redis://v@127.0.0.1:1", "--state-key", testKey}, nil, "--redis-username"},
+		{[]string{"--redis-pool-size", "2", "--redis-min-idle-conns", "3", "--redis-url", "redis://127.0.0.1:1", "--state-key", testKey}, nil, "--redis-min-idle-conns"},
+		{[]string{"--redis-read-timeout", "0s"}, nil, "--redis-read-timeout"},
 	}
 	for _, tc := range cases {
 		_, err := loadConfig(tc.args, func(k string) string { return tc.env[k] }, &bytes.Buffer{})

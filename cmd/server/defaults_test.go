@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	clusterredis "github.com/mcpcluster/mcpcluster/internal/cluster/redis"
 	"github.com/mcpcluster/mcpcluster/mcp"
 )
 
@@ -18,15 +19,17 @@ type optionSet struct {
 	Server           mcp.ServerOptions
 	Stdio            mcp.StdioOptions
 	MaxSubscriptions int
+	Redis            clusterredis.ConnOptions
 }
 
 func optionsOf(c *Config) optionSet {
-	return optionSet{HTTP: c.httpOptions(), Server: c.serverOptions(), Stdio: c.stdioOptions(), MaxSubscriptions: c.MaxSubs}
+	return optionSet{HTTP: c.httpOptions(), Server: c.serverOptions(), Stdio: c.stdioOptions(), MaxSubscriptions: c.MaxSubs, Redis: c.redisConn()}
 }
 
 // documented is the option values the mcp package documents as defaults.
 func documented() optionSet {
-	return optionSet{HTTP: mcp.DefaultHTTPOptions(), Server: mcp.DefaultServerOptions(), Stdio: mcp.DefaultStdioOptions(), MaxSubscriptions: mcp.DefaultMaxSubscriptions}
+	return optionSet{HTTP: mcp.DefaultHTTPOptions(), Server: mcp.DefaultServerOptions(), Stdio: mcp.DefaultStdioOptions(), MaxSubscriptions: mcp.DefaultMaxSubscriptions,
+		Redis: clusterredis.DefaultConnOptions()}
 }
 
 // numericFields lists the int and duration fields of v (a struct, walked
@@ -71,11 +74,12 @@ func TestSettingDefaultsAreTheOptionsDocumentedDefaults(t *testing.T) {
 	baseVals, docVals := numeric(optionsOf(base)), numeric(documented())
 	reached := map[string]string{}
 	for _, s := range settings() {
+		// An integer first: "0" parses as a duration too.
 		var other string
-		if d, err := time.ParseDuration(s.def); err == nil {
-			other = (2*d + time.Second).String()
-		} else if n, err := strconv.ParseInt(s.def, 10, 64); err == nil {
+		if n, err := strconv.ParseInt(s.def, 10, 64); err == nil {
 			other = strconv.FormatInt(2*n+1, 10)
+		} else if d, err := time.ParseDuration(s.def); err == nil {
+			other = (2*d + time.Second).String()
 		} else {
 			continue // not a number or duration
 		}
@@ -129,10 +133,10 @@ func TestNegativeSettingsAreErrors(t *testing.T) {
 	n := 0
 	for _, s := range settings() {
 		var neg string
-		if _, err := time.ParseDuration(s.def); err == nil {
-			neg = "-1s"
-		} else if _, err := strconv.ParseInt(s.def, 10, 64); err == nil {
+		if _, err := strconv.ParseInt(s.def, 10, 64); err == nil {
 			neg = "-1"
+		} else if _, err := time.ParseDuration(s.def); err == nil {
+			neg = "-1s"
 		} else {
 			continue
 		}

@@ -29,7 +29,6 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/toolpack/conformance"
 	"github.com/mcpcluster/mcpcluster/internal/toolpack/demo"
 	"github.com/mcpcluster/mcpcluster/mcp"
-	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -130,7 +129,7 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 	}()
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		log.Error().Err(err).Msg("listen failed")
+		log.Error().Err(err).Msg("listen failed: set --addr (MCP_ADDR) to a free address")
 		return 1
 	}
 	url := fmt.Sprintf("http://%s%s", ln.Addr(), cfg.Path)
@@ -171,7 +170,7 @@ func serveHTTP(ctx context.Context, cfg *Config, srv *mcp.Server, log zerolog.Lo
 	if cfg.MetricsAddr != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
-			log.Error().Err(err).Msg("metrics listen failed")
+			log.Error().Err(err).Msg("metrics listen failed: set --metrics-addr (MCP_METRICS_ADDR) to a free address, or to empty to serve /metrics on --addr")
 			_ = ln.Close()
 			return 1
 		}
@@ -277,7 +276,7 @@ func openBackend(ctx context.Context, cfg *Config, log *zerolog.Logger) (*mcp.Ba
 	if cfg.RedisURL == "" {
 		return mcp.NewMemoryBackendWith(mcp.MemoryOptions{MaxSubscriptions: cfg.MaxSubs}), nil
 	}
-	return redisbackend.Open(ctx, cfg.RedisURL, &redisbackend.Options{MaxSubscriptions: cfg.MaxSubs, ShardedPubSub: cfg.RedisSharded, Zerolog: log})
+	return openRedis(ctx, cfg, log)
 }
 
 // splitList splits a comma-separated setting, dropping empty items.

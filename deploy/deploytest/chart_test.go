@@ -80,6 +80,46 @@ var valueSets = []valueSet{
 		},
 	},
 	{
+		name:  "external TLS Redis with a private CA",
+		file:  "redis-tls.yaml",
+		kinds: []string{"ConfigMap", "Deployment", "Pod", "PodDisruptionBudget", "Secret", "Service", "ServiceAccount"},
+		check: func(r *release) error {
+			want := map[string]string{
+				"MCP_REDIS_PREFIX": "team-a", "MCP_REDIS_USERNAME": "mcp", "MCP_REDIS_TLS_SERVER_NAME": "redis.internal",
+				"MCP_REDIS_PASSWORD_FILE": "/etc/mcpcluster/redis-password/password",
+				"MCP_REDIS_CA_FILE":       "/etc/mcpcluster/redis-tls/ca.crt",
+				"MCP_REDIS_CERT_FILE":     "/etc/mcpcluster/redis-tls/tls.crt", "MCP_REDIS_KEY_FILE": "/etc/mcpcluster/redis-tls/tls.key",
+				"MCP_REDIS_POOL_SIZE": "20", "MCP_REDIS_MIN_IDLE_CONNS": "2", "MCP_REDIS_DIAL_TIMEOUT": "2s",
+				"MCP_REDIS_READ_TIMEOUT": "3s", "MCP_REDIS_WRITE_TIMEOUT": "3s",
+			}
+			for k, v := range want {
+				if got := r.configMaps[0].Data[k]; got != v {
+					return fmt.Errorf("ConfigMap %s = %q, want %q", k, got, v)
+				}
+			}
+			// The Secrets are mounted whole (a subPath mount never sees a
+			// rotation), read-only, where the files are named.
+			spec := r.deployments[0].Spec.Template.Spec
+			secrets := map[string]string{}
+			for _, v := range spec.Volumes {
+				if v.Secret != nil {
+					secrets[v.Name] = v.Secret.SecretName
+				}
+			}
+			mounts := map[string]string{}
+			for _, m := range spec.Containers[0].VolumeMounts {
+				if m.SubPath != "" || !m.ReadOnly {
+					return fmt.Errorf("volume mount %+v: want the whole Secret, read-only", m)
+				}
+				mounts[secrets[m.Name]] = m.MountPath
+			}
+			if mounts["redis-acl"] != "/etc/mcpcluster/redis-password" || mounts["redis-client-tls"] != "/etc/mcpcluster/redis-tls" {
+				return fmt.Errorf("Secrets mounted at %v", mounts)
+			}
+			return nil
+		},
+	},
+	{
 		name:  "external Redis Cluster from existing Secrets",
 		file:  "existing-secrets.yaml",
 		kinds: []string{"ConfigMap", "Deployment", "Pod", "PodDisruptionBudget", "Service"},
@@ -385,6 +425,14 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"tool name with =", "auth: {issuer: \"https://a.example\", resource: \"https://a.example/mcp\", toolScopes: {\"a=b\": [x]}}\n", "a=b", true},
 		{"tool with no scopes", "auth: {issuer: \"https://a.example\", resource: \"https://a.example/mcp\", toolScopes: {add: []}}\n", "/auth/toolScopes/add", true},
 		{"auth setting in config", "config: {MCP_AUTH_CLIENT_SECRET: s3cret}\n", "MCP_AUTH_CLIENT_SECRET", true},
+		{"Redis prefix with a colon", "redis: {prefix: \"a:b\"}\n", "/redis/prefix", true},
+		{"Redis prefix with a hash tag", "redis: {prefix: \"{a}\"}\n", "/redis/prefix", true},
+		{"Redis setting in config", "config: {MCP_REDIS_CA_FILE: /ca.pem}\n", "MCP_REDIS_CA_FILE", true},
+		{"negative Redis pool", "redis: {connection: {poolSize: -1}}\n", "/redis/connection/poolSize", true},
+		{"Redis timeout not a duration", "redis: {connection: {readTimeout: 5}}\n", "/redis/connection/readTimeout", true},
+		{"client certificate without its key", "redis: {mode: external, url: \"rediss://r:6380\", tls: {existingSecret: s, keyKey: \"\"}}\n", "/redis/tls/keyKey", true},
+		{"TLS Secret for the bundled Redis", "redis: {tls: {existingSecret: s}}\n", "the bundled one speaks no TLS", false},
+		{"TLS Secret with a plain URL", "redis: {mode: external, url: \"redis://r:6379\", tls: {existingSecret: s}}\n", "needs a TLS URL", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -597,7 +645,7 @@ func TestCheckReleaseRejects(t *testing.T) {
 		{"metrics port not exposed", "defaults.yaml", func(r *release) {
 			c := &r.deployments[0].Spec.Template.Spec.Containers[0]
 			c.Ports = c.Ports[:1]
-		}, "MCP_METRICS_ADDR port 9090 is not the container port named metrics"},
+		}, "MCP_METRICS_ADDR port 7979 is not the container port named metrics"},
 		{"client secret in the ConfigMap", "auth-introspection-value.yaml", func(r *release) {
 			r.configMaps[0].Data["MCP_AUTH_CLIENT_SECRET"] = "s3cret"
 		}, "holds MCP_AUTH_CLIENT_SECRET: secrets belong in a Secret"},

@@ -2,7 +2,9 @@
 // Server listens on a random loopback port (or a unix socket) of its own,
 // keeps nothing on disk (unless Options.Persist asks for an append-only
 // file, so a restart keeps the data), and is killed when the test ends.
-// Tests never touch a Redis they did not start.
+// Tests never touch a Redis they did not start. Options.TLS makes a
+// server speak TLS only, with certificates of an authority the test makes
+// (NewCA), as a Cluster's nodes and a Sentinel then do too.
 //
 // The redis-server binary is looked up on PATH and then in /usr/bin and
 // /usr/sbin. When it is missing, Start fails the test (it never skips):
@@ -12,6 +14,7 @@ package redistest
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -47,6 +50,8 @@ type Options struct {
 	// Sentinel, when it has a Master, runs the server as a Redis Sentinel
 	// instead (see StartSentinel).
 	Sentinel Sentinel
+	// TLS, when set, makes the server speak TLS only (see TLS).
+	TLS *TLS
 }
 
 // Sentinel describes what a Sentinel started by StartSentinel watches.
@@ -75,10 +80,11 @@ type Server struct {
 	slots [2]int
 	shard bool
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	out  *lockedWriter
-	exit chan struct{}
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	out       *lockedWriter
+	exit      chan struct{}
+	tlsClient *tls.Config
 }
 
 // Start starts a TCP redis-server on a random free loopback port and
@@ -104,7 +110,8 @@ func StartSentinel(t testing.TB, sen Sentinel) *Server {
 	if sen.Name == "" {
 		sen.Name = "mymaster"
 	}
-	return StartWith(t, Options{Sentinel: sen})
+	// A Sentinel of a TLS master speaks TLS too, with the same authority.
+	return StartWith(t, Options{Sentinel: sen, TLS: sen.Master.opts.TLS})
 }
 
 // StartWith starts a redis-server with opts.
@@ -121,13 +128,21 @@ func StartWith(t testing.TB, opts Options) *Server {
 // relayed between the nodes (SPUBLISH is not).
 func StartCluster(t testing.TB, shards int) []*Server {
 	t.Helper()
+	return StartClusterWith(t, shards, Options{})
+}
+
+// StartClusterWith is StartCluster with opts for every shard (Cluster is
+// implied).
+func StartClusterWith(t testing.TB, shards int, opts Options) []*Server {
+	t.Helper()
+	opts.Cluster = true
 	if shards < 1 {
 		t.Fatalf("redistest: a cluster needs at least one shard")
 	}
 	var out []*Server
 	for i := range shards {
 		lo, hi := i*16384/shards, (i+1)*16384/shards-1
-		out = append(out, startWith(t, Options{Cluster: true}, [2]int{lo, hi}))
+		out = append(out, startWith(t, opts, [2]int{lo, hi}))
 	}
 	for _, s := range out[1:] {
 		if line, err := out[0].Do(fmt.Sprintf("CLUSTER MEET 127.0.0.1 %d", s.port)); err != nil || line != "+OK" {
@@ -235,9 +250,13 @@ func (s *Server) start() error {
 		"--daemonize", "no",
 		"--loglevel", "warning",
 	)
-	if s.sock != "" {
+	switch {
+	case s.sock != "":
 		args = append(args, "--port", "0", "--unixsocket", s.sock, "--unixsocketperm", "700")
-	} else {
+	case s.opts.TLS != nil:
+		args = append(args, "--bind", "127.0.0.1")
+		args = append(args, s.tlsArgs(strconv.Itoa(s.port))...)
+	default:
 		args = append(args, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1")
 	}
 	if s.opts.Cluster {
@@ -299,20 +318,55 @@ func (s *Server) ping() error {
 // line of the reply (e.g. "+OK", ":1", "$-1"). It is meant for set-up and
 // for poking the server from tests, not for reading large replies.
 func (s *Server) Do(cmd string) (string, error) {
-	c, err := net.DialTimeout(s.Network(), s.Addr(), time.Second)
+	lines, err := s.DoAll(cmd)
 	if err != nil {
 		return "", err
+	}
+	return lines[0], nil
+}
+
+// DoAll sends inline commands in order on one new connection and returns
+// the first line of each reply: a command that would cut the harness off
+// (a CONFIG SET of the TLS authorities) may be followed by others.
+func (s *Server) DoAll(cmds ...string) ([]string, error) {
+	c, err := s.dial()
+	if err != nil {
+		return nil, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
-		return "", err
+	if _, err := c.Write([]byte(strings.Join(cmds, "\r\n") + "\r\n")); err != nil {
+		return nil, err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	r := bufio.NewReader(c)
+	var out []string
+	for range cmds {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, strings.TrimSpace(line))
+	}
+	return out, nil
+}
+
+// dial connects to the server as the harness: over TLS with a
+// certificate of the authority when the server speaks TLS.
+func (s *Server) dial() (net.Conn, error) {
+	d := &net.Dialer{Timeout: time.Second}
+	if s.opts.TLS == nil {
+		return d.Dial(s.Network(), s.Addr())
+	}
+	c, err := tls.DialWithDialer(d, "tcp", s.Addr(), s.clientTLS())
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return strings.TrimSpace(line), nil
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if err := c.Handshake(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // ownSlots gives the node its hash slots (unless its nodes.conf
@@ -333,7 +387,7 @@ func (s *Server) ownSlots(deadline time.Time) error {
 // waitClusterInfo waits until CLUSTER INFO contains every one of want.
 func (s *Server) waitClusterInfo(deadline time.Time, want ...string) error {
 	for {
-		c, err := net.DialTimeout(s.Network(), s.Addr(), time.Second)
+		c, err := s.dial()
 		if err == nil {
 			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 			_, _ = c.Write([]byte("CLUSTER INFO\r\n"))
@@ -371,10 +425,14 @@ func (s *Server) Addr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 }
 
-// URL is "redis://127.0.0.1:PORT", or "unix:///path/redis.sock".
+// URL is "redis://127.0.0.1:PORT" ("rediss://" with TLS), or
+// "unix:///path/redis.sock".
 func (s *Server) URL() string {
-	if s.sock != "" {
+	switch {
+	case s.sock != "":
 		return "unix://" + s.sock
+	case s.opts.TLS != nil:
+		return "rediss://" + s.Addr()
 	}
 	return "redis://" + s.Addr()
 }

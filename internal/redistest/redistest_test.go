@@ -2,6 +2,7 @@ package redistest_test
 
 import (
 	"bufio"
+	"crypto/tls"
 	"net"
 	"strings"
 	"testing"
@@ -101,5 +102,35 @@ func TestSentinel(t *testing.T) {
 	s := redistest.StartSentinel(t, redistest.Sentinel{Master: m, Config: []string{"sentinel auth-pass mymaster pw"}})
 	if got, err := s.Do("SENTINEL get-master-addr-by-name mymaster"); err != nil || got != "*2" {
 		t.Fatalf("SENTINEL get-master-addr-by-name: got %q, %v", got, err)
+	}
+}
+
+// A TLS server speaks only TLS, with a certificate of its authority for
+// 127.0.0.1, and refuses a client without a certificate of it.
+func TestTLS(t *testing.T) {
+	ca := redistest.NewCA(t, "test CA")
+	s := redistest.StartWith(t, redistest.Options{TLS: &redistest.TLS{CA: ca}})
+	if !strings.HasPrefix(s.URL(), "rediss://127.0.0.1:") {
+		t.Fatalf("URL: got %q", s.URL())
+	}
+	if got, err := s.Do("PING"); err != nil || got != "+PONG" {
+		t.Fatalf("PING over TLS: got %q, %v", got, err)
+	}
+	if got, err := roundTrip(t, "tcp", s.Addr(), "PING"); err == nil && got == "+PONG" {
+		t.Fatal("the server answered in the clear")
+	}
+	cfg := ca.ClientConfig(t)
+	cfg.Certificates, cfg.ServerName = nil, "127.0.0.1"
+	c, err := tls.Dial("tcp", s.Addr(), cfg)
+	if err == nil {
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		_, err = c.Write([]byte("PING\r\n"))
+		if err == nil {
+			_, err = c.Read(make([]byte, 16))
+		}
+		c.Close()
+	}
+	if err == nil {
+		t.Fatal("a client without a certificate got an answer")
 	}
 }

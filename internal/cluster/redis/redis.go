@@ -40,6 +40,11 @@
 // Pub/sub channels: P:bus:<topic> for the Bus and P:f:<stream> for
 // Follow, classic (PUBLISH/SUBSCRIBE) or sharded (SPUBLISH/SSUBSCRIBE;
 // a sharded follow channel is P:{S}:f:<stream>, in its session's slot).
+// So every key and channel of a deployment starts with P: or {P:, and an
+// ACL user confined to one deployment needs the key patterns P:* and
+// {P:nodes}:sharded and the channel pattern P:* (&P:*). Deployments
+// sharing one Redis use prefixes of which none is another followed by
+// ':' (a and a:sub would share a:sub:<uri>).
 // A Follow message is "<seq>:<final 0|1>:<data>"; "0" alone asks
 // followers to re-read (the stream was removed). Appends publish to a
 // stream's channel only once a Read marked it (field f): most POST
@@ -129,6 +134,15 @@
 // SUBSCRIBE and a PING answered in order. A node holds its command pool
 // plus one pub/sub connection, however many subscriptions it has (on a
 // Cluster that reads sharded channels, one more per shard in use).
+//
+// # Connection
+//
+// ConnOptions adds to a URL what operators of a shared Redis set apart
+// from it: TLS with a private CA and a client certificate, an ACL user
+// whose password is in a file, and the pool and its timeouts, all
+// through go-redis's own options (TLSConfig.GetClientCertificate,
+// CredentialsProviderContext, PoolSize, ...); the files are read again
+// when they change, so rotated secrets need no restart (NewClient).
 //
 // Errors: redis.Nil maps to cluster.ErrNotFound where a key is missing;
 // every other failure is wrapped in cluster.ErrUnavailable, except that a

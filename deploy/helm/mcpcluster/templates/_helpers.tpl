@@ -85,6 +85,10 @@ an existing Secret does, and the Redis URL unless an existing Secret does. */}}
 {{- if not (and (eq .Values.redis.mode "external") .Values.redis.existingSecret) }}true{{ end }}
 {{- end }}
 
+{{/* Where the Redis password and TLS Secrets are mounted. */}}
+{{- define "mcpcluster.redisPasswordDir" -}}/etc/mcpcluster/redis-password{{- end }}
+{{- define "mcpcluster.redisTLSDir" -}}/etc/mcpcluster/redis-tls{{- end }}
+
 {{/* Whether the chart's Secret holds the introspection client secret. */}}
 {{- define "mcpcluster.ownsAuthSecret" -}}
 {{- with .Values.auth }}{{ if and .issuer .introspection.clientID (not .introspection.existingSecret) }}true{{ end }}{{ end }}
@@ -112,6 +116,20 @@ Deployment so that an invalid set fails to render.
 {{- end }}
 {{- if and (eq .Values.redis.mode "external") (not .Values.redis.url) (not .Values.redis.existingSecret) }}
 {{- fail "redis.mode is external: set redis.url or redis.existingSecret" }}
+{{- end }}
+{{- with .Values.redis }}
+{{- if and (eq .mode "bundled") (or .tls.existingSecret .passwordSecret .username) }}
+{{- fail "redis.tls, redis.passwordSecret and redis.username are for an external Redis: the bundled one speaks no TLS and has no ACL users (set redis.mode external)" }}
+{{- end }}
+{{- if and .tls.existingSecret .url (not (regexMatch "^rediss(-sentinel|-cluster)?://" .url)) }}
+{{- fail "redis.tls.existingSecret needs a TLS URL: redis.url must start with rediss://, rediss-sentinel:// or rediss-cluster://" }}
+{{- end }}
+{{- if and .tls.existingSecret (not .tls.caKey) (not .tls.certKey) }}
+{{- fail "redis.tls.existingSecret is set but neither redis.tls.caKey nor redis.tls.certKey names a key of it" }}
+{{- end }}
+{{- if and .tls.serverName (eq .mode "bundled") }}
+{{- fail "redis.tls.serverName is for an external TLS Redis" }}
+{{- end }}
 {{- end }}
 {{- if and .Values.httpRoute.enabled (not .Values.httpRoute.parentRefs) }}
 {{- fail "httpRoute.enabled needs httpRoute.parentRefs (the Gateway to attach to)" }}
