@@ -41,6 +41,8 @@ type Config struct {
 	RedisDialTO     time.Duration
 	RedisReadTO     time.Duration
 	RedisWriteTO    time.Duration
+	RedisWait       int
+	RedisWaitTO     time.Duration
 	NodeID          string
 	StateKey        string
 	StateKeyFile    string
@@ -205,6 +207,8 @@ func settings() []setting {
 		{"redis-dial-timeout", "MCP_REDIS_DIAL_TIMEOUT", dur(rc.DialTimeout), "time to open a Redis connection, TLS handshake and authentication included", durationSetter(func(c *Config) *time.Duration { return &c.RedisDialTO })},
 		{"redis-read-timeout", "MCP_REDIS_READ_TIMEOUT", dur(rc.ReadTimeout), "time a Redis reply may take; past it the command fails (and is tried again on a new connection)", durationSetter(func(c *Config) *time.Duration { return &c.RedisReadTO })},
 		{"redis-write-timeout", "MCP_REDIS_WRITE_TIMEOUT", dur(rc.WriteTimeout), "time writing a command to Redis may take", durationSetter(func(c *Config) *time.Duration { return &c.RedisWriteTO })},
+		{"redis-wait-replicas", "MCP_REDIS_WAIT_REPLICAS", "0", "replicas that must have each write a client is told about (a session's creation, a stream's events, a task's record) before the client hears of it; a write they did not acknowledge within --redis-wait-timeout answers -31000 (retry). With Sentinel, 1 keeps every acknowledged write across a failover to an acknowledging replica; it costs a replication round trip per write (one server only, not Cluster)", intSetter(func(c *Config) *int { return &c.RedisWait })},
+		{"redis-wait-timeout", "MCP_REDIS_WAIT_TIMEOUT", dur(clusterredis.DefaultWaitTimeout), "how long a write waits for --redis-wait-replicas", durationSetter(func(c *Config) *time.Duration { return &c.RedisWaitTO })},
 		{"node-id", "MCP_NODE_ID", "", "id of this node in logs, metrics and request ids (default: random); a restarted process may reuse it, since each start also draws an incarnation", stringSetter(func(c *Config) *string { return &c.NodeID })},
 		{"state-key", "MCP_STATE_KEY", "", "shared key sealing MRTR requestState: 32 bytes as 64 hex chars or base64 (comma-separated for rotation, newest first); every node of a cluster needs the same, and a node with a Redis URL refuses to start without one. Prefer the environment variable or --state-key-file: a flag's value is visible to every user through ps", stringSetter(func(c *Config) *string { return &c.StateKey })},
 		{"state-key-file", "MCP_STATE_KEY_FILE", "", "file holding the state key in the form of --state-key (keys separated by commas or newlines, newest first), e.g. a mounted secret", stringSetter(func(c *Config) *string { return &c.StateKeyFile })},

@@ -20,16 +20,25 @@ type optionSet struct {
 	Stdio            mcp.StdioOptions
 	MaxSubscriptions int
 	Redis            clusterredis.ConnOptions
+	Wait             waitOptions
+}
+
+// waitOptions are the backend's options that wait for replicas.
+type waitOptions struct {
+	Replicas int
+	Timeout  time.Duration
 }
 
 func optionsOf(c *Config) optionSet {
-	return optionSet{HTTP: c.httpOptions(), Server: c.serverOptions(), Stdio: c.stdioOptions(), MaxSubscriptions: c.MaxSubs, Redis: c.redisConn()}
+	b := c.backendOptions()
+	return optionSet{HTTP: c.httpOptions(), Server: c.serverOptions(), Stdio: c.stdioOptions(), MaxSubscriptions: c.MaxSubs, Redis: c.redisConn(),
+		Wait: waitOptions{b.WaitReplicas, b.WaitTimeout}}
 }
 
 // documented is the option values the mcp package documents as defaults.
 func documented() optionSet {
 	return optionSet{HTTP: mcp.DefaultHTTPOptions(), Server: mcp.DefaultServerOptions(), Stdio: mcp.DefaultStdioOptions(), MaxSubscriptions: mcp.DefaultMaxSubscriptions,
-		Redis: clusterredis.DefaultConnOptions()}
+		Redis: clusterredis.DefaultConnOptions(), Wait: waitOptions{0, clusterredis.DefaultWaitTimeout}}
 }
 
 // numericFields lists the int and duration fields of v (a struct, walked

@@ -50,12 +50,12 @@ func (c *Config) validateRedis(bad func(name, format string, args ...any)) {
 	if !prefixPattern.MatchString(c.RedisPrefix) {
 		bad("redis-prefix", "must be 1 to 64 letters, digits, '.', '_' or '-' (no ':', which would let it overlap another deployment's keys, and no braces, which are hash tags), not %q", c.RedisPrefix)
 	}
-	for name, n := range map[string]int{"redis-pool-size": c.RedisPoolSize, "redis-min-idle-conns": c.RedisMinIdle} {
+	for name, n := range map[string]int{"redis-pool-size": c.RedisPoolSize, "redis-min-idle-conns": c.RedisMinIdle, "redis-wait-replicas": c.RedisWait} {
 		if n < 0 {
 			bad(name, "must not be negative, not %d", n)
 		}
 	}
-	for name, d := range map[string]time.Duration{"redis-dial-timeout": c.RedisDialTO, "redis-read-timeout": c.RedisReadTO, "redis-write-timeout": c.RedisWriteTO} {
+	for name, d := range map[string]time.Duration{"redis-dial-timeout": c.RedisDialTO, "redis-read-timeout": c.RedisReadTO, "redis-write-timeout": c.RedisWriteTO, "redis-wait-timeout": c.RedisWaitTO} {
 		if d <= 0 {
 			bad(name, "must be positive, not %s", d)
 		}
@@ -81,6 +81,17 @@ func (c *Config) validateRedis(bad func(name, format string, args ...any)) {
 	}
 }
 
+// backendOptions are the backend's options of the settings.
+func (c *Config) backendOptions() clusterredis.Options {
+	return clusterredis.Options{
+		Prefix:           c.RedisPrefix,
+		MaxSubscriptions: c.MaxSubs,
+		ShardedPubSub:    clusterredis.ShardedPubSub(c.RedisSharded),
+		WaitReplicas:     c.RedisWait,
+		WaitTimeout:      c.RedisWaitTO,
+	}
+}
+
 // openRedis connects to Redis with the settings and returns the backend,
 // which closes the client when it closes. As redisbackend.Open, it makes
 // each command a span only when a tracer provider is installed.
@@ -98,13 +109,9 @@ func openRedis(ctx context.Context, cfg *Config, log *zerolog.Logger) (*mcp.Back
 		}
 	}
 	clusterredis.RouteClientLogs(*log)
-	b, err := clusterredis.New(ctx, client, clusterredis.Options{
-		Prefix:           cfg.RedisPrefix,
-		MaxSubscriptions: cfg.MaxSubs,
-		ShardedPubSub:    clusterredis.ShardedPubSub(cfg.RedisSharded),
-		Logger:           *log,
-		CloseClient:      true,
-	})
+	o := cfg.backendOptions()
+	o.Logger, o.CloseClient = *log, true
+	b, err := clusterredis.New(ctx, client, o)
 	if err != nil {
 		_ = client.Close()
 		return nil, err
