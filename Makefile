@@ -58,17 +58,25 @@ deploy-test:
 chart-apiserver:
 	scripts/chart-apiserver.sh
 
-.PHONY: chaos chaos-short
+.PHONY: chaos chaos-short chaos-upgrade
 
-# The chaos harness (cmd/chaos, about 15 minutes): three nodes on Redis
+# The chaos harness (cmd/chaos, about 19 minutes): three nodes on Redis
 # behind nginx under a verifying load while faults hit them: kill -9 with
 # stable ids, a SIGTERM rolling restart, Redis restarts (no persistence,
 # AOF), toxiproxy latency and a cut, a Sentinel failover, a node cut off
-# from Redis. Prints the table of docs/RELIABILITY.md; fails on a hung
-# call or a lost or duplicated event. Installs nginx and redis-server
-# when missing.
+# from Redis, a rolling upgrade from the previous release and back (on a
+# Redis server and on a Redis Cluster).
+# Prints the table of docs/RELIABILITY.md; fails on a hung call or a lost
+# or duplicated event. Installs nginx and redis-server when missing;
+# builds the previous release once (scripts/previous.sh).
 chaos:
 	scripts/chaos.sh
+
+# The upgrade scenarios alone, with the full load (about 4 minutes): on a
+# Redis server, and on a Redis Cluster (sharded pub/sub); the first's
+# 45-second form is a stage of scripts/test.sh. See docs/UPGRADING.md.
+chaos-upgrade:
+	scripts/chaos.sh -scenarios upgrade,upgrade-cluster
 
 # Its short version (kill -9 and a Redis restart, ~3 minutes), a stage of
 # scripts/test.sh.

@@ -26,6 +26,14 @@
 #                   nginx under load; kill -9 with stable node ids, then a
 #                   Redis restart; fails on a hung call or a lost or
 #                   duplicated event (nginx installed if missing; ~3 min)
+#   upgrade         scripts/chaos.sh -scenarios upgrade -duration 45s: the
+#                   same load while three nodes of the previous release
+#                   (scripts/previous.sh builds it once into the cache of
+#                   MCP_TOOLS_BIN) are replaced one by one by this build,
+#                   then back; fails as the chaos stage does, or when an
+#                   exchange across releases (a sampling reply, an MRTR
+#                   round, a task's result, a session change) was not
+#                   answered (~70 s)
 #   scaleout        scripts/scaleout.sh --short: 1 and 2 nodes, each in a network
 #                   namespace of its own with a CPU share, Redis, nginx and
 #                   mcpbench too, then 1 node on a 3-primary Redis Cluster;
@@ -69,11 +77,12 @@
 #                            CI never sets it)
 #   GO_TEST_TIMEOUT=10m      go test -timeout
 #   MCP_TOOLS_CACHE          npm tools cache (see scripts/npm-tools.sh)
-#   MCP_TOOLS_BIN            helm cache (see scripts/helm.sh)
+#   MCP_TOOLS_BIN            helm and previous-release cache (see
+#                            scripts/helm.sh, scripts/previous.sh)
 #   MCP_SKIP_DEPLOY=1        skip the deploy stage (quick local runs; CI never
 #                            sets it)
-#   MCP_SKIP_CHAOS=1         skip the chaos stage (quick local runs; CI never
-#                            sets it)
+#   MCP_SKIP_CHAOS=1         skip the chaos and upgrade stages (quick local
+#                            runs; CI never sets it)
 #   MCP_SKIP_SCALEOUT=1      skip the scaleout stage (quick local runs, or
 #                            not root; CI never sets it)
 set -euo pipefail
@@ -280,8 +289,10 @@ else
 fi
 if [[ "${MCP_SKIP_CHAOS:-}" == 1 ]]; then
   skip "chaos" "MCP_SKIP_CHAOS=1"
+  skip "upgrade" "MCP_SKIP_CHAOS=1"
 else
   stage "chaos (kill -9, Redis restart)" env CHAOS_TIMEOUT=420 scripts/chaos.sh -short
+  stage "upgrade (previous release → this build → back, under load)" env CHAOS_TIMEOUT=300 scripts/chaos.sh -scenarios upgrade -duration 45s
 fi
 if [[ "${MCP_SKIP_SCALEOUT:-}" == 1 ]]; then
   skip "scaleout" "MCP_SKIP_SCALEOUT=1"

@@ -32,9 +32,12 @@ type stats struct {
 	probes, probeFail int
 	probeFails        []time.Time
 	notes             []string
+	// The upgrade scenario's: exchanges across releases, and its tasks.
+	cross                                crossStats
+	tasksCreated, tasksDone, tasksFailed int
 }
 
-func newStats() *stats { return &stats{errs: map[string]int{}} }
+func newStats() *stats { return &stats{errs: map[string]int{}, cross: newCrossStats()} }
 
 func (s *stats) add(f func(s *stats)) {
 	s.mu.Lock()

@@ -30,6 +30,9 @@ type client struct {
 	st  *stats
 	// bound is the longest a call may take before it counts as hung.
 	bound time.Duration
+	// rel, in the upgrade scenario, aims second legs at the other
+	// release (upgrade.go).
+	rel *releases
 }
 
 func newClient(url string, st *stats, bound time.Duration) *client {
@@ -357,16 +360,42 @@ func (c *client) read(ctx context.Context, s *session, id int64, resp *http.Resp
 }
 
 // reply answers a sampling request through the balancer, retrying while
-// the cluster says 503 (the reply did not reach its waiter).
+// the cluster says 503 (the reply did not reach its waiter). In the
+// upgrade scenario it goes to a node of the other release than the one
+// waiting for it (named by the request id) when one is ready, and is
+// counted by direction.
 func (c *client) reply(ctx context.Context, s *session, id jsonrpc.ID) {
 	res, _ := jsonrpc.Response(id, sampleResult())
 	body := encode(res)
+	from, cross := "", ""
+	if c.rel != nil {
+		from = c.rel.release(ownerNode(id))
+	}
+	answered := false
+	defer func() {
+		if cross != "" {
+			c.st.add(func(s *stats) {
+				s.cross.replies[cross]++
+				if answered {
+					s.cross.repliesOK[cross]++
+				}
+			})
+		}
+	}()
 	for try := 0; ctx.Err() == nil; try++ {
-		resp, err := c.hc.Do(c.newRequest(ctx, http.MethodPost, s, body, "", ""))
+		to, cross0 := c, ""
+		if from != "" {
+			if node, rel, other := c.rel.pick(from); other {
+				to, cross0 = c.at(node), crossKey(from, rel)
+			}
+		}
+		cross = cross0
+		resp, err := to.hc.Do(to.newRequest(ctx, http.MethodPost, s, body, "", ""))
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusAccepted {
+				answered = true
 				return
 			}
 			if resp.StatusCode < 500 {
@@ -430,7 +459,13 @@ func (c *client) getStream(ctx context.Context, s *session) {
 // the sealed requestState, through the balancer (any node).
 func (c *client) mrtr() {
 	args := map[string]any{"prompt": "What is the answer?"}
-	first, _ := c.call(nil, "sample", args, 0)
+	one, two, rel1, rel2 := c, c, "", ""
+	if c.rel != nil { // the upgrade scenario: the rounds on two releases
+		var node string
+		node, rel1, _ = c.rel.pick("")
+		one = c.at(node)
+	}
+	first, _ := one.call(nil, "sample", args, 0)
 	if first == nil || first.Error != nil {
 		return
 	}
@@ -451,8 +486,24 @@ func (c *client) mrtr() {
 	if round1.RequestState != nil {
 		args2["requestState"] = *round1.RequestState
 	}
-	if final, _ := c.call(nil, "sample", args2, 0); final != nil && final.Error == nil && !bytes.Contains(final.Result, []byte(sampleAnswer)) {
+	if rel1 != "" {
+		var node string
+		node, rel2, _ = c.rel.pick(rel1)
+		two = c.at(node)
+	}
+	final, _ := two.call(nil, "sample", args2, 0)
+	ok := final != nil && final.Error == nil && bytes.Contains(final.Result, []byte(sampleAnswer))
+	if final != nil && final.Error == nil && !ok {
 		c.st.note("MRTR round 2 answered %.200s", final.Result)
+	}
+	if rel1 != "" && rel2 != "" && rel1 != rel2 {
+		k := crossKey(rel1, rel2)
+		c.st.add(func(s *stats) {
+			s.cross.mrtr[k]++
+			if ok {
+				s.cross.mrtrOK[k]++
+			}
+		})
 	}
 }
 
@@ -506,6 +557,7 @@ func (c *client) probe(ctx context.Context, every time.Duration) {
 				"name": "echo", "arguments": map[string]any{"text": "probe"},
 			})
 			resp, err := hc.Do(c.newRequest(context.Background(), http.MethodPost, s, encode(msg), "", ""))
+			why := fmt.Sprint(err)
 			if err == nil {
 				b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 				resp.Body.Close()
@@ -513,6 +565,10 @@ func (c *client) probe(ctx context.Context, every time.Duration) {
 				if resp.StatusCode == http.StatusNotFound {
 					s = nil
 				}
+				why = fmt.Sprintf("%d %.100s", resp.StatusCode, b)
+			}
+			if !ok && c.rel != nil { // the upgrade scenario: say why
+				c.st.note("probe at %s failed: %s", at.Format("15:04:05.000"), why)
 			}
 		}
 		c.st.add(func(s *stats) {

@@ -36,13 +36,17 @@ const nodes = 3
 
 // env is what a scenario's fault acts on.
 type env struct {
-	h      *harness
-	c      *clustertest.Cluster
-	tox    *toxics
-	sent   *sentinelSet
-	ngx    *nginx
-	mu     sync.Mutex
-	faults []time.Time
+	h       *harness
+	cfg     config
+	c       *clustertest.Cluster
+	tox     *toxics
+	sent    *sentinelSet
+	ngx     *nginx
+	rel     *releases // the upgrade scenario's: which release each node runs
+	mu      sync.Mutex
+	faults  []time.Time
+	steps   int  // the upgrade scenario's replacements done
+	sharded bool // upgrade-cluster: every node of this build read sharded channels
 }
 
 func (e *env) fault() {
@@ -144,6 +148,9 @@ var scenarios = []scenario{
 			e.fault()
 			cut(e, 10*time.Second, 0)
 		}},
+	{"upgrade", "rolling upgrade from the previous release (-previous) to this build under load, each node drained and replaced with its id (nginx following /readyz), then the same downgrade; the second leg of sampling, MRTR, task and session-change exchanges aimed at the other release", upgradeSetup, upgrade},
+	{"upgrade-cluster", "the same on a one-node Redis Cluster (nodes on redis-cluster://): the nodes of this build read sharded channels and publish sharded once every node runs this build, classic again as the previous release returns",
+		func(e *env, o *clustertest.Options) { upgradeSetup(e, o); onCluster(o) }, upgrade},
 }
 
 // rolling restarts every node in turn with SIGTERM. With follow, the
@@ -153,34 +160,53 @@ func rolling(ctx context.Context, e *env, follow bool) {
 	if !sleep(ctx, 5*time.Second) {
 		return
 	}
-	all := make([]string, len(e.c.Nodes))
-	for i, n := range e.c.Nodes {
-		all[i] = n.Addr
-	}
-	for i, n := range e.c.Nodes {
+	for i := range e.c.Nodes {
 		e.fault()
-		stopped := make(chan error, 1)
-		go func() { stopped <- n.Stop() }()
-		if follow {
-			for ready(n) {
-				time.Sleep(50 * time.Millisecond)
-			}
-			others := append(append([]string(nil), all[:i]...), all[i+1:]...)
-			e.ngx.route(e.h, others)
-		}
-		if err := <-stopped; err != nil {
-			e.h.Logf("%v", err)
-		}
-		n.Restart()
-		if follow {
-			for !ready(n) {
-				time.Sleep(50 * time.Millisecond)
-			}
-			e.ngx.route(e.h, all)
-		}
+		cycle(e, i, follow, (*clustertest.Node).Restart)
 		if !sleep(ctx, 8*time.Second) {
 			return
 		}
+	}
+}
+
+// cycle stops node i with SIGTERM and starts it again with start. With
+// follow, the node leaves nginx's upstreams once its /readyz fails and
+// joins them once ready again; the upgrade scenario's releases follow
+// the same steps.
+func cycle(e *env, i int, follow bool, start func(n *clustertest.Node)) {
+	n := e.c.Nodes[i]
+	all := make([]string, len(e.c.Nodes))
+	for j, m := range e.c.Nodes {
+		all[j] = m.Addr
+	}
+	if e.rel != nil {
+		e.rel.set(n.ID, "", false)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- n.Stop() }()
+	if follow {
+		for ready(n) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		others := append(append([]string(nil), all[:i]...), all[i+1:]...)
+		e.ngx.route(e.h, others)
+	}
+	if err := <-stopped; err != nil {
+		e.h.Logf("%v", err)
+	}
+	if e.cfg.logs != "" { // the stopped process's log
+		_ = os.MkdirAll(e.cfg.logs, 0o755)
+		_ = os.WriteFile(filepath.Join(e.cfg.logs, fmt.Sprintf("%s-%s-%s.log", e.h.name, n.ID, time.Now().Format("150405.000"))), []byte(n.Logs()), 0o644)
+	}
+	start(n)
+	for follow && !ready(n) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if follow {
+		e.ngx.route(e.h, all)
+	}
+	if e.rel != nil {
+		e.rel.set(n.ID, "", true)
 	}
 }
 
@@ -234,9 +260,11 @@ type config struct {
 	sampling  int
 	modern    int
 	listeners int
+	tasks     int
 	logs      string
 	logLevel  string
 	nginxConf string
+	previous  string
 }
 
 type result struct {
@@ -246,6 +274,7 @@ type result struct {
 	recovery      time.Duration
 	faults        int
 	elapsed       time.Duration
+	failures      []string // a scenario's own checks that failed
 }
 
 func main() {
@@ -257,13 +286,15 @@ func main() {
 	)
 	flag.StringVar(&cfg.nginxConf, "nginx-conf", "", "nginx site configuration to run instead of deploy/nginx/compose.conf (to compare another one)")
 	flag.StringVar(&cfg.logLevel, "node-log-level", "warn", "the nodes' --log-level")
-	flag.StringVar(&cfg.logs, "logs", "", "write each node's log (the current process's) to this directory, per scenario")
+	flag.StringVar(&cfg.logs, "logs", "", "write each node's log to this directory, per scenario (each process's, when a scenario restarts nodes gracefully)")
 	flag.DurationVar(&cfg.duration, "duration", 75*time.Second, "load per scenario (faults run within it)")
 	flag.DurationVar(&cfg.bound, "bound", 60*time.Second, "a call not ended after this long counts as hung")
 	flag.IntVar(&cfg.progress, "progress", 10, "legacy sessions with a GET stream, each running progress calls")
 	flag.IntVar(&cfg.sampling, "sampling", 6, "legacy sessions running sampling calls (replies through the balancer)")
 	flag.IntVar(&cfg.modern, "modern", 6, "2026-07-28 clients (echo and MRTR sample calls)")
 	flag.IntVar(&cfg.listeners, "listeners", 6, "2026-07-28 subscriptions/listen streams")
+	flag.IntVar(&cfg.tasks, "tasks", 4, "task clients of the upgrade scenario (echo_task as a durable task, both protocol eras)")
+	flag.StringVar(&cfg.previous, "previous", "", "cmd/server of the previous release, for the upgrade scenario (scripts/previous.sh builds it)")
 	flag.Parse()
 	want := map[string]bool{}
 	if *short {
@@ -296,8 +327,8 @@ func main() {
 		}
 	}
 	for _, r := range results {
-		if r.st.hung > 0 || r.st.lost > 0 || r.st.dup > 0 || r.st.unclear > 0 {
-			fmt.Fprintln(os.Stderr, "chaos: FAIL: hung calls, lost/duplicated events or errors in internal terms")
+		if r.st.hung > 0 || r.st.lost > 0 || r.st.dup > 0 || r.st.unclear > 0 || len(r.failures) > 0 {
+			fmt.Fprintln(os.Stderr, "chaos: FAIL: hung calls, lost/duplicated events, errors in internal terms or a failed check of the scenario")
 			os.Exit(1)
 		}
 	}
@@ -325,12 +356,15 @@ func moduleRoot() string {
 func runScenario(sc scenario, cfg config) result {
 	h := &harness{name: sc.name}
 	defer h.cleanup()
-	e := &env{h: h}
+	e := &env{h: h, cfg: cfg}
 	opts := clustertest.Options{Nodes: nodes, Args: []string{"--metrics-addr", "", "--log-level", cfg.logLevel, "--retry", "500ms", "--drain-delay", "1s", "--drain-timeout", "15s", "--trusted-proxies", "127.0.0.1"}}
 	if sc.setup != nil {
 		sc.setup(e, &opts)
 	}
 	e.c = clustertest.Start(h, opts)
+	if strings.HasPrefix(sc.name, "upgrade") {
+		e.rel = newReleases(e.c, relPrevious)
+	}
 	var addrs []string
 	for _, n := range e.c.Nodes {
 		addrs = append(addrs, n.Addr)
@@ -352,6 +386,7 @@ func runScenario(sc scenario, cfg config) result {
 	ctx, stop := context.WithTimeout(context.Background(), cfg.duration)
 	defer stop()
 	cl := newClient(url, st, cfg.bound)
+	cl.rel = e.rel
 	var wg sync.WaitGroup
 	spawn := func(n int, f func()) {
 		for range n {
@@ -372,6 +407,10 @@ func runScenario(sc scenario, cfg config) result {
 	spawn(cfg.listeners, func() { cl.listen(ctx) })
 	spawn(1, func() { bumper(ctx, cl) })
 	spawn(1, func() { cl.probe(ctx, 250*time.Millisecond) })
+	if e.rel != nil {
+		spawn(cfg.tasks, func() { cl.taskWorker(ctx) })
+		spawn(2, func() { cl.changeWorker(ctx) })
+	}
 	faultDone := make(chan struct{})
 	go func() { defer close(faultDone); sc.run(ctx, e) }()
 	<-ctx.Done()
@@ -380,11 +419,15 @@ func runScenario(sc scenario, cfg config) result {
 	r.elapsed = time.Since(start)
 	r.faults = len(e.faults)
 	r.recovery = recovery(e.faults, st.probeFails)
+	if e.rel != nil {
+		r.failures = upgradeFailures(e, st)
+	}
 	// Stop nginx (its keep-alive connections to the nodes hold a goroutine
 	// each) and let the nodes' streams and timers settle: until
 	// --resume-grace (10s) has passed, a request whose stream dropped
 	// still waits to be resumed.
 	e.ngx.stop()
+	cl.hc.CloseIdleConnections() // the client's own connections to nodes (the upgrade scenario's)
 	if cfg.logs != "" {
 		_ = os.MkdirAll(cfg.logs, 0o755)
 		for _, n := range e.c.Nodes {
@@ -528,6 +571,12 @@ func markdown(rs []result, cfg config) string {
 	for _, r := range rs {
 		fmt.Fprintf(&b, "- `%s`: %s; %d fault(s); probes %d, failed %d; sampling replies retried %d; listen streams reopened %d, list_changed received %d\n",
 			r.sc.name, r.sc.title, r.faults, r.st.probes, r.st.probeFail, r.st.repliesRetried, r.st.listenReopens, r.st.listenUpdates)
+		if r.st.tasksCreated > 0 {
+			fmt.Fprintf(&b, "  - tasks created %d, read to their result %d; %s\n", r.st.tasksCreated, r.st.tasksDone, r.st.cross.describe())
+		}
+		for _, f := range r.failures {
+			fmt.Fprintf(&b, "  - FAILED: %s\n", f)
+		}
 		for _, n := range r.st.notes {
 			fmt.Fprintf(&b, "  - %s\n", n)
 		}

@@ -43,7 +43,7 @@ func main() {
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if mode, arg, ok := modeArgs(args); ok {
 		if mode == "version" {
-			fmt.Fprintln(stdout, versionString())
+			fmt.Fprint(stdout, versionText())
 			return 0
 		}
 		return healthcheck(ctx, arg, stderr)

@@ -122,7 +122,7 @@ func TestVersion(t *testing.T) {
 		if code := run(context.Background(), args, strings.NewReader(""), &out, &errOut); code != 0 {
 			t.Fatalf("%v exits %d: %s", args, code, errOut.String())
 		}
-		if !strings.HasPrefix(out.String(), "mcpcluster server dev") || !strings.Contains(out.String(), "go1.") {
+		if !strings.HasPrefix(out.String(), "mcpcluster server "+release) || !strings.Contains(out.String(), "go1.") {
 			t.Errorf("%v printed %q", args, out.String())
 		}
 	}

@@ -56,12 +56,3 @@ func buildVersion() string {
 	}
 	return v
 }
-
-// versionString is the line --version prints.
-func versionString() string {
-	goVersion := "unknown Go"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = bi.GoVersion
-	}
-	return "mcpcluster server " + buildVersion() + " " + goVersion
-}

@@ -49,6 +49,10 @@ type Options struct {
 	// RedisOptions configure the redis-server (e.g. Persist, so that
 	// Cluster.Redis.Restart keeps the data acknowledged before).
 	RedisOptions redistest.Options
+	// Binary is the cmd/server the nodes start with (default: this
+	// tree's, Binary); Node.RestartWith changes a node's. A binary of
+	// another release gets only the flags it knows (see KnownFlags).
+	Binary string
 }
 
 // Cluster is a running cluster.
@@ -69,6 +73,7 @@ type Node struct {
 
 	c    *Cluster
 	args []string
+	bin  string // the cmd/server it runs
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -127,9 +132,12 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if !opts.Memory {
 		c.Redis = redistest.StartWith(t, opts.RedisOptions)
 	}
-	bin := Binary(t)
+	bin := opts.Binary
+	if bin == "" {
+		bin = Binary(t)
+	}
 	for i := range opts.Nodes {
-		n := &Node{ID: fmt.Sprintf("node%d", i+1), c: c}
+		n := &Node{ID: fmt.Sprintf("node%d", i+1), c: c, bin: bin}
 		n.Addr = freeAddr(t)
 		n.URL = "http://" + n.Addr + "/mcp"
 		n.args = []string{"--addr", n.Addr, "--node-id", n.ID, "--tools", opts.Tools, "--state-key", c.key, "--log-level", "debug", "--metrics-addr", "127.0.0.1:0"}
@@ -141,7 +149,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			n.args = append(n.args, opts.NodeArgs(c, i)...)
 		}
 		c.Nodes = append(c.Nodes, n)
-		if err := n.start(bin); err != nil {
+		if err := n.start(); err != nil {
 			t.Fatalf("clustertest: starting %s: %v", n.ID, err)
 		}
 	}
@@ -176,10 +184,18 @@ func (c *Cluster) NodeURLs() []string {
 	return out
 }
 
-func (n *Node) start(bin string) error {
+func (n *Node) start() error {
+	args := n.args
+	if n.bin != Binary(n.c.T) {
+		known, err := KnownFlags(n.bin)
+		if err != nil {
+			return err
+		}
+		args = onlyFlags(args, known)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	cmd := exec.Command(bin, n.args...)
+	cmd := exec.Command(n.bin, args...)
 	// A node never outlives the test process, even one that crashed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	n.logs = &logBuffer{}
@@ -248,12 +264,28 @@ func (n *Node) Stop() error {
 	}
 }
 
-// Restart starts a stopped or killed node again on the same address.
-func (n *Node) Restart() {
+// Restart starts a stopped or killed node again on the same address,
+// with the binary it ran.
+func (n *Node) Restart() { n.RestartWith(n.Binary()) }
+
+// RestartWith starts a stopped or killed node again on the same address
+// and with the same id, running bin (a cmd/server of another release:
+// an upgrade or a downgrade).
+func (n *Node) RestartWith(bin string) {
 	n.c.T.Helper()
-	if err := n.start(Binary(n.c.T)); err != nil {
+	n.mu.Lock()
+	n.bin = bin
+	n.mu.Unlock()
+	if err := n.start(); err != nil {
 		n.c.T.Fatalf("clustertest: restarting %s: %v", n.ID, err)
 	}
+}
+
+// Binary is the cmd/server the node runs (or ran last).
+func (n *Node) Binary() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.bin
 }
 
 // Alive reports whether the process runs.
