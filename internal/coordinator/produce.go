@@ -85,27 +85,36 @@ func (p *Producer) add(ev pending) (<-chan struct{}, int) {
 	p.tail = ev.done
 	if !ev.start {
 		p.queued++
-	}
-	if !p.busy {
-		p.busy = true
-		go p.run()
+		p.kickLocked()
 	}
 	return ev.done, p.queued
 }
 
+// kickLocked starts appending the queue unless a batch is in flight (its
+// goroutine takes what was queued meanwhile); p.mu is held.
+func (p *Producer) kickLocked() {
+	if !p.busy && len(p.queue) > 0 {
+		p.busy = true
+		go p.run()
+	}
+}
+
 // Start queues the stream's start, sequence 0, which is no event of the
 // history: deliver runs once the stream is open (with the batch that
-// opens it), or with the store's error. It must come before any Add.
+// opens it), or with the store's error. It must come before any Add. The
+// start waits for the first event added after it, so the two go in one
+// round trip, or for Sync, which opens the stream alone.
 func (p *Producer) Start(deliver func(err error)) <-chan struct{} {
 	done, _ := p.add(pending{start: true, deliver: func(_ uint64, err error) { deliver(err) }})
 	return done
 }
 
-// Sync returns a channel closed once every event added so far is
-// delivered.
+// Sync returns a channel closed once every event added so far (and the
+// start) is delivered.
 func (p *Producer) Sync() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.kickLocked()
 	return p.tail
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -277,5 +278,60 @@ func TestLeaseLapseFailsPendingWaiters(t *testing.T) {
 	down.Store(false)
 	if err := wait(w, 5*time.Second); !errors.Is(err, coordinator.ErrLeaseLapsed) {
 		t.Fatalf("after a cut longer than the lease: %v, want ErrLeaseLapsed", err)
+	}
+}
+
+// A stream's start waits for its first event, so the two take one round
+// trip however late the event comes; with no event, Sync opens the
+// stream alone.
+func TestProducerStartGoesWithTheFirstEvent(t *testing.T) {
+	var mu sync.Mutex
+	ops := map[string]int{}
+	be := memory.New(memory.Options{Fault: func(op string) error {
+		mu.Lock()
+		ops[op]++
+		mu.Unlock()
+		return nil
+	}})
+	t.Cleanup(func() { _ = be.Close() })
+	node := coordinator.NewNode(coordinator.Config{
+		Backend: be, Waiters: coordinator.New("a", "inc", be.Bus, 0),
+		Sessions: session.NewStore(be.Sessions, session.Options{TTL: time.Minute}),
+		LeaseTTL: 3 * time.Second, HistoryTTL: time.Minute, Log: zerolog.Nop(),
+	})
+	count := func(op string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return ops[op]
+	}
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal(what)
+		}
+	}
+
+	p := node.Produce("S1", "x1", "n:1", nil)
+	p.Start(func(error) {})
+	time.Sleep(20 * time.Millisecond) // time enough for a batch of the start alone
+	done, _ := p.Add([]byte("e1"), true, func(uint64, error) {})
+	wait(done, "the event was not delivered")
+	if o, a := count("Events.Open"), count("Events.Append"); o != 0 || a != 1 {
+		t.Fatalf("the start and the first event took %d opens and %d appends, want one append", o, a)
+	}
+
+	q := node.Produce("S1", "x2", "n:2", nil)
+	started := make(chan struct{})
+	q.Start(func(err error) {
+		if err == nil {
+			close(started)
+		}
+	})
+	wait(q.Sync(), "Sync did not open the stream")
+	wait(started, "the start was not delivered")
+	if o := count("Events.Open"); o != 1 {
+		t.Fatalf("Sync of a start alone: %d opens, want 1", o)
 	}
 }
