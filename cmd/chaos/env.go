@@ -318,16 +318,28 @@ type sentinelSet struct {
 	master           string
 }
 
-func startSentinels(h *harness, primary *redistest.Server) *sentinelSet {
+// startSentinels starts the set around primary; the replica replicates
+// from replicaOf (the primary's address when "", else e.g. a proxy in
+// front of it).
+func startSentinels(h *harness, primary *redistest.Server, replicaOf string) *sentinelSet {
 	s := &sentinelSet{master: "mcp", primary: primary}
-	s.replica = redistest.StartWith(h, redistest.Options{Args: []string{"--replicaof", "127.0.0.1", portOf(s.primary.Addr())}})
+	// A replica that replicates from another address than the primary's
+	// is "fixed" by the sentinels after failover-timeout: a replica
+	// behind a proxy stays behind it for the scenario's length.
+	failoverTimeout := 10000
+	if replicaOf == "" {
+		replicaOf = s.primary.Addr()
+	} else {
+		failoverTimeout = 600000
+	}
+	s.replica = redistest.StartWith(h, redistest.Options{Args: []string{"--replicaof", "127.0.0.1", portOf(replicaOf)}})
 	bin := findBin("redis-server")
 	for i := range 3 {
 		dir := h.TempDir()
 		port := freePort(h)
 		conf := filepath.Join(dir, "sentinel.conf")
-		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %s 2\nsentinel down-after-milliseconds %s 2000\nsentinel failover-timeout %s 10000\nsentinel parallel-syncs %s 1\n",
-			port, dir, s.master, portOf(s.primary.Addr()), s.master, s.master, s.master)
+		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %s 2\nsentinel down-after-milliseconds %s 2000\nsentinel failover-timeout %s %d\nsentinel parallel-syncs %s 1\n",
+			port, dir, s.master, portOf(s.primary.Addr()), s.master, s.master, failoverTimeout, s.master)
 		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 			h.Fatalf("%v", err)
 		}

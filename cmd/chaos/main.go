@@ -45,8 +45,10 @@ type env struct {
 	rel     *releases // the upgrade scenario's: which release each node runs
 	mu      sync.Mutex
 	faults  []time.Time
-	steps   int  // the upgrade scenario's replacements done
-	sharded bool // upgrade-cluster: every node of this build read sharded channels
+	steps   int          // the upgrade scenario's replacements done
+	checks  []string     // a scenario's own checks that failed
+	acked   ackedFigures // the lagged Sentinel failovers' (acked.go)
+	sharded bool         // upgrade-cluster: every node of this build read sharded channels
 }
 
 func (e *env) fault() {
@@ -226,7 +228,7 @@ func redisOutage(ctx context.Context, e *env) {
 func withSentinels(e *env, o *clustertest.Options) {
 	o.NodeArgs = func(c *clustertest.Cluster, i int) []string {
 		if e.sent == nil {
-			e.sent = startSentinels(e.h, c.Redis)
+			e.sent = startSentinels(e.h, c.Redis, "")
 		}
 		return []string{"--redis-url", e.sent.url()}
 	}
@@ -275,6 +277,7 @@ type result struct {
 	faults        int
 	elapsed       time.Duration
 	failures      []string // a scenario's own checks that failed
+	acked         ackedFigures
 }
 
 func main() {
@@ -422,6 +425,10 @@ func runScenario(sc scenario, cfg config) result {
 	if e.rel != nil {
 		r.failures = upgradeFailures(e, st)
 	}
+	e.mu.Lock()
+	r.failures = append(r.failures, e.checks...)
+	r.acked = e.acked
+	e.mu.Unlock()
 	// Stop nginx (its keep-alive connections to the nodes hold a goroutine
 	// each) and let the nodes' streams and timers settle: until
 	// --resume-grace (10s) has passed, a request whose stream dropped
@@ -571,6 +578,9 @@ func markdown(rs []result, cfg config) string {
 	for _, r := range rs {
 		fmt.Fprintf(&b, "- `%s`: %s; %d fault(s); probes %d, failed %d; sampling replies retried %d; listen streams reopened %d, list_changed received %d\n",
 			r.sc.name, r.sc.title, r.faults, r.st.probes, r.st.probeFail, r.st.repliesRetried, r.st.listenReopens, r.st.listenUpdates)
+		if a := r.acked; a.created > 0 {
+			fmt.Fprintf(&b, "  - sessions whose creation was acknowledged: %d; creations refused (-31000 or no answer) %d; acknowledged and lost in the failover: **%d**\n", a.created, a.refused, a.lost)
+		}
 		if r.st.tasksCreated > 0 {
 			fmt.Fprintf(&b, "  - tasks created %d, read to their result %d; %s\n", r.st.tasksCreated, r.st.tasksDone, r.st.cross.describe())
 		}
