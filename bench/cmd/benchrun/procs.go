@@ -179,6 +179,47 @@ func startRedis(name, dir string) (*proc, string, error) {
 	}
 }
 
+// startReplica starts a redis-server that replicates the one at
+// primaryURL, and waits until it is in sync.
+func startReplica(name, dir, primaryURL string) (*proc, error) {
+	p, url, err := startRedis(name, dir)
+	if err != nil {
+		return nil, err
+	}
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(primaryURL, "redis://"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pp, err := bench.DialRedis(ctx, primaryURL)
+	if err == nil {
+		_, err = pp.Do(ctx, "CONFIG", "SET", "repl-diskless-sync-delay", "0")
+		pp.Close()
+	}
+	rp, err2 := bench.DialRedis(ctx, url)
+	if err == nil {
+		err = err2
+	}
+	if err != nil {
+		p.stop()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	defer rp.Close()
+	if _, err := rp.Do(ctx, "REPLICAOF", host, port); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("%s: REPLICAOF: %w", name, err)
+	}
+	for {
+		info, err := rp.Do(ctx, "INFO", "replication")
+		if err == nil && strings.Contains(fmt.Sprint(info), "master_link_status:up") {
+			return p, nil
+		}
+		if ctx.Err() != nil {
+			p.stop()
+			return nil, fmt.Errorf("%s did not sync with its primary: %v", name, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // randomKey returns 32 random bytes as hex (a --state-key).
 func randomKey() string {
 	b := make([]byte, 32)

@@ -37,10 +37,14 @@ type target struct {
 	PingFar    float64 `json:"ping_far_ms,omitempty"`
 	// ScaleOnly marks a target that only the scale runs use.
 	ScaleOnly bool `json:"scale_only,omitempty"`
+	// Replica is true when Redis has a replica (the nodes wait for it
+	// with --redis-wait-replicas 1).
+	Replica bool `json:"replica,omitempty"`
 
 	urls     []string
 	nodes    []*proc
 	redis    *proc
+	replica  *proc
 	redisURL string // Redis itself, for the probes
 	proxy    *redisProxy
 	// metrics are the nodes' metrics listeners (host:port), which
@@ -81,6 +85,9 @@ func (t *target) stop() {
 	}
 	if t.proxy != nil {
 		t.proxy.stop()
+	}
+	if t.replica != nil {
+		t.replica.stop()
 	}
 	if t.redis != nil {
 		t.redis.stop()
@@ -178,6 +185,10 @@ func startTargets(bins *binaries, dir string, want map[string]bool, logf func(st
 		{Key: "redis3", Label: "mcpcluster, 3 nodes, Redis", Ours: true, Modern: true, Nodes: 3, Redis: true},
 		{Key: "redis-far", Label: "mcpcluster, 1 node, Redis +0.5 ms", Ours: true, Modern: true, Nodes: 1, Redis: true, Far: true},
 		{Key: "redis3-far", Label: "mcpcluster, 3 nodes, Redis +0.5 ms", Ours: true, Modern: true, Nodes: 3, Redis: true, Far: true},
+		// The cost of --redis-wait-replicas: each write a client is told
+		// of waits for the replica (WAIT 1).
+		{Key: "redis-wait", Label: "mcpcluster, 1 node, Redis + replica, --redis-wait-replicas 1", Ours: true, Modern: true, Nodes: 1, Redis: true, Replica: true,
+			extraArgs: []string{"--redis-wait-replicas", "1"}},
 		// 10,000 sessions exceed a deployment's default cap on sessions
 		// (10,000) with the control session; a node's default cap on open
 		// streams (5,000) holds a third of them. They all come from one
@@ -200,6 +211,13 @@ func startTargets(bins *binaries, dir string, want map[string]bool, logf func(st
 				return fail(err)
 			}
 			t.redis, t.redisURL = p, url
+			if t.Replica {
+				r, err := startReplica("redis-"+t.Key+"-replica", dir, url)
+				if err != nil {
+					return fail(err)
+				}
+				t.replica = r
+			}
 		}
 		nodeRedis := t.redisURL
 		if t.Far {
