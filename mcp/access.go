@@ -181,6 +181,8 @@ func (s *Server) RequireScopes(kind, name string, scopes ...string) error {
 		r := replaceEntry(s.resources, name, func(e *resourceEntry) { e.res.RequiredScopes = scopes })
 		t := replaceEntry(s.templates, name, func(e *templateEntry) { e.tmpl.RequiredScopes = scopes })
 		found = r || t
+	case KindSkill:
+		found = replaceEntry(s.skills, name, func(e *skillEntry) { e.scopes = scopes })
 	}
 	s.mu.Unlock()
 	if !found {

@@ -37,6 +37,7 @@ var (
 	cacheable = map[string]bool{
 		"server/discover": true, "tools/list": true, "prompts/list": true,
 		"resources/list": true, "resources/templates/list": true, "resources/read": true,
+		"skills/list": true, "skills/get": true,
 	}
 )
 
@@ -218,7 +219,7 @@ func (s *Server) discover() map[string]any {
 // call runs a request (anything but initialize and subscriptions/listen,
 // which transports handle) and returns the encoded result.
 func (s *Server) call(ctx context.Context, req *Request, sess sessionOps) (json.RawMessage, error) {
-	if req.modern && legacyOnly[req.Method] || !req.modern && modernOnly[req.Method] {
+	if req.modern && legacyOnly[req.Method] || !req.modern && (modernOnly[req.Method] || skillsMethods[req.Method]) {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not available in protocol version %s", req.Method, req.version)
 	}
 	ctx, span := s.startSpan(ctx, req)
@@ -336,6 +337,8 @@ func (s *Server) method(ctx context.Context, req *Request, sess sessionOps) (any
 			err = sess.unsubscribe(ctx, p.URI)
 		}
 		return struct{}{}, err
+	case "skills/list", "skills/get", "resources/directory/read":
+		return s.skillsMethod(ctx, req)
 	case "prompts/list":
 		return s.listPrompts(ctx, req)
 	case "prompts/get":

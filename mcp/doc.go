@@ -43,6 +43,40 @@
 // session and listener; a change of what one caller may see (a token
 // with more scope) sends none: the client lists again after a step-up.
 //
+// # Skills
+//
+// A skill (the Skills extension, io.modelcontextprotocol/skills) is a
+// folder of files with a SKILL.md whose YAML frontmatter holds at least
+// its name and description. AddSkillsFS registers every folder of a file
+// system holding a SKILL.md, at its path; AddSkill registers one from
+// values:
+//
+//	err := s.AddSkill(mcp.Skill{Path: "acme/refunds", Files: map[string][]byte{
+//		"SKILL.md":          []byte("---\nname: refunds\ndescription: Process refund requests.\n---\n# Refunds\n"),
+//		"examples/email.md": []byte("Dear customer, ..."),
+//	}})
+//
+// Registration checks the skill (the name follows the Agent Skills rules
+// and equals the path's last segment; the frontmatter is one YAML mapping
+// within bounds; no file over ServerOptions.MaxSkillFileBytes, at most
+// SkillMaxFiles files and SkillMaxBytes in all) and computes each file's
+// SHA-256 digest once; a bad skill is an error wrapping ErrInvalidSkill,
+// never a panic. The skill is then served as skill://acme/refunds/SKILL.md
+// and skill://acme/refunds/examples/email.md: on every revision through
+// resources/read, its SKILL.md listed in resources/list under the
+// frontmatter's name and description; on 2026-07-28, where the server
+// declares the extension with directoryRead (and the resources
+// capability), through skills/list (paginated, with ttlMs and
+// cacheScope), skills/get (the frontmatter as written, rendered by the
+// YAML 1.2 core schema, and every file's digest and size) and
+// resources/directory/read (a folder's children). FeatureFilter (kind
+// KindSkill, name the skill's URI) and RequiredScopes decide who sees a
+// skill, as for other features; a skill hidden from the caller answers
+// every method as one that does not exist. Like other registrations,
+// skills are registered alike on every node; SetEnabled(ctx, KindSkill,
+// uri, on) switches one on or off for the whole cluster, with one
+// resources list_changed.
+//
 // # What a client sees when a node dies
 //
 // Nodes share their state through the backend, so most of a client's

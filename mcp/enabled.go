@@ -11,6 +11,7 @@ const (
 	KindTool     = "tool"
 	KindPrompt   = "prompt"
 	KindResource = "resource" // a static resource by URI, or a template by URI template
+	// KindSkill (skills.go) is a skill by URI.
 )
 
 // featureStore is where the enabled state of features lives when a
@@ -29,12 +30,13 @@ var listChangedOf = map[string]string{
 	KindTool:     "notifications/tools/list_changed",
 	KindPrompt:   "notifications/prompts/list_changed",
 	KindResource: "notifications/resources/list_changed",
+	KindSkill:    "notifications/resources/list_changed", // its SKILL.md is listed
 }
 
-// SetEnabled enables or disables a registered tool, prompt or resource
-// (static, by URI, or a template, by URI template) without removing its
-// registration: a disabled feature is not listed and cannot be called,
-// read or completed. It is SwapEnabled without the previous state.
+// SetEnabled enables or disables a registered tool, prompt, resource
+// (static, by URI, or a template, by URI template) or skill (by URI)
+// without removing its registration: a disabled feature is not listed and
+// cannot be called, read or completed. It is SwapEnabled without the previous state.
 //
 // Every node of a deployment registers the same features at start-up;
 // what changes at run time must be the same on every node, so once an
@@ -136,6 +138,8 @@ func (s *Server) registeredLocked(kind, name string) bool {
 		return s.prompts[name] != nil
 	case KindResource:
 		return s.resources[name] != nil || s.templates[name] != nil
+	case KindSkill:
+		return s.skills[name] != nil
 	}
 	return false
 }

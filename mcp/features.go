@@ -160,13 +160,9 @@ func templateFor(t ResourceTemplate, v string) ResourceTemplate {
 }
 
 func (s *Server) listResources(ctx context.Context, req *Request) (any, error) {
-	entries, next, err := listVisible(ctx, s, req, KindResource, s.resources, func(e *resourceEntry) []string { return e.res.RequiredScopes })
+	list, next, err := s.resourcePage(ctx, req) // skills_serve.go
 	if err != nil {
 		return nil, err
-	}
-	list := make([]Resource, 0, len(entries))
-	for _, e := range entries {
-		list = append(list, resourceFor(e.res, req.version))
 	}
 	return listResult("resources", list, next), nil
 }
@@ -201,6 +197,9 @@ func (s *Server) readResource(ctx context.Context, req *Request) (any, error) {
 	}
 	if p.URI == "" {
 		return nil, invalidParam("uri", "is required")
+	}
+	if res, ok, err := s.readSkillFile(ctx, req, p.URI); ok || err != nil {
+		return res, err
 	}
 	h, vars, err := s.resourceHandler(ctx, req, p.URI)
 	if err != nil {

@@ -339,6 +339,7 @@ var modernMethods = map[string]bool{
 	"resources/list": true, "resources/templates/list": true, "resources/read": true,
 	"prompts/list": true, "prompts/get": true, "completion/complete": true,
 	"tasks/get": true, "tasks/update": true, "tasks/cancel": true,
+	"skills/list": true, "skills/get": true, "resources/directory/read": true,
 }
 
 // postBatch serves a JSON-RPC batch: only on 2025-03-26 sessions.

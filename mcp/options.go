@@ -75,6 +75,7 @@ func DefaultServerOptions() ServerOptions {
 		MaxCapabilitiesBytes: 16384,
 		MaxURIBytes:          2048,
 		MaxSubscriptions:     DefaultMaxSubscriptions,
+		MaxSkillFileBytes:    4 << 20,
 	}
 }
 

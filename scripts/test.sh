@@ -51,6 +51,13 @@
 #                   provider's front adds a token; a request without one must
 #                   get 401 first)
 #   conformance alpha-cluster3-auth  the 2026-07-28 suite the same way
+#   conformance skills-single   the Skills extension's scenarios of the
+#                   0.2.0-alpha.12 suite, which no requirement set runs:
+#                   scripts/conformance.sh --scenario sep-2640-skills-
+#                   enumeration, -manifest and -directory; every check
+#                   counts, and a skipped one fails the stage
+#   conformance skills-cluster3  the same through 3 nodes + randproxy
+#   conformance skills-cluster3-auth  the same with authorization on
 #   go sdk clients  clients/gosdk (own module): the official Go SDK client
 #                   v1.8.0 on 2026-07-28 (discovered) and pinned to 2025-03-26,
 #                   2025-06-18 and 2025-11-25, against one node and a 3-node
@@ -71,7 +78,7 @@
 #
 # Environment:
 #   FUZZTIME=5s              time per fuzz target (0 skips fuzzing)
-#   MCP_SKIP_CONFORMANCE=1   skip the six conformance stages (quick local runs;
+#   MCP_SKIP_CONFORMANCE=1   skip the nine conformance stages (quick local runs;
 #                            CI never sets it)
 #   MCP_SKIP_CLIENTS=1       skip the three client stages (quick local runs;
 #                            CI never sets it)
@@ -241,6 +248,9 @@ deploy() {
   scripts/cluster.sh --check
 }
 
+# The Skills extension's scenarios (SEP-2640), run by name.
+SKILLS_SCENARIOS=(--scenario sep-2640-skills-enumeration --scenario sep-2640-skills-manifest --scenario sep-2640-skills-directory)
+
 # conformance LABEL ARGS...: runs scripts/conformance.sh, keeping its output
 # for the summary.
 conformance() {
@@ -306,6 +316,9 @@ if [[ "${MCP_SKIP_CONFORMANCE:-}" == 1 ]]; then
   skip "conformance alpha-cluster3" "MCP_SKIP_CONFORMANCE=1"
   skip "conformance cluster3-auth" "MCP_SKIP_CONFORMANCE=1"
   skip "conformance alpha-cluster3-auth" "MCP_SKIP_CONFORMANCE=1"
+  skip "conformance skills-single" "MCP_SKIP_CONFORMANCE=1"
+  skip "conformance skills-cluster3" "MCP_SKIP_CONFORMANCE=1"
+  skip "conformance skills-cluster3-auth" "MCP_SKIP_CONFORMANCE=1"
 else
   stage "conformance single" conformance single
   stage "conformance cluster3" conformance cluster3 --cluster 3
@@ -313,6 +326,9 @@ else
   stage "conformance alpha-cluster3" conformance alpha-cluster3 --requirements 2026-07-28 --cluster 3
   stage "conformance cluster3-auth" conformance cluster3-auth --cluster 3 --auth
   stage "conformance alpha-cluster3-auth" conformance alpha-cluster3-auth --requirements 2026-07-28 --cluster 3 --auth
+  stage "conformance skills-single" conformance skills-single --label skills-single "${SKILLS_SCENARIOS[@]}"
+  stage "conformance skills-cluster3" conformance skills-cluster3 --label skills-cluster3 "${SKILLS_SCENARIOS[@]}" --cluster 3
+  stage "conformance skills-cluster3-auth" conformance skills-cluster3-auth --label skills-cluster3-auth "${SKILLS_SCENARIOS[@]}" --cluster 3 --auth
 fi
 if [[ "${MCP_SKIP_CLIENTS:-}" == 1 ]]; then
   skip "go sdk clients" "MCP_SKIP_CLIENTS=1"
@@ -333,7 +349,7 @@ for i in "${!STAGES[@]}"; do
     FAIL) failed=$(( failed + 1 )) ;;
   esac
 done
-for label in single cluster3 alpha-single alpha-cluster3 cluster3-auth alpha-cluster3-auth; do
+for label in single cluster3 alpha-single alpha-cluster3 cluster3-auth alpha-cluster3-auth skills-single skills-cluster3 skills-cluster3-auth; do
   if [[ "${MCP_SKIP_CONFORMANCE:-}" == 1 ]]; then
     echo "conformance[$label]: skipped"
   elif line="$(grep -E "^conformance\[$label\]: Total: " "$WORK/conformance-$label.log" 2>/dev/null | tail -n 1)"; then

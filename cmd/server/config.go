@@ -27,6 +27,8 @@ type Config struct {
 	Path            string
 	Stdio           bool
 	Tools           string
+	SkillsDir       string
+	MaxSkillFile    int
 	RedisURL        string
 	RedisSharded    string
 	RedisPrefix     string
@@ -193,6 +195,8 @@ func settings() []setting {
 		{"path", "MCP_PATH", "/mcp", "path of the MCP endpoint", stringSetter(func(c *Config) *string { return &c.Path })},
 		{"stdio", "MCP_STDIO", "false", "serve over stdin/stdout instead of HTTP", boolSetter(func(c *Config) *bool { return &c.Stdio })},
 		{"tools", "MCP_TOOLS", "demo", "tool pack to serve: demo or conformance", stringSetter(func(c *Config) *string { return &c.Tools })},
+		{"skills-dir", "MCP_SKILLS_DIR", "", "folder of skills (the Skills extension) served beside the tool pack's: each folder below it holding a SKILL.md is a skill at its path (skill://PATH/SKILL.md), read at start-up; every node of a cluster needs the same folder (the Helm chart mounts ConfigMaps). A bad skill stops the node with an error naming it", stringSetter(func(c *Config) *string { return &c.SkillsDir })},
+		{"max-skill-file-bytes", "MCP_MAX_SKILL_FILE_BYTES", itoa(sv.MaxSkillFileBytes), "largest file of a skill; a larger one stops the node at start-up with an error naming it (a skill also holds at most 512 files and 16 MiB, the extension's bounds)", intSetter(func(c *Config) *int { return &c.MaxSkillFile })},
 		{"redis-url", "MCP_REDIS_URL", "", "Redis URL; joins the cluster (redis://, rediss://, unix://, redis-sentinel://h1,h2/master, redis-cluster://h1,h2); empty runs on the in-memory backend", stringSetter(func(c *Config) *string { return &c.RedisURL })},
 		{"redis-sharded-pubsub", "MCP_REDIS_SHARDED_PUBSUB", "auto", "pub/sub on Redis Cluster: auto reads classic and sharded channels and publishes sharded (SPUBLISH) once every live node reads them, on a Cluster of Redis 7.0 or newer; on publishes sharded at once (every node runs a version that reads them) and refuses to start where it cannot; off keeps classic PUBLISH/SUBSCRIBE. A standalone server or Sentinel always uses classic", stringSetter(func(c *Config) *string { return &c.RedisSharded })},
 		{"redis-prefix", "MCP_REDIS_PREFIX", clusterredis.DefaultPrefix, "start of every Redis key and pub/sub channel of the deployment (letters, digits, '.', '_' and '-'): deployments sharing one Redis need prefixes of their own. An ACL user of the deployment with prefix P needs the key patterns P:* and {P:nodes}:sharded and the channel pattern P:*", stringSetter(func(c *Config) *string { return &c.RedisPrefix })},
@@ -395,7 +399,7 @@ func (c *Config) Validate() error {
 	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "max-subscriptions": c.MaxSubs, "max-client-info-bytes": c.MaxClientInfo, "max-capabilities-bytes": c.MaxCaps, "max-uri-bytes": c.MaxURI, "max-fanouts": c.MaxFanOuts, "page-size": c.PageSize,
 		"max-handlers": c.MaxHandlers, "max-session-handlers": c.MaxSessionHdl, "max-batch": c.MaxBatch, "max-stream-backlog": c.StreamBacklog, "max-open-streams": c.MaxOpenStreams,
 		"caller-max-sessions": c.CallerSessions, "caller-max-streams": c.CallerStreams, "caller-rate": c.CallerRate, "caller-burst": c.CallerBurst,
-		"max-tasks-per-owner": c.MaxTasks, "max-task-result-bytes": c.MaxTaskResult, "task-attempts": c.TaskAttempts, "task-sweep-batch": c.TaskSweep} {
+		"max-tasks-per-owner": c.MaxTasks, "max-task-result-bytes": c.MaxTaskResult, "task-attempts": c.TaskAttempts, "task-sweep-batch": c.TaskSweep, "max-skill-file-bytes": c.MaxSkillFile} {
 		if n <= 0 {
 			bad(name, "must be positive, not %d", n)
 		}
@@ -494,6 +498,7 @@ func (c *Config) serverOptions() mcp.ServerOptions {
 		MaxCapabilitiesBytes: c.MaxCaps,
 		MaxURIBytes:          c.MaxURI,
 		MaxSubscriptions:     c.MaxSubs,
+		MaxSkillFileBytes:    c.MaxSkillFile,
 	}
 }
 

@@ -74,6 +74,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	default:
 		demo.Register(srv)
 	}
+	if uris, err := addSkills(srv, cfg.SkillsDir); err != nil {
+		fmt.Fprintf(stderr, "server: invalid configuration:\n--skills-dir (MCP_SKILLS_DIR): %v\n", err)
+		return 2
+	} else if len(uris) > 0 {
+		log.Info().Strs("skills", uris).Msg("serving the skills of --skills-dir")
+	}
 	// ping_client needs the HTTP handler, which exists only later: the
 	// tool is registered now so that start-up sends no list_changed.
 	var httpHandler *mcp.HTTPHandler

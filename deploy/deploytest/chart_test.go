@@ -3,6 +3,7 @@ package deploytest
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -321,7 +322,7 @@ var valueSets = []valueSet{
 			if cm["MCP_TRUSTED_PROXIES"] != "10.0.0.0/8,192.168.1.7,fd00::/8" || cm["MCP_CALLER_RATE"] != "50" || cm["MCP_CALLER_BURST"] != "100" || cm["MCP_CALLER_MAX_SESSIONS"] != "1000" {
 				return fmt.Errorf("trusted proxies and per-caller limits not applied: %v", cm)
 			}
-			return nil
+			return skillMounts(r, map[string]string{"/etc/mcpcluster/skills/acme/refunds": "refunds-skill", "/etc/mcpcluster/skills/git-workflow": "git-workflow-skill"})
 		},
 	},
 }
@@ -353,6 +354,31 @@ func TestChartRender(t *testing.T) {
 			}
 		})
 	}
+}
+
+// skillMounts checks that the skills folder is the nodes' MCP_SKILLS_DIR
+// and that each mount path (under it) holds its ConfigMap, read-only.
+func skillMounts(r *release, want map[string]string) error {
+	if dir := r.configMaps[0].Data["MCP_SKILLS_DIR"]; dir != "/etc/mcpcluster/skills" {
+		return fmt.Errorf("MCP_SKILLS_DIR is %q", dir)
+	}
+	spec := r.deployments[0].Spec.Template.Spec
+	volumes := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.ConfigMap != nil {
+			volumes[v.Name] = v.ConfigMap.Name
+		}
+	}
+	got := map[string]string{}
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if cm, ok := volumes[m.Name]; ok && m.ReadOnly {
+			got[m.MountPath] = cm
+		}
+	}
+	if !maps.Equal(got, want) {
+		return fmt.Errorf("skill mounts %v, want %v", got, want)
+	}
+	return nil
 }
 
 // authEnv checks the MCP_AUTH_* values the node container gets.
@@ -398,6 +424,8 @@ func TestChartRejectsBadValues(t *testing.T) {
 			"terminationGracePeriodSeconds (35) must be greater than", false},
 		{"grace period too short for the drain delay", "shutdown: {drainDelaySeconds: 10}\n",
 			"(5 + 10 + 20 = 35)", false},
+		{"a skill inside another", "skills: {configMaps: [{name: a, path: x}, {name: b, path: x/y}]}\n", "x/y lies inside x", false},
+		{"a skill path leaving the folder", "skills: {configMaps: [{name: a, path: ../x}]}\n", "configMaps/0/path", true},
 		{"external Redis without URL", "redis: {mode: external}\n", "/redis", true},
 		{"Redis URL of another scheme", "redis: {mode: external, url: \"http://redis:6379\"}\n", "/redis/url", true},
 		{"bad state key", "stateKey: {value: not-a-key}\n", "/stateKey/value", true},

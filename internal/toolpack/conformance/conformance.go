@@ -1,7 +1,7 @@
 // Package conformance is the tool pack the official MCP conformance suite
 // (@modelcontextprotocol/conformance) expects a server to provide: the
-// fixed tools, resources, resource template, prompts and completions its
-// server scenarios call by name and whose payloads they check.
+// fixed tools, resources, resource template, prompts, completions and
+// skills its server scenarios call by name and whose payloads they check.
 //
 // Register installs exactly those fixtures on an mcp.Server; a server
 // started with this pack and nothing else is what the suite scores.
@@ -12,13 +12,15 @@ import (
 )
 
 // Register adds the conformance fixtures to s: the tools, the static and
-// subscribable resources, the resource template, the prompts, and the
-// completion handler (which replaces any completion handler s had).
+// subscribable resources, the resource template, the prompts, the skills
+// and the completion handler (which replaces any completion handler s
+// had).
 func Register(s *mcp.Server) {
 	registerTools(s)
 	registerModern(s)
 	registerTasks(s)
 	registerResources(s)
 	registerPrompts(s)
+	registerSkills(s)
 	s.SetCompletionHandler(complete)
 }

@@ -2,8 +2,8 @@
 // exercise every feature from a real client — an echo, structured output,
 // progress and logging, sampling, form elicitation, roots, a resource
 // that changes and notifies its subscribers, a resource template, a
-// prompt with completion, and a tool that changes the tool list at run
-// time.
+// prompt with completion, a tool that changes the tool list at run time,
+// and a skill (skills.go).
 package demo
 
 import (
@@ -184,6 +184,8 @@ func Register(s *mcp.Server) {
 		total := len(out)
 		return &mcp.Completion{Values: out, Total: &total}, nil
 	})
+
+	registerSkills(s)
 
 	// 'extra' is registered on every node, disabled; toggling it is
 	// cluster state (SetEnabled), so every node lists the same tools.

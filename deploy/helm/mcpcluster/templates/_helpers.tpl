@@ -137,6 +137,15 @@ Deployment so that an invalid set fails to render.
 {{- if eq (int .Values.metricsPort) (int .Values.containerPort) }}
 {{- fail (printf "metricsPort (%d) must differ from containerPort; set it to 0 to serve /metrics on the http port" (int .Values.metricsPort)) }}
 {{- end }}
+{{- range $i, $a := .Values.skills.configMaps }}
+{{- range $j, $b := $.Values.skills.configMaps }}
+{{- if and (ne $i $j) (eq $a.path $b.path) }}
+{{- fail (printf "skills.configMaps: the path %s is given twice" $a.path) }}
+{{- else if hasPrefix (printf "%s/" $a.path) $b.path }}
+{{- fail (printf "skills.configMaps: %s lies inside %s: each skill's folder is a ConfigMap of its own, mounted apart" $b.path $a.path) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail (printf "autoscaling.minReplicas (%d) is greater than autoscaling.maxReplicas (%d)" (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- end }}
