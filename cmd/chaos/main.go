@@ -313,7 +313,7 @@ func main() {
 	}
 	var results []result
 	for _, sc := range scenarios {
-		if len(want) > 0 && !want[sc.name] {
+		if len(want) > 0 && !want[sc.name] || len(want) == 0 && sc.name == "soak" { // the soak only when named
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "chaos: %s: %s (%s of load)\n", sc.name, sc.title, cfg.duration)
