@@ -106,6 +106,27 @@ func (s *Server) access(ctx context.Context, req *Request, kind, name string, sc
 	return &InsufficientScopeError{Scopes: scopes}
 }
 
+// visibleEntry returns the feature of kind named name in m (read under
+// s.mu) that the caller of req may use: nil when it is not registered,
+// disabled or hidden, or an InsufficientScopeError.
+func visibleEntry[E any](ctx context.Context, s *Server, req *Request, kind, name string, m map[string]*E, scopes func(*E) []string) (*E, error) {
+	s.mu.RLock()
+	e := m[name]
+	if !s.enabledLocked(featureKey(kind, name)) {
+		e = nil
+	}
+	s.mu.RUnlock()
+	if e == nil {
+		return nil, nil
+	}
+	if err := s.access(ctx, req, kind, name, scopes(e)); errors.Is(err, errHidden) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
 // listVisible answers a list request: the page of the entries of m (in
 // key order, enabled under kind) that the caller may see. The filter runs
 // outside s.mu, and only until the page and the key after it are found;

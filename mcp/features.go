@@ -292,21 +292,7 @@ func (s *Server) listPrompts(ctx context.Context, req *Request) (any, error) {
 // when it is not registered, disabled or hidden, or an
 // InsufficientScopeError.
 func (s *Server) visiblePrompt(ctx context.Context, req *Request, name string) (*promptEntry, error) {
-	s.mu.RLock()
-	e := s.prompts[name]
-	if !s.enabledLocked(featureKey(KindPrompt, name)) {
-		e = nil
-	}
-	s.mu.RUnlock()
-	if e == nil {
-		return nil, nil
-	}
-	if err := s.access(ctx, req, KindPrompt, name, e.prompt.RequiredScopes); errors.Is(err, errHidden) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	return e, nil
+	return visibleEntry(ctx, s, req, KindPrompt, name, s.prompts, func(e *promptEntry) []string { return e.prompt.RequiredScopes })
 }
 
 func (s *Server) getPrompt(ctx context.Context, req *Request) (any, error) {

@@ -104,21 +104,7 @@ func (s *Server) listSkills(ctx context.Context, req *Request) (any, error) {
 // visibleSkill returns the skill at uri the caller of req may see: nil
 // when there is none, or an InsufficientScopeError.
 func (s *Server) visibleSkill(ctx context.Context, req *Request, uri string) (*skillEntry, error) {
-	s.mu.RLock()
-	e := s.skills[uri]
-	if !s.enabledLocked(featureKey(KindSkill, uri)) {
-		e = nil
-	}
-	s.mu.RUnlock()
-	if e == nil {
-		return nil, nil
-	}
-	if err := s.access(ctx, req, KindSkill, uri, e.scopes); errors.Is(err, errHidden) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	return e, nil
+	return visibleEntry(ctx, s, req, KindSkill, uri, s.skills, func(e *skillEntry) []string { return e.scopes })
 }
 
 func (s *Server) getSkill(ctx context.Context, req *Request) (any, error) {
