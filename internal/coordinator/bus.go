@@ -103,7 +103,7 @@ func init() {
 		// the cache is bypassed while it is down.
 		kindOf(func(w wire) (InvalidateSession, error) {
 			return InvalidateSession{Session: w.S, Ack: w.A}, w.need("session", w.S)
-		}, func(n *Node, m InvalidateSession) { n.acknowledge(m.Session, m.Ack, n.sessions.Invalidate(m.Session)) }),
+		}, func(n *Node, m InvalidateSession) { n.acknowledge(m.Session, m.Ack, n.Sessions.Invalidate(m.Session)) }),
 		// Lost: its sender answers its client anyway after EchoWait
 		// (echo.go).
 		kindOf(func(w wire) (Invalidated, error) {

@@ -28,7 +28,7 @@ func (n *Node) EndSession(ctx context.Context, session, principal, leases string
 	if err != nil {
 		return false, err
 	}
-	live, holders, err := n.sessions.End(ctx, session, principal, notice, leases)
+	live, holders, err := n.Sessions.End(ctx, session, principal, notice, leases)
 	if err != nil || !live {
 		return live, err
 	}
@@ -41,7 +41,7 @@ func (n *Node) EndSession(ctx context.Context, session, principal, leases string
 // nodes that may hold a copy of the session have dropped it (Echo), so
 // that the client's next request finds the new level on any node.
 func (n *Node) SetLogLevel(ctx context.Context, session, level string) error {
-	holders, err := n.sessions.SetLogLevel(ctx, session, level)
+	holders, err := n.Sessions.SetLogLevel(ctx, session, level)
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func (n *Node) SetLogLevel(ctx context.Context, session, level string) error {
 // the nodes cache sessions (nil, asking for none, when they do not: no
 // node holds a copy).
 func (n *Node) expectChange() *Echo {
-	if !n.sessions.Caches() {
+	if !n.Sessions.Caches() {
 		return nil
 	}
 	return n.expectInvalidation()
@@ -80,7 +80,7 @@ func (n *Node) sessionEndNotice(session string, echo *Echo) (*cluster.Notice, er
 // endLocal ends what this node holds of an ended session: its cached
 // state, its waiters, its running requests and its open streams.
 func (n *Node) endLocal(session string) (held bool) {
-	held = n.sessions.Invalidate(session)
+	held = n.Sessions.Invalidate(session)
 	n.Waiters.FailSession(session, jsonrpc.NewError(jsonrpc.CodeConnectionClosed, "session ended", nil))
 	n.Local.endSession(session)
 	return held

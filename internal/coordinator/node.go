@@ -132,7 +132,6 @@ type Node struct {
 	Callers *callers.Ledger
 
 	be            *cluster.Backend
-	sessions      *session.Store
 	instance      string
 	leaseTTL      time.Duration
 	sessionTTL    time.Duration
@@ -185,7 +184,6 @@ func NewNode(cfg Config) *Node {
 		o.Holder, o.Live, o.Current = n.instance, n.BusReady, n.BusCurrent
 		n.Sessions = session.NewStore(cfg.Backend.Sessions, o)
 	}
-	n.sessions = n.Sessions
 	cfg.Callers.Nodes = n.LiveNodes
 	n.Callers = callers.New(cfg.Backend.Limiter, cfg.Callers, cfg.Log.With().Str("component", "callers").Logger(), cfg.Metrics)
 	n.Tasks = &Tasks{n: n}

@@ -27,7 +27,7 @@ import (
 // shared store, on what the messages lost meanwhile would have told this
 // node.
 func (n *Node) resync() {
-	n.sessions.Flush()
+	n.Sessions.Flush()
 	n.Local.endAll(nil, true)
 	n.Go(n.renewClaims)
 	sessions, requests := n.Local.held()
@@ -39,7 +39,7 @@ func (n *Node) resync() {
 		defer cancel()
 		ended := map[string]bool{}
 		for sid := range sessions {
-			if err := n.sessions.Touch(ctx, sid); errors.Is(err, cluster.ErrNotFound) {
+			if err := n.Sessions.Touch(ctx, sid); errors.Is(err, cluster.ErrNotFound) {
 				ended[sid] = true
 				n.endLocal(sid)
 			}

@@ -226,7 +226,7 @@ func (n *Node) runUpkeep(ctx context.Context) {
 // did not reach the store), and ends the streams whose session is gone.
 func (n *Node) touchSessions(ctx context.Context) {
 	hs := n.upkeep.list(sessionOf)
-	hits := n.sessions.Hits()
+	hits := n.Sessions.Hits()
 	if len(hs) == 0 && len(hits) == 0 {
 		return
 	}
@@ -236,7 +236,7 @@ func (n *Node) touchSessions(ctx context.Context) {
 	}
 	ids = append(ids, hits...)
 	cctx, cancel := context.WithTimeout(ctx, max(n.sessionTTL/4, time.Second))
-	live, err := n.sessions.TouchMany(cctx, ids)
+	live, err := n.Sessions.TouchMany(cctx, ids)
 	cancel()
 	if err == nil {
 		n.upkeep.end(hs, live[:len(hs)], ErrSessionEnded)
