@@ -409,13 +409,21 @@ type nodeFigures struct {
 }
 
 func readFigures(n *clustertest.Node) nodeFigures {
+	m := readMetrics(n)
+	g, ok := m["go_goroutines"]
+	return nodeFigures{goroutines: int(g), rssMiB: m["process_resident_memory_bytes"] / (1 << 20), ok: ok}
+}
+
+// readMetrics reads a node's /metrics: each sample's value by metric name
+// (labels dropped; nil when the node does not answer).
+func readMetrics(n *clustertest.Node) map[string]float64 {
 	hc := &http.Client{Timeout: 3 * time.Second}
 	resp, err := hc.Get("http://" + n.Addr + "/metrics")
 	if err != nil {
-		return nodeFigures{}
+		return nil
 	}
 	defer resp.Body.Close()
-	var f nodeFigures
+	m := map[string]float64{}
 	sc := bufio.NewScanner(io.LimitReader(resp.Body, 8<<20))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -427,17 +435,9 @@ func readFigures(n *clustertest.Node) nodeFigures {
 				rest = strings.TrimSpace(line[j+1:])
 			}
 		}
-		v, err := strconv.ParseFloat(strings.Fields(rest + " x")[0], 64)
-		if err != nil {
-			continue
-		}
-		switch name {
-		case "go_goroutines":
-			f.goroutines = int(v)
-			f.ok = true
-		case "process_resident_memory_bytes":
-			f.rssMiB = v / (1 << 20)
+		if v, err := strconv.ParseFloat(strings.Fields(rest + " x")[0], 64); err == nil {
+			m[name] = v
 		}
 	}
-	return f
+	return m
 }

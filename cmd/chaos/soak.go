@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -120,36 +117,9 @@ func soak(ctx context.Context, e *env) {
 
 // readSoakNode reads a node's figures from its metrics.
 func readSoakNode(n *clustertest.Node) soakNode {
-	var f soakNode
-	hc := &http.Client{Timeout: 3 * time.Second}
-	resp, err := hc.Get("http://" + n.Addr + "/metrics")
-	if err != nil {
-		return f
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(io.LimitReader(resp.Body, 8<<20))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.ContainsRune(name, '{') {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-		if err != nil {
-			continue
-		}
-		switch name {
-		case "process_resident_memory_bytes":
-			f.rss = v / (1 << 20)
-		case "go_memstats_heap_inuse_bytes":
-			f.heap = v / (1 << 20)
-		case "go_goroutines":
-			f.goroutines = v
-		case "process_open_fds":
-			f.fds = v
-		}
-	}
-	return f
+	m := readMetrics(n)
+	return soakNode{rss: m["process_resident_memory_bytes"] / (1 << 20), heap: m["go_memstats_heap_inuse_bytes"] / (1 << 20),
+		goroutines: m["go_goroutines"], fds: m["process_open_fds"]}
 }
 
 // redisFigures returns Redis's key count and memory (MiB); zeros while
