@@ -6,7 +6,6 @@
 package examples_test
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,10 +14,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 )
 
 // nodeBin and proxyBin are the programs under test, built by TestMain.
@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  syncBuffer
+	out  mcptest.LogBuffer
 	done chan struct{}
 	err  error // Wait's, once done is closed
 }
@@ -169,22 +169,4 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
