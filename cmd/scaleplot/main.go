@@ -12,6 +12,12 @@
 // Each FILE.json gives DIR/FILE-<chart>.svg (FILE without directory and
 // .json); the paths written are printed one a line. docs/SCALING.md
 // shows the ones in docs/scaling.
+//
+//	scaleplot -soak docs/soak/samples.csv
+//
+// draws the soak's samples (make soak) instead: one chart per figure
+// against minutes, one line per node, into the CSV's directory
+// (soak-<figure>.svg), shown in docs/RELIABILITY.md.
 package main
 
 import (
@@ -293,11 +299,23 @@ func plotFile(path, dir string) ([]string, error) {
 
 func main() {
 	out := flag.String("out", "docs/scaling", "directory of the SVG files")
+	soak := flag.String("soak", "", "draw this soak samples.csv (make soak) into its directory instead")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: scaleplot [-out DIR] FILE.json...\n\nDraws the charts of scripts/scaleout.sh --data files as SVG: DIR/FILE-<chart>.svg.\n\nFlags:\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if *soak != "" {
+		written, err := plotSoak(*soak, filepath.Dir(*soak))
+		for _, w := range written {
+			fmt.Println(w)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "scaleplot:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if flag.NArg() == 0 {
 		flag.Usage()
 		os.Exit(2)

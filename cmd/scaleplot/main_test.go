@@ -17,6 +17,8 @@ import (
 type svgSeries struct {
 	name    string
 	markers []svgMarker
+	// line is the polyline's points (x,y pairs), when there is one.
+	line [][2]float64
 }
 
 type svgMarker struct {
@@ -60,6 +62,19 @@ func parseSVG(t *testing.T, data []byte) []svgSeries {
 				if attr("class") == "series" {
 					out = append(out, svgSeries{name: attr("data-series")})
 					cur = &out[len(out)-1]
+				}
+			case "polyline":
+				if cur == nil {
+					t.Fatal("a line outside a series")
+				}
+				for _, pt := range strings.Fields(attr("points")) {
+					x, y, _ := strings.Cut(pt, ",")
+					px, err1 := strconv.ParseFloat(x, 64)
+					py, err2 := strconv.ParseFloat(y, 64)
+					if err1 != nil || err2 != nil {
+						t.Fatalf("line point %q", pt)
+					}
+					cur.line = append(cur.line, [2]float64{px, py})
 				}
 			case "circle":
 				if cur == nil {

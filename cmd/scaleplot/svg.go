@@ -25,6 +25,9 @@ type chart struct {
 	Series []series
 	// Note is a line under the plot (what hollow markers mean).
 	Note string
+	// Lines draws each series as a line without markers, with x ticks at
+	// round values instead of at every measured x (a time series).
+	Lines bool
 }
 
 type series struct {
@@ -84,8 +87,12 @@ func (c *chart) render(w io.Writer) error {
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e0e0e0"/>`+"\n", marginL, y, float64(marginL)+plotW, y)
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", marginL-6, y+4, formatTick(t))
 	}
-	// X ticks at the measured values.
-	for _, x := range xs {
+	// X ticks at the measured values, or at round ones.
+	xticks := xs
+	if c.Lines {
+		xticks = niceTicks(xs[len(xs)-1])
+	}
+	for _, x := range xticks {
 		px := xpos(x)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="#e0e0e0"/>`+"\n", px, marginT, px, float64(marginT)+plotH)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", px, float64(marginT)+plotH+16, formatTick(x))
@@ -122,6 +129,9 @@ func (c *chart) render(w io.Writer) error {
 			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(coords, " "), color, dashAttr)
 		}
 		for _, p := range pts {
+			if c.Lines {
+				break
+			}
 			fill := color
 			if p.Hollow {
 				fill = "#ffffff"
