@@ -121,6 +121,9 @@ func (m *events) AppendBatch(ctx context.Context, session, x string, data [][]by
 	}
 	switch seq {
 	case -1:
+		if b.single { // the script read the owner key
+			return 0, fmt.Errorf("stream %q: %w", x, cluster.ErrNotFound)
+		}
 		return 0, b.missing(ctx, session, x)
 	case -2:
 		return 0, fmt.Errorf("stream %q: %w", x, errDone)

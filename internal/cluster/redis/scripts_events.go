@@ -98,7 +98,8 @@ return 1
 // open 0|1, owner node, request, next (the seq the first event must
 // get; 0: any), data... Returns {first, refresh}: the first event's seq
 // (the others follow it), -1 when the stream is unknown (and not to be
-// opened), -2 when done, -3 when another session owns the stream, -4
+// opened; with the owner key, only when no other session owns it), -2
+// when done, -3 when another session owns the stream, -4
 // when the history does not end right before next (cluster.Batch.Next).
 // The tokens of the stream's latest batches are kept with their first
 // seqs in the meta field 'toks' (";token=seq", at most tokensBytes
@@ -127,7 +128,13 @@ local m = redis.call('HMGET', KEYS[1], 'done', 'last', 'toks', 'touched', 'f')
 local fields = {}
 local opened, owned = false, false
 if not m[1] then
-  if ARGV[10] ~= '1' then return {-1, 0} end
+  if ARGV[10] ~= '1' then
+    if KEYS[4] then
+      local o = redis.call('GET', KEYS[4])
+      if o and o ~= ARGV[1] then return {-3, 0} end
+    end
+    return {-1, 0}
+  end
   if KEYS[4] then
     if redis.call('SET', KEYS[4], ARGV[1], 'NX', 'PX', ttl) then
       owned = true
