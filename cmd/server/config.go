@@ -45,6 +45,8 @@ type Config struct {
 	RedisWriteTO    time.Duration
 	RedisWait       int
 	RedisWaitTO     time.Duration
+	RedisPipelines  int
+	RedisPipeCalls  int
 	NodeID          string
 	StateKey        string
 	StateKeyFile    string
@@ -213,6 +215,8 @@ func settings() []setting {
 		{"redis-write-timeout", "MCP_REDIS_WRITE_TIMEOUT", dur(rc.WriteTimeout), "time writing a command to Redis may take", durationSetter(func(c *Config) *time.Duration { return &c.RedisWriteTO })},
 		{"redis-wait-replicas", "MCP_REDIS_WAIT_REPLICAS", "0", "replicas that must have each write a client is told about (a session's creation, a stream's events, a task's record) before the client hears of it; a write they did not acknowledge within --redis-wait-timeout answers -31000 (retry). With Sentinel, 1 keeps every acknowledged write across a failover to an acknowledging replica; it costs a replication round trip per write (one server only, not Cluster)", intSetter(func(c *Config) *int { return &c.RedisWait })},
 		{"redis-wait-timeout", "MCP_REDIS_WAIT_TIMEOUT", dur(clusterredis.DefaultWaitTimeout), "how long a write waits for --redis-wait-replicas", durationSetter(func(c *Config) *time.Duration { return &c.RedisWaitTO })},
+		{"redis-pipelines", "MCP_REDIS_PIPELINES", strconv.Itoa(clusterredis.DefaultPipelines), "round trips of the node's script calls (appends, session and task writes) in flight at once; calls made while that many are in flight wait and share the next round trip as one pipeline, so a busy node sends one round trip for many streams. 0 sends every call alone, at once", intSetter(func(c *Config) *int { return &c.RedisPipelines })},
+		{"redis-pipeline-calls", "MCP_REDIS_PIPELINE_CALLS", strconv.Itoa(clusterredis.DefaultMaxPipelineCalls), "most script calls one shared round trip carries (--redis-pipelines)", intSetter(func(c *Config) *int { return &c.RedisPipeCalls })},
 		{"node-id", "MCP_NODE_ID", "", "id of this node in logs, metrics and request ids (default: random); a restarted process may reuse it, since each start also draws an incarnation", stringSetter(func(c *Config) *string { return &c.NodeID })},
 		{"state-key", "MCP_STATE_KEY", "", "shared key sealing MRTR requestState: 32 bytes as 64 hex chars or base64 (comma-separated for rotation, newest first); every node of a cluster needs the same, and a node with a Redis URL refuses to start without one. Prefer the environment variable or --state-key-file: a flag's value is visible to every user through ps", stringSetter(func(c *Config) *string { return &c.StateKey })},
 		{"state-key-file", "MCP_STATE_KEY_FILE", "", "file holding the state key in the form of --state-key (keys separated by commas or newlines, newest first), e.g. a mounted secret", stringSetter(func(c *Config) *string { return &c.StateKeyFile })},

@@ -23,22 +23,25 @@ type optionSet struct {
 	Wait             waitOptions
 }
 
-// waitOptions are the backend's options that wait for replicas.
+// waitOptions are the backend's options that wait for replicas and
+// share round trips.
 type waitOptions struct {
-	Replicas int
-	Timeout  time.Duration
+	Replicas  int
+	Timeout   time.Duration
+	Pipelines int
+	Calls     int
 }
 
 func optionsOf(c *Config) optionSet {
 	b := c.backendOptions()
 	return optionSet{HTTP: c.httpOptions(), Server: c.serverOptions(), Stdio: c.stdioOptions(), MaxSubscriptions: c.MaxSubs, Redis: c.redisConn(),
-		Wait: waitOptions{b.WaitReplicas, b.WaitTimeout}}
+		Wait: waitOptions{b.WaitReplicas, b.WaitTimeout, b.Pipelines, b.MaxPipelineCalls}}
 }
 
 // documented is the option values the mcp package documents as defaults.
 func documented() optionSet {
 	return optionSet{HTTP: mcp.DefaultHTTPOptions(), Server: mcp.DefaultServerOptions(), Stdio: mcp.DefaultStdioOptions(), MaxSubscriptions: mcp.DefaultMaxSubscriptions,
-		Redis: clusterredis.DefaultConnOptions(), Wait: waitOptions{0, clusterredis.DefaultWaitTimeout}}
+		Redis: clusterredis.DefaultConnOptions(), Wait: waitOptions{0, clusterredis.DefaultWaitTimeout, clusterredis.DefaultPipelines, clusterredis.DefaultMaxPipelineCalls}}
 }
 
 // numericFields lists the int and duration fields of v (a struct, walked

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,10 +51,13 @@ func (c *Config) validateRedis(bad func(name, format string, args ...any)) {
 	if !prefixPattern.MatchString(c.RedisPrefix) {
 		bad("redis-prefix", "must be 1 to 64 letters, digits, '.', '_' or '-' (no ':', which would let it overlap another deployment's keys, and no braces, which are hash tags), not %q", c.RedisPrefix)
 	}
-	for name, n := range map[string]int{"redis-pool-size": c.RedisPoolSize, "redis-min-idle-conns": c.RedisMinIdle, "redis-wait-replicas": c.RedisWait} {
+	for name, n := range map[string]int{"redis-pool-size": c.RedisPoolSize, "redis-min-idle-conns": c.RedisMinIdle, "redis-wait-replicas": c.RedisWait, "redis-pipelines": c.RedisPipelines} {
 		if n < 0 {
 			bad(name, "must not be negative, not %d", n)
 		}
+	}
+	if c.RedisPipeCalls <= 0 {
+		bad("redis-pipeline-calls", "must be positive, not %d", c.RedisPipeCalls)
 	}
 	for name, d := range map[string]time.Duration{"redis-dial-timeout": c.RedisDialTO, "redis-read-timeout": c.RedisReadTO, "redis-write-timeout": c.RedisWriteTO, "redis-wait-timeout": c.RedisWaitTO} {
 		if d <= 0 {
@@ -89,6 +93,8 @@ func (c *Config) backendOptions() clusterredis.Options {
 		ShardedPubSub:    clusterredis.ShardedPubSub(c.RedisSharded),
 		WaitReplicas:     c.RedisWait,
 		WaitTimeout:      c.RedisWaitTO,
+		Pipelines:        cmp.Or(c.RedisPipelines, -1), // 0: every call alone
+		MaxPipelineCalls: c.RedisPipeCalls,
 	}
 }
 

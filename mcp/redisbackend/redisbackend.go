@@ -75,6 +75,15 @@ type Options struct {
 	// trip per such write.
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	// Pipelines is how many round trips of the backend's script calls
+	// (appends, session and task writes) may be in flight at once;
+	// calls made while that many are in flight wait and share the next
+	// round trip as one pipeline, so a busy node sends one round trip
+	// for many streams (default 2; negative: every call alone, at once).
+	Pipelines int
+	// MaxPipelineCalls bounds the calls one shared round trip carries
+	// (default 128).
+	MaxPipelineCalls int
 }
 
 // New returns a backend on client that the nodes of one deployment
@@ -127,15 +136,19 @@ func Open(ctx context.Context, url string, opts *Options) (*mcp.Backend, error) 
 	return b, nil
 }
 
-// Validate reports a negative MaxSubscriptions, WaitReplicas or
-// WaitTimeout, or an unknown ShardedPubSub, naming the field. New and Open call it. A nil
-// *Options is valid (the defaults).
+// Validate reports a negative MaxSubscriptions, WaitReplicas,
+// WaitTimeout or MaxPipelineCalls, or an unknown ShardedPubSub, naming
+// the field. New and Open call it. A nil *Options is valid (the
+// defaults).
 func (o *Options) Validate() error {
 	if o != nil && o.MaxSubscriptions < 0 {
 		return fmt.Errorf("redisbackend: Options.MaxSubscriptions: must not be negative, not %d", o.MaxSubscriptions)
 	}
 	if o != nil && (o.WaitReplicas < 0 || o.WaitTimeout < 0) {
 		return fmt.Errorf("redisbackend: Options.WaitReplicas and WaitTimeout must not be negative, not %d and %v", o.WaitReplicas, o.WaitTimeout)
+	}
+	if o != nil && o.MaxPipelineCalls < 0 {
+		return fmt.Errorf("redisbackend: Options.MaxPipelineCalls: must not be negative, not %d", o.MaxPipelineCalls)
 	}
 	if o != nil {
 		if _, err := clusterredis.ParseShardedPubSub(o.ShardedPubSub); err != nil {
@@ -152,6 +165,7 @@ func newBackend(ctx context.Context, client redis.UniversalClient, opts *Options
 		o.MaxSubscriptions = opts.MaxSubscriptions
 		o.ShardedPubSub = clusterredis.ShardedPubSub(opts.ShardedPubSub)
 		o.WaitReplicas, o.WaitTimeout = opts.WaitReplicas, opts.WaitTimeout
+		o.Pipelines, o.MaxPipelineCalls = opts.Pipelines, opts.MaxPipelineCalls
 		switch {
 		case opts.Zerolog != nil:
 			o.Logger = *opts.Zerolog

@@ -31,7 +31,7 @@ func (m *events) Open(ctx context.Context, x string, meta cluster.StreamMeta, li
 	if b.single {
 		keys = append(keys, k.owner(x))
 	} else {
-		ok, err := ownerScript.Run(ctx, b.client, []string{k.owner(x)}, sess, ms(ownerTTL(lim.TTL))).Int64()
+		ok, err := b.script(ctx, ownerScript, []string{k.owner(x)}, sess, ms(ownerTTL(lim.TTL))).Int64()
 		if err != nil {
 			return b.fail(ctx, "open stream", err)
 		}
@@ -39,7 +39,7 @@ func (m *events) Open(ctx context.Context, x string, meta cluster.StreamMeta, li
 			return fmt.Errorf("stream %q: %w", x, cluster.ErrForbidden)
 		}
 	}
-	r, err := openScript.Run(ctx, b.client, keys, sess, x, meta.Owner, meta.Request,
+	r, err := b.script(ctx, openScript, keys, sess, x, meta.Owner, meta.Request,
 		ms(lim.TTL), lim.MaxStreams, k.session(sess), b.followPrefixOf(sess)).Int64()
 	if err != nil {
 		return b.fail(ctx, "open stream", err)
@@ -89,7 +89,7 @@ func (m *events) AppendBatch(ctx context.Context, session, x string, data [][]by
 		k.session(session), b.followPrefixOf(session), token)
 	if open := bt.Open; open != nil {
 		if !b.single {
-			ok, err := ownerScript.Run(ctx, b.client, []string{k.owner(x)}, session, ms(ownerTTL(lim.TTL))).Int64()
+			ok, err := b.script(ctx, ownerScript, []string{k.owner(x)}, session, ms(ownerTTL(lim.TTL))).Int64()
 			if err != nil {
 				return 0, b.fail(ctx, "open stream", err)
 			}
@@ -115,7 +115,7 @@ func (m *events) AppendBatch(ctx context.Context, session, x string, data [][]by
 	seq := r[0]
 	if r[1] == 1 {
 		// Cluster: the owner key is in another slot than the stream.
-		if err := ownerScript.Run(ctx, b.client, []string{k.owner(x)}, session, ms(ownerTTL(lim.TTL))).Err(); err != nil {
+		if err := b.script(ctx, ownerScript, []string{k.owner(x)}, session, ms(ownerTTL(lim.TTL))).Err(); err != nil {
 			b.log.Debug().Err(err).Str("stream", x).Msg("owner of a stream not slid")
 		}
 	}
@@ -146,7 +146,7 @@ func flag(b bool) string {
 func (m *events) Read(ctx context.Context, session, x string, after uint64) ([]cluster.Event, cluster.StreamInfo, error) {
 	b := (*backend)(m)
 	k := b.keys
-	res, err := readScript.Run(ctx, b.client, []string{k.meta(session, x), k.events(session, x)},
+	res, err := b.script(ctx, readScript, []string{k.meta(session, x), k.events(session, x)},
 		strconv.FormatUint(after, 10)).Result()
 	if err != nil {
 		return nil, cluster.StreamInfo{}, b.fail(ctx, "read", err)

@@ -8,3 +8,10 @@ func PubSubMode(be *cluster.Backend) (reads, publishes bool) {
 	b := (*backend)(be.Bus.(*bus))
 	return b.shards != nil, b.pubSharded.Load()
 }
+
+// ScriptTrips returns the round trips of script calls be sent and the
+// calls they carried.
+func ScriptTrips(be *cluster.Backend) (trips, calls uint64) {
+	b := (*backend)(be.Bus.(*bus))
+	return b.batch.trips.Load(), b.batch.calls.Load()
+}

@@ -32,7 +32,7 @@ func (m *members) Heartbeat(ctx context.Context, node string, ttl time.Duration)
 
 func (m *members) Alive(ctx context.Context, node string) (bool, error) {
 	b := (*backend)(m)
-	r, err := aliveScript.Run(ctx, b.client, []string{b.keys.nodes()}, node).Int64()
+	r, err := b.script(ctx, aliveScript, []string{b.keys.nodes()}, node).Int64()
 	if err != nil {
 		return false, b.fail(ctx, "alive", err)
 	}
@@ -50,7 +50,7 @@ func (m *members) Leave(ctx context.Context, node string) error {
 // Members returns the live nodes sorted by name.
 func (m *members) Members(ctx context.Context) ([]string, error) {
 	b := (*backend)(m)
-	nodes, err := membersScript.Run(ctx, b.client, []string{b.keys.nodes()}).StringSlice()
+	nodes, err := b.script(ctx, membersScript, []string{b.keys.nodes()}).StringSlice()
 	if err != nil {
 		return nil, b.fail(ctx, "members", err)
 	}
@@ -75,7 +75,7 @@ func (m *claims) Claim(ctx context.Context, key, owner string, ttl time.Duration
 	if index != "" {
 		keys = append(keys, index)
 	}
-	prev, err := claimScript.Run(ctx, b.client, keys, owner, ms(ttl), member).Text()
+	prev, err := b.script(ctx, claimScript, keys, owner, ms(ttl), member).Text()
 	if err != nil {
 		return "", b.fail(ctx, "claim", err)
 	}
@@ -92,7 +92,7 @@ func (m *claims) Renew(ctx context.Context, key, owner string, ttl time.Duration
 	if index != "" {
 		keys = append(keys, index)
 	}
-	r, err := renewScript.Run(ctx, b.client, keys, owner, ms(ttl)).Int64()
+	r, err := b.script(ctx, renewScript, keys, owner, ms(ttl)).Int64()
 	if err != nil {
 		return false, b.fail(ctx, "renew claim", err)
 	}
@@ -106,7 +106,7 @@ func (m *claims) Release(ctx context.Context, key, owner string) error {
 	if index != "" {
 		keys = append(keys, index)
 	}
-	if err := releaseScript.Run(ctx, b.client, keys, owner, member).Err(); err != nil {
+	if err := b.script(ctx, releaseScript, keys, owner, member).Err(); err != nil {
 		return b.fail(ctx, "release claim", err)
 	}
 	return nil
@@ -132,7 +132,7 @@ func (m *claims) Once(ctx context.Context, key string, ttl time.Duration) (bool,
 	if ttl <= 0 {
 		return false, fmt.Errorf("once %q: ttl must be positive", key)
 	}
-	r, err := onceScript.Run(ctx, b.client, []string{b.keys.once(key)}, b.token(), ms(ttl)).Int64()
+	r, err := b.script(ctx, onceScript, []string{b.keys.once(key)}, b.token(), ms(ttl)).Int64()
 	if err != nil {
 		return false, b.fail(ctx, "once", err)
 	}

@@ -164,7 +164,7 @@ func (m *limiter) Acquire(ctx context.Context, key, member string, ttl time.Dura
 	if ttl <= 0 {
 		return false, 0, fmt.Errorf("limiter %q: ttl must be positive", key)
 	}
-	r, err := acquireScript.Run(ctx, b.client, []string{b.keys.leaseSet(key)}, member, ms(ttl), max).Int64Slice()
+	r, err := b.script(ctx, acquireScript, []string{b.keys.leaseSet(key)}, member, ms(ttl), max).Int64Slice()
 	if err != nil {
 		return false, 0, b.fail(ctx, "limiter acquire", err)
 	}

@@ -213,6 +213,14 @@ type Options struct {
 	// Sentinel) only.
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	// Pipelines is how many round trips of script calls may be in
+	// flight at once before further calls wait and share the next one
+	// (DefaultPipelines when 0; negative: every call goes alone, at
+	// once, on a connection of the pool). See batch.go.
+	Pipelines int
+	// MaxPipelineCalls bounds the calls one shared round trip carries
+	// (DefaultMaxPipelineCalls when 0).
+	MaxPipelineCalls int
 }
 
 // backend is shared by every seam.
@@ -225,6 +233,7 @@ type backend struct {
 	opts   Options
 	log    zerolog.Logger
 	hub    *hub
+	batch  *batcher
 	// shards, when not nil, holds the sharded channels' hubs: the
 	// backend reads sharded channels (beside the classic ones).
 	shards *shards
@@ -286,6 +295,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 		log:    opts.Logger.With().Str("component", "cluster.redis").Logger(),
 		stop:   make(chan struct{}),
 	}
+	b.batch = newBatcher(b)
 	var rnd [9]byte
 	_, _ = rand.Read(rnd[:])
 	b.tokPrefix = base64.RawURLEncoding.EncodeToString(rnd[:]) + "."

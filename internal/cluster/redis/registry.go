@@ -16,7 +16,7 @@ var _ cluster.Registry = (*registry)(nil)
 
 func (m *registry) Swap(ctx context.Context, key string, on, unset bool) (bool, error) {
 	b := (*backend)(m)
-	r, err := registrySwapScript.Run(ctx, b.client, []string{b.keys.registry()}, key, flag(on), flag(unset), b.token()).Int64()
+	r, err := b.script(ctx, registrySwapScript, []string{b.keys.registry()}, key, flag(on), flag(unset), b.token()).Int64()
 	if err != nil {
 		return false, b.fail(ctx, "registry swap", err)
 	}
@@ -25,7 +25,7 @@ func (m *registry) Swap(ctx context.Context, key string, on, unset bool) (bool, 
 
 func (m *registry) Toggle(ctx context.Context, key string, unset bool) (bool, error) {
 	b := (*backend)(m)
-	r, err := registryToggleScript.Run(ctx, b.client, []string{b.keys.registry()}, key, flag(unset), b.token()).Int64()
+	r, err := b.script(ctx, registryToggleScript, []string{b.keys.registry()}, key, flag(unset), b.token()).Int64()
 	if err != nil {
 		return false, b.fail(ctx, "registry toggle", err)
 	}

@@ -81,6 +81,11 @@ func (timeoutError) Temporary() bool { return true }
 // once, so go-redis sends it again after Redis ran it: the call must
 // still have its effect once and answer as the first run did.
 func TestRetriedScriptsRunOnce(t *testing.T) {
+	onSingleAndCluster(t, retriedScriptsRunOnce)
+}
+
+// onSingleAndCluster runs f on a Redis server and on a Redis Cluster.
+func onSingleAndCluster(t *testing.T, f func(t *testing.T, srv *redistest.Server)) {
 	for _, mode := range []struct {
 		name string
 		opts redistest.Options
@@ -88,14 +93,14 @@ func TestRetriedScriptsRunOnce(t *testing.T) {
 		{"single", redistest.Options{}},
 		{"cluster", redistest.Options{Cluster: true}},
 	} {
-		t.Run(mode.name, func(t *testing.T) {
-			retriedScriptsRunOnce(t, redistest.StartWith(t, mode.opts))
-		})
+		t.Run(mode.name, func(t *testing.T) { f(t, redistest.StartWith(t, mode.opts)) })
 	}
 }
 
-func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
-	l := &lostReply{}
+// lossyClient is a client of srv through a network that loses the
+// replies l is armed for; go-redis retries (3 times, after a 200ms read
+// timeout).
+func lossyClient(t *testing.T, srv *redistest.Server, l *lostReply) goredis.UniversalClient {
 	url := srv.URL()
 	if srv.Cluster() {
 		url = "redis-cluster://" + srv.Addr()
@@ -107,6 +112,12 @@ func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
 	opts.Dialer = l.dial
 	c := goredis.NewUniversalClient(opts)
 	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func retriedScriptsRunOnce(t *testing.T, srv *redistest.Server) {
+	l := &lostReply{}
+	c := lossyClient(t, srv, l)
 	// No janitor: its commands must not take the lost reply.
 	b := backend(t, c, redis.Options{JanitorInterval: -1})
 	ctx := t.Context()

@@ -90,7 +90,7 @@ func (m *sessions) Create(ctx context.Context, id string, fields map[string]stri
 	} else {
 		r, err = b.admit(ctx, id, ttl, max, lease)
 		if err == nil && r[0] == 1 {
-			r, err = createScript.Run(ctx, b.client, []string{k.fields(id)}, args...).Int64Slice()
+			r, err = b.script(ctx, createScript, []string{k.fields(id)}, args...).Int64Slice()
 		}
 	}
 	if err == nil && len(r) != 2 {
@@ -171,7 +171,7 @@ func (b *backend) load(ctx context.Context, id string, ttl time.Duration, fields
 	if fields {
 		want = "1"
 	}
-	res, err := loadScript.Run(ctx, b.client, keys, id, ttlMS, want, k.subPrefix(), holder).Slice()
+	res, err := b.script(ctx, loadScript, keys, id, ttlMS, want, k.subPrefix(), holder).Slice()
 	if errors.Is(err, goredis.Nil) {
 		return nil, notFound(id)
 	}
@@ -310,7 +310,7 @@ func (m *sessions) Set(ctx context.Context, id string, fields map[string]string)
 			args = append(args, f, v)
 		}
 	}
-	r, err := setScript.Run(ctx, b.client, []string{b.keys.fields(id)}, args...).Result()
+	r, err := b.script(ctx, setScript, []string{b.keys.fields(id)}, args...).Result()
 	if errors.Is(err, goredis.Nil) {
 		return nil, notFound(id)
 	}
@@ -349,7 +349,7 @@ func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) 
 	if opts.Holders != nil {
 		*opts.Holders = nil
 	}
-	res, err := endScript.Run(ctx, b.client, keys, args...).Slice()
+	res, err := b.script(ctx, endScript, keys, args...).Slice()
 	if err != nil {
 		return false, b.fail(ctx, "end session", err)
 	}
@@ -393,7 +393,7 @@ func (m *sessions) Subscribe(ctx context.Context, id, uri string) error {
 	if b.single {
 		keys = append(keys, k.subscribers(uri), k.subIndex())
 	}
-	r, err := subscribeScript.Run(ctx, b.client, keys, uri, b.opts.MaxSubscriptions, id).Int64()
+	r, err := b.script(ctx, subscribeScript, keys, uri, b.opts.MaxSubscriptions, id).Int64()
 	if err != nil {
 		return b.fail(ctx, "subscribe", err)
 	}
@@ -425,7 +425,7 @@ func (m *sessions) Unsubscribe(ctx context.Context, id, uri string) error {
 	if b.single {
 		keys = append(keys, k.subscribers(uri))
 	}
-	r, err := unsubscribeScript.Run(ctx, b.client, keys, uri, id).Int64()
+	r, err := b.script(ctx, unsubscribeScript, keys, uri, id).Int64()
 	if err != nil {
 		return b.fail(ctx, "unsubscribe", err)
 	}
@@ -448,7 +448,7 @@ func (m *sessions) Subscribers(ctx context.Context, uri string) ([]string, error
 func (b *backend) subscribers(ctx context.Context, uri string) ([]string, error) {
 	k := b.keys
 	if b.single {
-		ids, err := subscribersScript.Run(ctx, b.client, []string{k.subscribers(uri), k.live()}).StringSlice()
+		ids, err := b.script(ctx, subscribersScript, []string{k.subscribers(uri), k.live()}).StringSlice()
 		if err != nil {
 			return nil, b.fail(ctx, "subscribers", err)
 		}
@@ -501,7 +501,7 @@ func (m *sessions) Scan(ctx context.Context, cursor string, count int) ([]string
 	if count <= 0 {
 		count = 100
 	}
-	res, err := scanScript.Run(ctx, b.client, []string{b.keys.live()}, cursor, count).Slice()
+	res, err := b.script(ctx, scanScript, []string{b.keys.live()}, cursor, count).Slice()
 	if err != nil {
 		return nil, "", b.fail(ctx, "scan sessions", err)
 	}
@@ -521,7 +521,7 @@ func (m *sessions) Scan(ctx context.Context, cursor string, count int) ([]string
 
 func (m *sessions) Count(ctx context.Context) (int, error) {
 	b := (*backend)(m)
-	n, err := countScript.Run(ctx, b.client, []string{b.keys.live()}).Int()
+	n, err := b.script(ctx, countScript, []string{b.keys.live()}).Int()
 	if err != nil {
 		return 0, b.fail(ctx, "count sessions", err)
 	}
@@ -549,10 +549,10 @@ func (b *backend) sweep(ctx context.Context, every time.Duration) error {
 	if err != nil || !won {
 		return err
 	}
-	if err := countScript.Run(ctx, b.client, []string{k.live()}).Err(); err != nil {
+	if err := b.script(ctx, countScript, []string{k.live()}).Err(); err != nil {
 		return err
 	}
-	if err := membersScript.Run(ctx, b.client, []string{k.nodes()}).Err(); err != nil {
+	if err := b.script(ctx, membersScript, []string{k.nodes()}).Err(); err != nil {
 		return err
 	}
 	var cursor uint64

@@ -233,9 +233,9 @@ return n
 // deployment may publish sharded.
 func (b *backend) heartbeat(ctx context.Context, node string, ttl time.Duration) error {
 	if b.shards == nil {
-		return heartbeatScript.Run(ctx, b.client, []string{b.keys.nodes()}, node, ms(ttl)).Err()
+		return b.script(ctx, heartbeatScript, []string{b.keys.nodes()}, node, ms(ttl)).Err()
 	}
-	n, err := readerHeartbeatScript.Run(ctx, b.client, []string{b.keys.nodes(), b.keys.readers()}, node, ms(ttl)).Int64()
+	n, err := b.script(ctx, readerHeartbeatScript, []string{b.keys.nodes(), b.keys.readers()}, node, ms(ttl)).Int64()
 	if err == nil {
 		b.setMode(n)
 	}
@@ -256,7 +256,7 @@ func (b *backend) leave(ctx context.Context, node string) error {
 // checkMode asks how many live nodes read only classic channels and
 // sets the publish mode from it.
 func (b *backend) checkMode(ctx context.Context) error {
-	n, err := modeScript.Run(ctx, b.client, []string{b.keys.nodes(), b.keys.readers()}).Int64()
+	n, err := b.script(ctx, modeScript, []string{b.keys.nodes(), b.keys.readers()}).Int64()
 	if err != nil {
 		return b.fail(ctx, "pub/sub mode", err)
 	}

@@ -50,7 +50,7 @@ return 1
 func (m *tasks) index(ctx context.Context, runner, id string, expires time.Time) error {
 	b := (*backend)(m)
 	k := b.keys
-	err := taskIndexScript.Run(ctx, b.client, []string{k.taskRunners(), k.taskRunner(runner)}, runner, id, expires.UnixMilli()).Err()
+	err := b.script(ctx, taskIndexScript, []string{k.taskRunners(), k.taskRunner(runner)}, runner, id, expires.UnixMilli()).Err()
 	if err != nil {
 		return b.fail(ctx, "index task", err)
 	}
@@ -91,7 +91,7 @@ func (m *tasks) Unindex(ctx context.Context, runner string, ids []string) error 
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	if err := taskUnindexScript.Run(ctx, b.client, []string{k.taskRunners(), k.taskRunner(runner)}, args...).Err(); err != nil {
+	if err := b.script(ctx, taskUnindexScript, []string{k.taskRunners(), k.taskRunner(runner)}, args...).Err(); err != nil {
 		return b.fail(ctx, "unindex tasks", err)
 	}
 	return nil

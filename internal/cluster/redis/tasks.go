@@ -171,13 +171,13 @@ func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) error {
 	if b.single {
 		r, err = b.runDurable(ctx, taskCreateScript, []string{k.task(t.ID), k.taskOwner(t.OwnerKey), k.taskRunners(), k.taskRunner(t.Runner)}, args...).Int64()
 	} else {
-		r, err = capScript.Run(ctx, b.client, []string{k.taskOwner(t.OwnerKey)}, t.ID, ttl, max).Int64()
+		r, err = b.script(ctx, capScript, []string{k.taskOwner(t.OwnerKey)}, t.ID, ttl, max).Int64()
 		if err == nil && r > 0 {
 			// Indexed first: a created task is always in its runner's index.
 			err = m.index(ctx, t.Runner, t.ID, time.Now().Add(t.TTL))
 		}
 		if err == nil && r > 0 {
-			r, err = taskCreateScript.Run(ctx, b.client, []string{k.task(t.ID)}, args...).Int64()
+			r, err = b.script(ctx, taskCreateScript, []string{k.task(t.ID)}, args...).Int64()
 		}
 	}
 	if err != nil {

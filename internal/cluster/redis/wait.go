@@ -1,22 +1,14 @@
 package redis
 
-import (
-	"context"
-	"fmt"
-	"strings"
-	"time"
-
-	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/mcpcluster/mcpcluster/internal/cluster"
-)
+import "time"
 
 // Writes a client is told about (a session's creation, the appends that
 // record a stream's events before they are sent, a task's creation and
 // each change of its record) wait, when Options.WaitReplicas is set, for
 // that many replicas to acknowledge them before they count as done: the
-// script and a WAIT go in one pipeline, so WAIT covers the script's
-// writes (WAIT waits for the writes of its own connection). A write the
+// script and a WAIT go in one pipeline (with the other scripts of that
+// round trip, batch.go), so WAIT covers the scripts' writes (WAIT waits
+// for the writes of its own connection). A write the
 // replicas did not acknowledge within Options.WaitTimeout is an
 // ErrUnavailable: the client is told to retry, never that it succeeded,
 // so a Sentinel failover to a replica that acknowledged it keeps every
@@ -29,43 +21,10 @@ import (
 // DefaultWaitTimeout is Options.WaitTimeout's default.
 const DefaultWaitTimeout = time.Second
 
-// runDurable runs s and, when the writes must reach replicas, waits for
-// them.
-func (b *backend) runDurable(ctx context.Context, s *goredis.Script, keys []string, args ...any) *goredis.Cmd {
-	n := b.opts.WaitReplicas
-	if n <= 0 || !b.single {
-		return s.Run(ctx, b.client, keys, args...)
+// waitTimeout is how long a WAIT waits for the replicas.
+func (b *backend) waitTimeout() time.Duration {
+	if b.opts.WaitTimeout <= 0 {
+		return DefaultWaitTimeout
 	}
-	timeout := b.opts.WaitTimeout
-	if timeout <= 0 {
-		timeout = DefaultWaitTimeout
-	}
-	run := func(sha bool) (*goredis.Cmd, *goredis.Cmd) {
-		var cmd, wait *goredis.Cmd
-		_, _ = b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			if sha {
-				cmd = s.EvalSha(ctx, p, keys, args...)
-			} else {
-				cmd = s.Eval(ctx, p, keys, args...)
-			}
-			wait = p.Do(ctx, "WAIT", n, timeout.Milliseconds())
-			return nil
-		})
-		return cmd, wait
-	}
-	cmd, wait := run(true)
-	if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		cmd, wait = run(false)
-	}
-	if cmd.Err() != nil {
-		return cmd
-	}
-	if err := wait.Err(); err != nil {
-		cmd.SetErr(err)
-		return cmd
-	}
-	if got, _ := wait.Int64(); got < int64(n) {
-		cmd.SetErr(fmt.Errorf("%w: the write reached %d of %d replicas within %v", cluster.ErrUnavailable, got, n, timeout))
-	}
-	return cmd
+	return b.opts.WaitTimeout
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,7 +46,9 @@ func TestWaitReplicas(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	open := func(prefix string, wait int) *cluster.Backend {
-		be, err := clusterredis.New(ctx, client, clusterredis.Options{Prefix: prefix, WaitReplicas: wait, WaitTimeout: time.Second, JanitorInterval: -1})
+		// One round trip in flight: concurrent writes share pipelines,
+		// each ended by one WAIT.
+		be, err := clusterredis.New(ctx, client, clusterredis.Options{Prefix: prefix, WaitReplicas: wait, WaitTimeout: time.Second, JanitorInterval: -1, Pipelines: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,10 +66,39 @@ func TestWaitReplicas(t *testing.T) {
 		}
 		return nil
 	}
+	// concurrently runs writes for 16 sessions at once and returns their
+	// errors.
+	concurrently := func(be *cluster.Backend, prefix string) []error {
+		errs := make([]error, 16)
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = writes(be, fmt.Sprintf("%s%d", prefix, i))
+			}()
+		}
+		wg.Wait()
+		return errs
+	}
 	if err := writes(durable, "a"); err != nil {
 		t.Fatalf("with a replica online: %v", err)
 	}
+	trips0, calls0 := clusterredis.ScriptTrips(durable)
+	for _, err := range concurrently(durable, "m") {
+		if err != nil {
+			t.Fatalf("16 at once with a replica online: %v", err)
+		}
+	}
+	if trips, calls := clusterredis.ScriptTrips(durable); trips-trips0 >= calls-calls0 {
+		t.Errorf("16 sessions' writes at once took %d round trips for %d calls: none shared", trips-trips0, calls-calls0)
+	}
 	replica.Kill()
+	for i, err := range concurrently(durable, "n") {
+		if !errors.Is(err, cluster.ErrUnavailable) {
+			t.Fatalf("session %d of 16 at once with the replica gone: %v, want ErrUnavailable", i, err)
+		}
+	}
 	start := time.Now()
 	err := writes(durable, "b")
 	if !errors.Is(err, cluster.ErrUnavailable) {

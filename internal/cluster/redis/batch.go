@@ -1,0 +1,227 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
+
+// The node's script calls share round trips. A call made while fewer
+// than Options.Pipelines round trips are in flight goes at once, on its
+// own, as go-redis would send it; one made while that many are in
+// flight waits, and every call that waited goes in the next round trip
+// as one pipeline (at most Options.MaxPipelineCalls calls), sent the
+// moment a round trip in flight returns. With one stream busy nothing
+// waits and nothing changes; with N streams busy a round trip carries
+// many of them, so the node and Redis spend one write, one read and one
+// wake-up where they spent N. The calls of one stream never travel
+// together (its producer waits for each append's answer before the
+// next), so a pipeline never reorders what one stream writes.
+//
+// A pipeline is retried whole by go-redis when its connection fails:
+// every script in it is safe to run twice (an append carries its batch
+// token and the sequence it starts at, a session's creation its token),
+// as when go-redis retries one script call.
+//
+// With Options.WaitReplicas one WAIT ends the pipeline and covers every
+// durable write in it (WAIT counts the writes of its connection).
+
+const (
+	// DefaultPipelines is Options.Pipelines' default: the round trips
+	// of script calls in flight at once before calls wait to share one.
+	DefaultPipelines = 2
+	// DefaultMaxPipelineCalls is Options.MaxPipelineCalls' default.
+	DefaultMaxPipelineCalls = 128
+)
+
+// batcher gathers the script calls that wait for a round trip.
+type batcher struct {
+	b        *backend
+	limit    int // round trips in flight at once; < 0: every call alone
+	maxCalls int
+
+	mu       sync.Mutex
+	inflight int
+	queue    []*scriptCall
+
+	// trips and calls count round trips sent and the calls they carried.
+	trips, calls atomic.Uint64
+}
+
+// scriptCall is one script call, its answer in cmd once done is closed.
+type scriptCall struct {
+	ctx     context.Context
+	s       *goredis.Script
+	keys    []string
+	args    []any
+	durable bool
+	cmd     *goredis.Cmd
+	done    chan struct{}
+}
+
+func newBatcher(b *backend) *batcher {
+	q := &batcher{b: b, limit: b.opts.Pipelines, maxCalls: b.opts.MaxPipelineCalls}
+	if q.limit == 0 {
+		q.limit = DefaultPipelines
+	}
+	if q.maxCalls <= 0 {
+		q.maxCalls = DefaultMaxPipelineCalls
+	}
+	return q
+}
+
+// script runs s, sharing a round trip with other calls when the node is
+// busy.
+func (b *backend) script(ctx context.Context, s *goredis.Script, keys []string, args ...any) *goredis.Cmd {
+	return b.batch.run(ctx, &scriptCall{ctx: ctx, s: s, keys: keys, args: args})
+}
+
+// runDurable runs s and, when the writes must reach replicas
+// (Options.WaitReplicas), waits for them (see wait.go).
+func (b *backend) runDurable(ctx context.Context, s *goredis.Script, keys []string, args ...any) *goredis.Cmd {
+	return b.batch.run(ctx, &scriptCall{ctx: ctx, s: s, keys: keys, args: args, durable: b.opts.WaitReplicas > 0 && b.single})
+}
+
+func (q *batcher) run(ctx context.Context, c *scriptCall) *goredis.Cmd {
+	if q.limit < 0 {
+		q.send([]*scriptCall{c})
+		return c.cmd
+	}
+	q.mu.Lock()
+	if q.inflight < q.limit && len(q.queue) == 0 {
+		q.inflight++
+		q.mu.Unlock()
+		q.send([]*scriptCall{c})
+		q.next()
+		return c.cmd
+	}
+	c.done = make(chan struct{})
+	q.queue = append(q.queue, c)
+	q.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.cmd
+	case <-ctx.Done():
+		// The call may still be sent: as when a caller gives up on a
+		// command already written, the script may run.
+		cmd := goredis.NewCmd(ctx)
+		cmd.SetErr(ctx.Err())
+		return cmd
+	}
+}
+
+// next is called by the goroutine whose round trip returned: the calls
+// that waited go in the next one, or the slot is freed.
+func (q *batcher) next() {
+	q.mu.Lock()
+	if len(q.queue) == 0 {
+		q.inflight--
+		q.mu.Unlock()
+		return
+	}
+	n := min(len(q.queue), q.maxCalls)
+	batch := make([]*scriptCall, n)
+	copy(batch, q.queue)
+	q.queue = append(q.queue[:0], q.queue[n:]...)
+	q.mu.Unlock()
+	go func() {
+		q.send(batch)
+		for _, c := range batch {
+			close(c.done)
+		}
+		q.next()
+	}()
+}
+
+// send runs the calls in one round trip (a pipeline when there are
+// several or a WAIT follows), then again with EVAL those the server did
+// not know the script of.
+func (q *batcher) send(batch []*scriptCall) {
+	q.trips.Add(1)
+	q.calls.Add(uint64(len(batch)))
+	durable := false
+	for _, c := range batch {
+		durable = durable || c.durable
+	}
+	if len(batch) == 1 && !durable {
+		c := batch[0]
+		c.cmd = c.s.Run(c.ctx, q.b.client, c.keys, c.args...)
+		return
+	}
+	// The pipeline outlives a caller that gave up: the others wait for
+	// it. go-redis's read and write timeouts bound it.
+	ctx := context.WithoutCancel(batch[0].ctx)
+	if len(batch) == 1 {
+		ctx = batch[0].ctx
+	}
+	wait := q.pipeline(ctx, batch, true, durable)
+	var again []*scriptCall
+	for _, c := range batch {
+		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			again = append(again, c)
+		}
+	}
+	if len(again) > 0 {
+		q.trips.Add(1)
+		againDurable := false
+		for _, c := range again {
+			againDurable = againDurable || c.durable
+		}
+		if w := q.pipeline(ctx, again, false, againDurable); w != nil {
+			for _, c := range again {
+				q.checkWait(c, w)
+			}
+		}
+	}
+	if wait == nil {
+		return
+	}
+	for _, c := range batch {
+		if !slices.Contains(again, c) {
+			q.checkWait(c, wait)
+		}
+	}
+}
+
+// pipeline sends the calls (EVALSHA, or EVAL when sha is false) and,
+// when durable, a WAIT after them, which it returns.
+func (q *batcher) pipeline(ctx context.Context, batch []*scriptCall, sha, durable bool) *goredis.Cmd {
+	var wait *goredis.Cmd
+	_, _ = q.b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, c := range batch {
+			if sha {
+				c.cmd = c.s.EvalSha(ctx, p, c.keys, c.args...)
+			} else {
+				c.cmd = c.s.Eval(ctx, p, c.keys, c.args...)
+			}
+		}
+		if durable {
+			wait = p.Do(ctx, "WAIT", q.b.opts.WaitReplicas, q.b.waitTimeout().Milliseconds())
+		}
+		return nil
+	})
+	return wait
+}
+
+// checkWait fails a durable call whose writes the replicas did not
+// acknowledge in time.
+func (q *batcher) checkWait(c *scriptCall, wait *goredis.Cmd) {
+	if !c.durable || c.cmd.Err() != nil {
+		return
+	}
+	if err := wait.Err(); err != nil {
+		c.cmd.SetErr(err)
+		return
+	}
+	n := q.b.opts.WaitReplicas
+	if got, _ := wait.Int64(); got < int64(n) {
+		c.cmd.SetErr(fmt.Errorf("%w: the write reached %d of %d replicas within %v", cluster.ErrUnavailable, got, n, q.b.waitTimeout()))
+	}
+}

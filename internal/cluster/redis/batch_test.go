@@ -1,0 +1,196 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/cluster/redis"
+	"github.com/mcpcluster/mcpcluster/internal/redistest"
+)
+
+// streamLife writes one stream's life as the node's producer does: the
+// first batch opens the stream, then batches of events, then the final
+// one; each waits for the previous one's answer, and pause.
+func streamLife(ctx context.Context, b *cluster.Backend, session, x string, batches int, pause time.Duration) error {
+	lim := cluster.Limits{}
+	open := &cluster.StreamMeta{Session: session, Owner: "n", Request: "n:" + x}
+	next := uint64(1)
+	for i := range batches {
+		data := [][]byte{[]byte(x + "." + strconv.Itoa(2*i)), []byte(x + "." + strconv.Itoa(2*i+1))}
+		bt := cluster.Batch{Next: next, Token: x + "/" + strconv.Itoa(i)}
+		if i == 0 {
+			bt.Open = open
+		}
+		first, err := b.Events.AppendBatch(ctx, session, x, data, i == batches-1, bt, lim)
+		if err != nil {
+			return fmt.Errorf("%s batch %d: %w", x, i, err)
+		}
+		if first != next {
+			return fmt.Errorf("%s batch %d: first seq %d, want %d", x, i, first, next)
+		}
+		next += 2
+		time.Sleep(pause)
+	}
+	return nil
+}
+
+// checkLife checks that a stream holds each of its events once, in
+// order, and is done.
+func checkLife(ctx context.Context, b *cluster.Backend, session, x string, batches int) error {
+	evs, info, err := b.Events.Read(ctx, session, x, 0)
+	if err != nil {
+		return err
+	}
+	if len(evs) != 2*batches || info.Last != uint64(2*batches) || !info.Done {
+		return fmt.Errorf("%s: %d events (last %d, done %v), want %d once each, done", x, len(evs), info.Last, info.Done, 2*batches)
+	}
+	for i, ev := range evs {
+		if want := x + "." + strconv.Itoa(i); string(ev.Data) != want || ev.Seq != uint64(i+1) {
+			return fmt.Errorf("%s: event %d is %q (seq %d), want %q", x, i, ev.Data, ev.Seq, want)
+		}
+	}
+	return nil
+}
+
+// TestBatchedAppendsWithLostReplies runs many streams at once with one
+// round trip in flight, so their appends share pipelines, and loses the
+// replies of several pipelines: go-redis sends each again, and every
+// stream still holds each of its events once, in order.
+func TestBatchedAppendsWithLostReplies(t *testing.T) {
+	onSingleAndCluster(t, func(t *testing.T, srv *redistest.Server) {
+		l := &lostReply{}
+		c := lossyClient(t, srv, l)
+		b := backend(t, c, redis.Options{JanitorInterval: -1, Pipelines: 1})
+		ctx := t.Context()
+		const streams, batches = 24, 16
+		for i := range streams {
+			if err := b.Sessions.Create(ctx, "s"+strconv.Itoa(i), nil, time.Minute, 0, cluster.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Warm the scripts, so that no lost reply is a NOSCRIPT.
+		if err := streamLife(ctx, b, "s0", "warm", 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		trips0, calls0 := redis.ScriptTrips(b)
+		// Lose a reply, let its retry through (a read timeout later),
+		// then lose another, while the streams run.
+		var stop atomic.Bool
+		var losses sync.WaitGroup
+		losses.Add(1)
+		go func() {
+			defer losses.Done()
+			for !stop.Load() {
+				n := l.lost.Load()
+				l.armed.Store(true)
+				for l.lost.Load() == n && !stop.Load() {
+					time.Sleep(time.Millisecond)
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+		}()
+		var wg sync.WaitGroup
+		errs := make(chan error, streams)
+		for i := range streams {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- streamLife(ctx, b, "s"+strconv.Itoa(i), "x"+strconv.Itoa(i), batches, 50*time.Millisecond)
+			}()
+		}
+		wg.Wait()
+		stop.Store(true)
+		losses.Wait()
+		l.armed.Store(false)
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Error(err)
+			}
+		}
+		for i := range streams {
+			if err := checkLife(ctx, b, "s"+strconv.Itoa(i), "x"+strconv.Itoa(i), batches); err != nil {
+				t.Error(err)
+			}
+		}
+		trips, calls := redis.ScriptTrips(b)
+		trips, calls = trips-trips0, calls-calls0
+		t.Logf("%d appends in %d round trips, %d replies lost", calls, trips, l.lost.Load())
+		if l.lost.Load() < 2 {
+			t.Errorf("%d replies lost: the test did not exercise retried pipelines", l.lost.Load())
+		}
+		if trips*2 > calls {
+			t.Errorf("%d appends of %d streams at once took %d round trips: they did not share them", calls, streams, trips)
+		}
+	})
+}
+
+// BenchmarkRoundTripsPerStream writes stream lives (3 batches: open,
+// events, final) from 1, 4, 16 and 64 goroutines at once and reports
+// the Redis round trips each life took, counted by a go-redis hook on
+// the client (every command or pipeline sent is one).
+func BenchmarkRoundTripsPerStream(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, conc := range []int{1, 4, 16, 64} {
+		for _, pipelines := range []int{-1, redis.DefaultPipelines} {
+			name := fmt.Sprintf("inflight=%d/pipelines=%d", conc, pipelines)
+			b.Run(name, func(b *testing.B) {
+				c := client(b, srv, "")
+				var trips atomic.Int64
+				c.AddHook(tripCounter{&trips})
+				be := backend(b, c, redis.Options{JanitorInterval: -1, Pipelines: pipelines})
+				ctx := context.Background()
+				if err := be.Sessions.Create(ctx, "s", nil, time.Hour, 0, cluster.CreateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				var n atomic.Int64
+				b.ResetTimer()
+				trips.Store(0)
+				var wg sync.WaitGroup
+				for range conc {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for {
+							i := n.Add(1)
+							if i > int64(b.N) {
+								return
+							}
+							if err := streamLife(ctx, be, "s", "x"+strconv.FormatInt(i, 10), 3, 0); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				b.ReportMetric(float64(trips.Load())/float64(b.N), "roundtrips/stream")
+			})
+		}
+	}
+}
+
+// tripCounter counts what a client sends: a command or a pipeline each.
+type tripCounter struct{ n *atomic.Int64 }
+
+func (tripCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h tripCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h tripCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
