@@ -18,6 +18,11 @@
 // draws the soak's samples (make soak) instead: one chart per figure
 // against minutes, one line per node, into the CSV's directory
 // (soak-<figure>.svg), shown in docs/RELIABILITY.md.
+//
+//	scaleplot -gobench FILE.txt -metric roundtrips/stream -o OUT.svg
+//
+// draws one metric of go test -bench output whose sub-benchmarks are
+// named .../X=N/SERIES: the metric against N, one line per SERIES.
 package main
 
 import (
@@ -300,11 +305,27 @@ func plotFile(path, dir string) ([]string, error) {
 func main() {
 	out := flag.String("out", "docs/scaling", "directory of the SVG files")
 	soak := flag.String("soak", "", "draw this soak samples.csv (make soak) into its directory instead")
+	gobench := flag.String("gobench", "", "draw -metric of this go test -bench output into -o instead")
+	metric := flag.String("metric", "", "with -gobench: the metric (unit) to draw")
+	title := flag.String("title", "", "with -gobench: the chart's title")
+	outFile := flag.String("o", "", "with -gobench: the SVG file to write")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: scaleplot [-out DIR] FILE.json...\n\nDraws the charts of scripts/scaleout.sh --data files as SVG: DIR/FILE-<chart>.svg.\n\nFlags:\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if *gobench != "" {
+		if *metric == "" || *outFile == "" {
+			fmt.Fprintln(os.Stderr, "scaleplot: -gobench needs -metric and -o")
+			os.Exit(2)
+		}
+		if err := plotBench(*gobench, *metric, *title, *outFile); err != nil {
+			fmt.Fprintln(os.Stderr, "scaleplot:", err)
+			os.Exit(1)
+		}
+		fmt.Println(*outFile)
+		return
+	}
 	if *soak != "" {
 		written, err := plotSoak(*soak, filepath.Dir(*soak))
 		for _, w := range written {

@@ -74,3 +74,26 @@ func TestPlotSoakRejectsBadSamples(t *testing.T) {
 		})
 	}
 }
+
+func TestPlotGoBench(t *testing.T) {
+	out := `goos: linux
+BenchmarkRoundTripsPerStream/inflight=1/pipelines=-1-2   	    2000	    597135 ns/op	         3.001 roundtrips/stream
+BenchmarkRoundTripsPerStream/inflight=1/pipelines=2-2    	    2000	    514933 ns/op	         3.001 roundtrips/stream
+BenchmarkRoundTripsPerStream/inflight=16/pipelines=-1-2  	    2000	    302726 ns/op	         3.015 roundtrips/stream
+BenchmarkRoundTripsPerStream/inflight=16/pipelines=2-2   	    2000	    234427 ns/op	         0.6115 roundtrips/stream
+PASS
+`
+	c, err := benchChart(strings.NewReader(out), "roundtrips/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.XLabel != "inflight" || len(c.Series) != 2 || c.Series[0].Name != "pipelines=-1" || c.Series[1].Name != "pipelines=2" {
+		t.Fatalf("chart %q over %q with series %+v", c.Title, c.XLabel, c.Series)
+	}
+	if p := c.Series[1].Points; len(p) != 2 || p[1].X != 16 || p[1].Y != 0.6115 {
+		t.Fatalf("pipelines=2 points %+v, want (1, 3.001) and (16, 0.6115)", p)
+	}
+	if _, err := benchChart(strings.NewReader(out), "allocs/op"); err == nil {
+		t.Error("a metric no line reports gave a chart")
+	}
+}
