@@ -197,6 +197,15 @@ func (r *Request) CloseSSEStream() {
 	}
 }
 
+// progressParams are the params of notifications/progress, in the
+// order of their names.
+type progressParams struct {
+	Message       string          `json:"message,omitempty"`
+	Progress      float64         `json:"progress"`
+	ProgressToken json.RawMessage `json:"progressToken"`
+	Total         float64         `json:"total,omitempty"`
+}
+
 // Progress sends notifications/progress if the request asked for progress
 // (a progressToken in _meta); otherwise it does nothing. progress must
 // increase from call to call; total <= 0 means unknown.
@@ -214,12 +223,9 @@ func (r *Request) Progress(ctx context.Context, progress, total float64, message
 	}
 	r.lastProg = progress
 	r.mu.Unlock()
-	p := map[string]any{"progressToken": r.progressToken, "progress": progress}
-	if total > 0 {
-		p["total"] = total
-	}
-	if message != "" && atLeast(r.version, Version20250326) {
-		p["message"] = message
+	p := progressParams{ProgressToken: r.progressToken, Progress: progress, Total: max(total, 0)}
+	if atLeast(r.version, Version20250326) {
+		p.Message = message
 	}
 	msg, err := jsonrpc.Notification("notifications/progress", p)
 	if err != nil {

@@ -140,7 +140,16 @@ func marshalParams(v any) (json.RawMessage, error) {
 
 // Encode marshals one message. It never fails for messages built by this
 // package; a failure means a caller put invalid raw JSON into a field.
-func Encode(m *Message) ([]byte, error) { return json.Marshal(m) }
+//
+// MarshalJSON's output is already compact, valid and HTML-escaped (it
+// comes from json.Marshal): Encode returns it as it is, where
+// json.Marshal(m) would scan and copy every message once more.
+func Encode(m *Message) ([]byte, error) {
+	if m == nil {
+		return []byte("null"), nil
+	}
+	return m.MarshalJSON()
+}
 
 // EncodeBatch marshals several messages as a JSON array.
 func EncodeBatch(ms []*Message) ([]byte, error) { return json.Marshal(ms) }
