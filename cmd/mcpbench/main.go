@@ -28,10 +28,13 @@ import (
 
 // config is every setting of a run.
 type config struct {
-	urls         []string
-	scenario     string
-	revision     string
-	concurrency  int
+	urls        []string
+	scenario    string
+	revision    string
+	concurrency int
+	// sessions is the number of sessions the workers share (worker i
+	// uses session i mod sessions); 0: one session per worker.
+	sessions     int
 	duration     time.Duration
 	count        int64
 	warmup       time.Duration
@@ -98,6 +101,9 @@ func (c *config) settings() map[string]any {
 	if c.count > 0 {
 		m["count"] = c.count
 	}
+	if c.sessions > 0 {
+		m["sessions"] = c.sessions
+	}
 	switch c.scenario {
 	case "echo", "tasks":
 		m["text_bytes"] = len(c.text)
@@ -114,6 +120,10 @@ func (c *config) settings() map[string]any {
 }
 
 var scenarios = []string{"echo", "progress", "sampling", "churn", "fanout", "resume", "idle", "tasks"}
+
+// sharingScenarios are the scenarios whose workers can share sessions
+// (--sessions).
+var sharingScenarios = []string{"echo", "progress", "sampling"}
 
 const usageText = `Usage: mcpbench [flags]
 
@@ -156,9 +166,24 @@ unless noted:
             the completed tasks/get on 2026-07-28); each request on the
             next endpoint. Calls the demo pack's echo_task.
 
+Sessions: by default each worker (-c) opens a session of its own and
+runs one operation at a time on it. --sessions N makes the workers share
+N sessions instead (worker i uses session i mod N), so that a session
+has several requests in flight at once: --sessions 1 -c 32 is one busy
+session with 32 concurrent tools/call on one Mcp-Session-Id. Request ids
+stay unique within each session. For echo, progress and sampling on the
+handshake revisions (2025-03-26, 2025-06-18, 2025-11-25); 2026-07-28 has no
+sessions. Sampling then tags each call's prompt so that a request
+arriving on the session's one GET stream reaches the call it belongs
+to, and expects its tagged answer back.
+
 Examples:
   # 16 sessions calling echo for 10 s against a local node
   mcpbench --url http://127.0.0.1:8080/mcp
+
+  # one busy session: 32 workers, 32 tools/call in flight on one
+  # Mcp-Session-Id
+  mcpbench --url http://127.0.0.1:8080/mcp --sessions 1 -c 32
 
   # three nodes round robin, stateless revision, JSON report for tools
   mcpbench --url http://127.0.0.1:8081/mcp,http://127.0.0.1:8082/mcp,http://127.0.0.1:8083/mcp \
@@ -210,8 +235,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Var(&urls, "url", "MCP endpoint; repeat or comma-separate for several (round robin) (default http://127.0.0.1:8080/mcp)")
 	fs.StringVar(&c.scenario, "scenario", "echo", "what to run: "+strings.Join(scenarios, ", "))
 	fs.StringVar(&c.revision, "revision", rev20251125, "protocol revision: "+strings.Join(revisions, ", "))
-	fs.IntVar(&c.concurrency, "c", 16, "concurrent sessions (workers), each running one operation at a time (fanout and idle use one)")
+	fs.IntVar(&c.concurrency, "c", 16, "concurrent workers, each running one operation at a time on a session of its own, or on a shared one with --sessions (fanout and idle use one)")
 	fs.IntVar(&c.concurrency, "concurrency", 16, "same as -c")
+	fs.IntVar(&c.sessions, "sessions", 0, "echo, progress, sampling on a handshake revision: the workers share this many sessions, worker i using session i mod N (--sessions 1 -c 32: one busy session with 32 calls in flight); 0: one session per worker")
 	fs.DurationVar(&c.duration, "d", 10*time.Second, "measured duration, after the warm-up")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "same as -d")
 	fs.Int64Var(&c.count, "count", 0, "stop after this many measured operations (0: run for the duration, which still bounds the run)")
@@ -289,6 +315,17 @@ func (c *config) validate() error {
 	}
 	if c.concurrency < 1 {
 		bad("c", "must be at least 1")
+	}
+	switch {
+	case c.sessions < 0:
+		bad("sessions", "must not be negative")
+	case c.sessions == 0:
+	case c.revision == rev20260728:
+		bad("sessions", "%s has no sessions (each request stands alone): leave --sessions at 0, or use a handshake revision (%s, %s or %s)", rev20260728, rev20250326, rev20250618, rev20251125)
+	case !slices.Contains(sharingScenarios, c.scenario):
+		bad("sessions", "only %s share sessions, not %s", strings.Join(sharingScenarios, ", "), c.scenario)
+	case c.sessions > c.concurrency:
+		bad("sessions", "%d sessions for %d workers (-c): at most one per worker", c.sessions, c.concurrency)
 	}
 	if c.duration <= 0 {
 		bad("duration", "must be positive")
@@ -374,8 +411,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.jsonOut == "-" {
 		text = stderr
 	}
-	fmt.Fprintf(stderr, "mcpbench: %s on %s, %d worker(s), %d endpoint(s), %s (+%s warm-up)\n",
-		cfg.scenario, cfg.revision, cfg.concurrency, len(cfg.urls), cfg.duration, cfg.warmup)
+	shared := ""
+	if cfg.sessions > 0 {
+		shared = fmt.Sprintf(" sharing %d session(s)", cfg.sessions)
+	}
+	fmt.Fprintf(stderr, "mcpbench: %s on %s, %d worker(s)%s, %d endpoint(s), %s (+%s warm-up)\n",
+		cfg.scenario, cfg.revision, cfg.concurrency, shared, len(cfg.urls), cfg.duration, cfg.warmup)
 	rep, err := r.run(ctx, progress)
 	if rep != nil {
 		printReport(text, rep)
@@ -430,7 +471,11 @@ func fmtSummary(s bench.Summary) string {
 
 // printReport writes the human-readable report.
 func printReport(w io.Writer, r *bench.Report) {
-	fmt.Fprintf(w, "\n%s on %s: %d worker(s), %d endpoint(s), %.2fs measured\n", r.Scenario, r.Revision, r.Concurrency, len(r.URLs), r.Elapsed)
+	shared := ""
+	if n, ok := r.Settings["sessions"]; ok {
+		shared = fmt.Sprintf(" sharing %v session(s)", n)
+	}
+	fmt.Fprintf(w, "\n%s on %s: %d worker(s)%s, %d endpoint(s), %.2fs measured\n", r.Scenario, r.Revision, r.Concurrency, shared, len(r.URLs), r.Elapsed)
 	fmt.Fprintf(w, "  operations   %d ok, %d failed (%.2f%%)\n", r.Ops, r.Errors, 100*r.ErrorRate())
 	fmt.Fprintf(w, "  throughput   %.1f ops/s\n", r.Throughput)
 	fmt.Fprintf(w, "  latency      %s\n", fmtSummary(r.Latency))

@@ -22,6 +22,13 @@ import (
 // startNode serves the demo pack on a loopback test server.
 func startNode(t *testing.T) string {
 	t.Helper()
+	return startNodeWith(t, nil)
+}
+
+// startNodeWith serves the demo pack through wrap (when not nil) on a
+// loopback test server.
+func startNodeWith(t *testing.T, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
 	s := mcp.NewServer(mcp.Implementation{Name: "mcpbench-test", Version: "1"}, &mcp.ServerOptions{
 		StateKeys: [][]byte{bytes.Repeat([]byte{9}, 32)},
 	})
@@ -32,7 +39,11 @@ func startNode(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(h)
+	var served http.Handler = h
+	if wrap != nil {
+		served = wrap(h)
+	}
+	ts := httptest.NewServer(served)
 	t.Cleanup(func() {
 		ts.CloseClientConnections()
 		h.Close()
@@ -66,14 +77,7 @@ func TestScenariosAgainstANode(t *testing.T) {
 				} else {
 					args = append(args, "--count", "8", "-d", "30s")
 				}
-				var stdout, stderr bytes.Buffer
-				if code := run(t.Context(), args, &stdout, &stderr); code != 0 {
-					t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
-				}
-				rep, err := bench.ReadReport(out)
-				if err != nil {
-					t.Fatal(err)
-				}
+				rep, stdout, stderr := runReport(t, args, out)
 				if rep.Errors != 0 || len(rep.SetupErrors) != 0 {
 					t.Fatalf("errors %v, setup errors %v\n%s", rep.ErrorKinds, rep.SetupErrors, stdout.String())
 				}
@@ -293,4 +297,20 @@ func TestAlternateRepliesArePaired(t *testing.T) {
 	if d := bench.Differences(got); d.Pairs != 2 || d.P10 != -2 || d.P90 != 1 {
 		t.Fatalf("summary %+v", d)
 	}
+}
+
+// runReport runs mcpbench with args, failing the test unless it exits
+// 0, and returns the JSON report it wrote to out and its standard
+// output and error.
+func runReport(t *testing.T, args []string, out string) (rep *bench.Report, stdout, stderr *bytes.Buffer) {
+	t.Helper()
+	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	if code := run(t.Context(), args, stdout, stderr); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	rep, err := bench.ReadReport(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, stdout, stderr
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mcpcluster/mcpcluster/internal/bench"
 )
 
 // cuttingServer is a fake MCP server whose progress calls always lose
@@ -106,14 +104,7 @@ func TestResumeCutAndCheckSessions(t *testing.T) {
 			args := []string{"--url", cuttingServer(t, resumable), "--scenario", "progress", "--steps", "4",
 				"-c", "2", "--warmup", "0s", "--count", "6", "-d", "20s", "--timeout", "2s",
 				"--resume-cut", "--check-sessions", "-q", "--json", out}
-			var stdout, stderr bytes.Buffer
-			if code := run(t.Context(), args, &stdout, &stderr); code != 0 {
-				t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
-			}
-			rep, err := bench.ReadReport(out)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep, stdout, _ := runReport(t, args, out)
 			c := rep.Counters
 			if c["streams_cut"] == 0 || c["sessions_lost"] != 2 {
 				t.Fatalf("counters %v\n%s", c, stdout.String())

@@ -41,6 +41,9 @@ type worker struct {
 	r    *runner
 	sess *session
 	url  int // endpoint index the session was opened on
+	// shared is the session the worker shares with others
+	// (--sessions); nil when it has one of its own.
+	shared *sharedSession
 	// getReqs delivers server requests arriving on the session's GET
 	// stream, when the scenario keeps one open; closeGet closes it.
 	getReqs  chan incoming
@@ -72,6 +75,9 @@ type runner struct {
 	errs      bench.Errors
 	setupErrs bench.Errors
 
+	// shared are the sessions the workers share (--sessions).
+	shared []*sharedSession
+
 	mu       sync.Mutex
 	extras   map[string]*bench.Recorder
 	pairs    map[string][]time.Duration
@@ -80,7 +86,11 @@ type runner struct {
 }
 
 func newRunner(cfg *config, cl *client, sc scenario, stderr io.Writer) *runner {
-	return &runner{cfg: cfg, cl: cl, sc: sc, stderr: stderr, stopping: make(chan struct{}), extras: map[string]*bench.Recorder{}, counters: map[string]int64{}, pairs: map[string][]time.Duration{}}
+	r := &runner{cfg: cfg, cl: cl, sc: sc, stderr: stderr, stopping: make(chan struct{}), extras: map[string]*bench.Recorder{}, counters: map[string]int64{}, pairs: map[string][]time.Duration{}}
+	for range cfg.sessions {
+		r.shared = append(r.shared, &sharedSession{})
+	}
+	return r
 }
 
 // extra records a named secondary timing (only while measuring).

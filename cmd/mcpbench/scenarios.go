@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/bench"
@@ -16,13 +18,33 @@ import (
 
 // sessionHooks opens a legacy session per worker (round robin over the
 // endpoints) and deletes it at the end; on 2026-07-28 there is nothing
-// to open.
+// to open. With --sessions the workers share the runner's sessions
+// instead (see sharedSession).
 type sessionHooks struct{ noHooks }
 
 func (sessionHooks) setup(ctx context.Context, w *worker) error {
 	cl := w.r.cl
 	if cl.modern {
 		w.sess = &session{}
+		return nil
+	}
+	if sh := w.r.sharedFor(w.n); sh != nil {
+		sh.open.Do(func() {
+			s, err := cl.initialize(ctx, cl.urls[cl.pick()])
+			if err != nil {
+				if s != nil {
+					_ = cl.deleteSession(ctx, cl.urls[cl.pick()], s)
+				}
+				sh.err = err
+				return
+			}
+			sh.sess = s
+		})
+		if sh.err != nil {
+			return sh.err
+		}
+		sh.users.Add(1)
+		w.sess, w.shared = sh.sess, sh
 		return nil
 	}
 	w.url = cl.pick()
@@ -39,6 +61,10 @@ func (sessionHooks) setup(ctx context.Context, w *worker) error {
 
 func (sessionHooks) teardown(ctx context.Context, w *worker) {
 	cl := w.r.cl
+	if w.shared != nil {
+		w.releaseShared(ctx)
+		return
+	}
 	if cl.modern || w.sess == nil || w.sess.id == "" {
 		return
 	}
@@ -46,6 +72,150 @@ func (sessionHooks) teardown(ctx context.Context, w *worker) {
 		w.r.checkSession(ctx, cl.urls[cl.pick()], w.sess)
 	}
 	_ = cl.deleteSession(ctx, cl.urls[cl.pick()], w.sess)
+}
+
+// sharedSession is a legacy session that several workers use at once
+// (--sessions): worker i uses session i mod N, so the session has up to
+// -c/N requests in flight. The first of its workers to be set up opens
+// it; the last to let go of it (at teardown, or when its setup fails
+// later on) ends it. For sampling it also holds the session's one GET
+// stream, and hands each server request arriving there to the
+// operation it belongs to: each operation tags its prompt, which the
+// sampling request carries back.
+type sharedSession struct {
+	open  sync.Once
+	sess  *session
+	err   error
+	users atomic.Int64
+
+	openGet  sync.Once
+	getErr   error
+	closeGet func()
+
+	mu      sync.Mutex
+	waiting map[string]chan incoming // by operation tag
+	getDone bool                     // the GET stream ended
+}
+
+// sharedFor returns the session worker n shares, or nil when the
+// workers do not share sessions.
+func (r *runner) sharedFor(n int) *sharedSession {
+	if len(r.shared) == 0 {
+		return nil
+	}
+	return r.shared[n%len(r.shared)]
+}
+
+// releaseShared ends the worker's use of its shared session; the last
+// worker to let go closes its GET stream and ends it.
+func (w *worker) releaseShared(ctx context.Context) {
+	sh := w.shared
+	w.shared = nil
+	if sh.users.Add(-1) > 0 {
+		return
+	}
+	if sh.closeGet != nil {
+		sh.closeGet()
+	}
+	cl := w.r.cl
+	if w.r.cfg.checkSessions {
+		w.r.checkSession(ctx, cl.urls[cl.pick()], sh.sess)
+	}
+	_ = cl.deleteSession(ctx, cl.urls[cl.pick()], sh.sess)
+}
+
+// tagPrefix marks an operation's tag in a sampling prompt of a shared
+// session: "[mcpbench-op 17]".
+const tagPrefix = "[mcpbench-op "
+
+// opTag finds the operation tag in a server request's params ("" when
+// there is none).
+func opTag(params json.RawMessage) string {
+	i := bytes.Index(params, []byte(tagPrefix))
+	if i < 0 {
+		return ""
+	}
+	rest := params[i+len(tagPrefix):]
+	j := bytes.IndexByte(rest, ']')
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j])
+}
+
+// register makes the server requests tagged tag reach the returned
+// channel, which is closed when the GET stream ends.
+func (sh *sharedSession) register(tag string) chan incoming {
+	ch := make(chan incoming, 4)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.getDone {
+		close(ch)
+		return ch
+	}
+	if sh.waiting == nil {
+		sh.waiting = map[string]chan incoming{}
+	}
+	sh.waiting[tag] = ch
+	return ch
+}
+
+func (sh *sharedSession) unregister(tag string) {
+	sh.mu.Lock()
+	delete(sh.waiting, tag)
+	sh.mu.Unlock()
+}
+
+// route hands a server request to the operation its tag names; false
+// when none waits for it.
+func (sh *sharedSession) route(in incoming) bool {
+	tag := opTag(in.msg.Params)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	ch := sh.waiting[tag]
+	if ch == nil {
+		return false
+	}
+	select {
+	case ch <- in:
+		return true
+	default:
+		return false
+	}
+}
+
+// endGet closes the channels of the waiting operations: the GET stream
+// ended.
+func (sh *sharedSession) endGet() {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.getDone = true
+	for _, ch := range sh.waiting {
+		close(ch)
+	}
+	sh.waiting = nil
+}
+
+// handOn passes a server request of a shared session to the operation
+// it belongs to; one that no operation waits for any more (it failed or
+// timed out) is counted, and a sampling request among them answered
+// anyway, so that the server's handler does not wait for nothing.
+func (sh *sharedSession) handOn(r *runner, in incoming) {
+	if sh.route(in) {
+		return
+	}
+	r.count("sampling_unrouted", 1, true)
+	if in.msg.Method != "sampling/createMessage" {
+		return
+	}
+	cl, sess, timeout := r.cl, sh.sess, r.cfg.timeout
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		reply, _ := jsonrpc.Response(in.msg.ID, sampleResult(sampleAnswer))
+		rb, _ := jsonrpc.Encode(reply)
+		_ = cl.notify(ctx, cl.urls[cl.pick()], sess, rb, "")
+	}()
 }
 
 // echoScenario: tools/call echo, answered as JSON by servers that can.
@@ -125,10 +295,10 @@ type samplingScenario struct {
 
 const sampleAnswer = "the answer is 42"
 
-func sampleResult() map[string]any {
+func sampleResult(text string) map[string]any {
 	return map[string]any{
 		"role": "assistant", "model": "mcpbench", "stopReason": "endTurn",
-		"content": map[string]any{"type": "text", "text": sampleAnswer},
+		"content": map[string]any{"type": "text", "text": text},
 	}
 }
 
@@ -194,20 +364,55 @@ func (s *samplingScenario) setup(ctx context.Context, w *worker) error {
 	if err := s.sessionHooks.setup(ctx, w); err != nil || w.r.cl.modern {
 		return err
 	}
+	if sh := w.shared; sh != nil {
+		// One GET stream per session, whose requests go to the
+		// operations they belong to.
+		sh.openGet.Do(func() {
+			reqs := make(chan incoming, 16)
+			sh.closeGet, sh.getErr = w.startGet(reqs)
+			if sh.getErr == nil {
+				go func() {
+					for in := range reqs {
+						sh.handOn(w.r, in)
+					}
+					sh.endGet()
+				}()
+			}
+		})
+		if sh.getErr != nil {
+			w.releaseShared(ctx)
+			return sh.getErr
+		}
+		return nil
+	}
+	w.getReqs = make(chan incoming, 16)
+	closeGet, err := w.startGet(w.getReqs)
+	if err != nil {
+		// The worker will not run: end its session now.
+		s.sessionHooks.teardown(ctx, w)
+		return err
+	}
+	w.closeGet = closeGet
+	return nil
+}
+
+// startGet opens the GET stream of the worker's session and delivers
+// its server requests to out (closed when the stream ends, resumed with
+// --resume-cut); the returned function closes it.
+func (w *worker) startGet(out chan incoming) (func(), error) {
 	cl := w.r.cl
 	gctx, cancel := context.WithCancel(withSource(context.Background(), w.n))
 	resp, err := cl.openGet(gctx, cl.urls[cl.pick()], w.sess, "")
 	if err != nil {
 		cancel()
-		return fmt.Errorf("GET stream: %w", err)
+		close(out)
+		return nil, fmt.Errorf("GET stream: %w", err)
 	}
-	w.getReqs = make(chan incoming, 16)
-	w.closeGet = cancel
 	go func() {
-		defer close(w.getReqs)
+		defer close(out)
 		body, lastID := resp.Body, ""
 		for body != nil {
-			w.readGet(body, &lastID)
+			readGet(body, &lastID, out)
 			body.Close()
 			if !w.r.cfg.resumeCut || gctx.Err() != nil {
 				return
@@ -215,12 +420,12 @@ func (s *samplingScenario) setup(ctx context.Context, w *worker) error {
 			body = w.reopenGet(gctx, lastID)
 		}
 	}()
-	return nil
+	return cancel, nil
 }
 
-// readGet delivers the server requests of a GET stream to w.getReqs
-// until the stream ends, keeping its last event id.
-func (w *worker) readGet(body io.Reader, lastID *string) {
+// readGet delivers the server requests of a GET stream to out until the
+// stream ends, keeping its last event id.
+func readGet(body io.Reader, lastID *string, out chan<- incoming) {
 	rd := sse.NewReader(body, 16<<20)
 	for {
 		ev, err := rd.Next()
@@ -237,7 +442,7 @@ func (w *worker) readGet(body io.Reader, lastID *string) {
 		if err != nil || msg.Kind() != jsonrpc.KindRequest {
 			continue
 		}
-		w.getReqs <- incoming{msg: msg, eventID: ev.ID, at: time.Now()}
+		out <- incoming{msg: msg, eventID: ev.ID, at: time.Now()}
 	}
 }
 
@@ -254,7 +459,20 @@ func (s *samplingScenario) op(ctx context.Context, w *worker) (time.Duration, er
 	}
 	cl := w.r.cl
 	id := w.sess.newID()
-	body := cl.requestBody(id, "tools/call", map[string]any{"name": "sample", "arguments": map[string]any{"prompt": "What is the answer?"}}, nil)
+	prompt, want, getReqs := "What is the answer?", sampleAnswer, w.getReqs
+	// On a shared session the prompt and the answer carry a tag of the
+	// operation (its request id): it routes requests arriving on the
+	// session's GET stream, and the result shows that the server gave
+	// each call its own reply.
+	tag := ""
+	if sh := w.shared; sh != nil {
+		tag = strconv.FormatInt(id, 10)
+		prompt += " " + tagPrefix + tag + "]"
+		want += " " + tagPrefix + tag + "]"
+		getReqs = sh.register(tag)
+		defer sh.unregister(tag)
+	}
+	body := cl.requestBody(id, "tools/call", map[string]any{"name": "sample", "arguments": map[string]any{"prompt": prompt}}, nil)
 	at := cl.pick()
 	replyTo, same := w.replyTarget(at)
 	var mu sync.Mutex
@@ -264,9 +482,14 @@ func (s *samplingScenario) op(ctx context.Context, w *worker) (time.Duration, er
 		if in.msg.Method != "sampling/createMessage" {
 			return bench.Errorf("protocol", "unexpected server request %s", in.msg.Method)
 		}
+		if tag != "" && opTag(in.msg.Params) != tag {
+			// Another call's request, on this call's stream.
+			w.shared.handOn(w.r, in)
+			return nil
+		}
 		w.r.extra("request_to_sampling", in.at.Sub(start))
 		w.r.count("sampling_on_"+where+"_stream", 1, false)
-		reply, _ := jsonrpc.Response(in.msg.ID, sampleResult())
+		reply, _ := jsonrpc.Response(in.msg.ID, sampleResult(want))
 		rb, _ := jsonrpc.Encode(reply)
 		mu.Lock()
 		replied = time.Now()
@@ -286,7 +509,7 @@ func (s *samplingScenario) op(ctx context.Context, w *worker) (time.Duration, er
 			case <-stop:
 				getErr <- nil
 				return
-			case in, ok := <-w.getReqs:
+			case in, ok := <-getReqs:
 				if !ok {
 					getErr <- nil
 					return
@@ -323,7 +546,7 @@ func (s *samplingScenario) op(ctx context.Context, w *worker) (time.Duration, er
 		return d, bench.Errorf("no_sampling", "the call finished without asking for sampling")
 	}
 	w.recordReply(time.Since(r), same)
-	return d, expectText(ex, sampleAnswer)
+	return d, expectText(ex, want)
 }
 
 func (s *samplingScenario) mrtr(ctx context.Context, w *worker) (time.Duration, error) {
@@ -349,7 +572,7 @@ func (s *samplingScenario) mrtr(ctx context.Context, w *worker) (time.Duration, 
 	w.r.extra("request_to_sampling", time.Since(start))
 	answers := map[string]any{}
 	for k := range round1.InputRequests {
-		answers[k] = sampleResult()
+		answers[k] = sampleResult(sampleAnswer)
 	}
 	params := map[string]any{"name": "sample", "arguments": args, "inputResponses": answers}
 	if round1.RequestState != nil {

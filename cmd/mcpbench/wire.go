@@ -108,14 +108,15 @@ func (c *client) closeIdle() {
 func (c *client) pick() int { return int((c.rr.Add(1) - 1) % uint64(len(c.urls))) }
 
 // session is a legacy session (id and negotiated revision) or, on
-// 2026-07-28, just a source of request ids.
+// 2026-07-28, just a source of request ids. Its ids are unique across
+// the workers that share it (--sessions).
 type session struct {
 	id      string
 	version string
-	nextID  int64
+	nextID  atomic.Int64
 }
 
-func (s *session) newID() int64 { s.nextID++; return s.nextID }
+func (s *session) newID() int64 { return s.nextID.Add(1) }
 
 // incoming is one message a response stream delivered.
 type incoming struct {
