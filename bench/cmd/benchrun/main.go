@@ -30,6 +30,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -66,7 +67,7 @@ func run(ctx context.Context) int {
 		st       settings
 		budget   = flag.Duration("budget", 16*time.Minute, "time limit of the whole suite; runs that would start later are skipped")
 		only     = flag.String("only", "", "comma-separated configurations to run (mem, redis, redis3, redis-far, redis3-far, redis-wait, redis3-scale, gosdk, mcpgo, ceiling); default all")
-		scen     = flag.String("scenarios", "", "comma-separated scenarios or kinds of run to keep (echo, progress, sampling, churn, fanout, resume, tasks, idle, rtt, scale, profile, capacity); default all")
+		scen     = flag.String("scenarios", "", "comma-separated scenarios or kinds of run to keep (echo, progress, sampling, churn, fanout, resume, tasks, idle, rtt, scale, profile, capacity, "+busyScenario+"); default all. echo includes the echo runs on one busy session ("+strconv.Itoa(busyCalls)+" calls in flight on one Mcp-Session-Id); "+busyScenario+" keeps only those (and their rtt runs)")
 		render   = flag.String("render", "", "render the page from a results.json of an earlier run instead of running")
 		command  = flag.String("command", "", "the command line to show in the page (default: this one)")
 		profile  = flag.String("profile", "", "SCENARIO/REVISION to profile on one node with Redis (default: the Redis scenario furthest from its goal in this run; none: no profile)")
@@ -211,12 +212,20 @@ func run(ctx context.Context) int {
 	return code
 }
 
+// busyScenario is the --scenarios name of the echo runs on one busy
+// session alone (echo keeps them too).
+const busyScenario = "busy-session"
+
 // kept reports whether --scenarios keeps a run: a scenario keeps its
 // main runs, a kind (idle, rtt, scale) every run of that kind; the runs
-// at scale only with "scale".
+// at scale only with "scale"; busy-session the runs on one busy session,
+// main and rtt.
 func kept(sp spec, keep map[string]bool) bool {
 	if sp.Kind == "scale" || sp.Variant == "scale" {
 		return keep["scale"]
+	}
+	if sp.Variant == busyVariant && keep[busyScenario] {
+		return true
 	}
 	return keep[sp.Scenario] && sp.Kind != "rtt" || keep[sp.Kind]
 }

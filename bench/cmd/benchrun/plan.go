@@ -22,6 +22,22 @@ const (
 	modern = "2026-07-28"
 )
 
+// busyVariant is the echo run on one busy session: busyCalls workers
+// share one session (mcpbench --sessions 1), so that it has busyCalls
+// tools/call in flight at once.
+const (
+	busyVariant = "one busy session"
+	busyCalls   = 32
+)
+
+// busyTargets are the configurations the busy-session echo runs on:
+// mcpcluster on one and three nodes with Redis and in memory, and the
+// peers that keep sessions.
+var busyTargets = map[string]bool{"mem": true, "redis": true, "redis3": true, "mcpgo": true, "gosdk": true}
+
+// busyArgs are mcpbench's arguments of a busy-session run.
+func busyArgs() []string { return []string{"--sessions", "1", "-c", strconv.Itoa(busyCalls)} }
+
 // spec is one mcpbench run of the suite.
 type spec struct {
 	ID       string   `json:"id"`
@@ -142,6 +158,15 @@ func plan(targets []*target, st settings) []spec {
 					add("main", sc, rev, t, pairedVariant, "--reply-to", "alternate")
 				}
 			}
+			// One busy session: every configuration's right after the
+			// others'.
+			if sc == "echo" && rev == legacy {
+				for _, t := range targets {
+					if busyTargets[t.Key] && !t.ScaleOnly {
+						add("main", sc, rev, t, busyVariant, busyArgs()...)
+					}
+				}
+			}
 		}
 	}
 	// Round trips are a property of the code path, counted once on
@@ -162,6 +187,9 @@ func plan(targets []*target, st settings) []spec {
 				add("rtt", sc, rev, t, "", args...)
 				if sc == "sampling" && rev == legacy && t.Nodes > 1 {
 					add("rtt", sc, rev, t, "same-node reply", "--redis-monitor", "--reply-to", "same")
+				}
+				if sc == "echo" && rev == legacy && busyTargets[t.Key] {
+					add("rtt", sc, rev, t, busyVariant, append([]string{"--redis-monitor"}, busyArgs()...)...)
 				}
 			}
 		}

@@ -21,7 +21,7 @@ type scenarioInfo struct {
 
 var mainScenarios = []scenarioInfo{
 	{"echo", "echo: tools/call answered as JSON",
-		"Each operation is one `tools/call` of `echo {text}` on an open session (2025-11-25) or a stateless request (2026-07-28). mcpcluster and mcp-go answer with a JSON body; go-sdk answers every POST with an SSE stream. The ceiling decodes the JSON-RPC request and encodes a JSON answer with nothing else.",
+		"Each operation is one `tools/call` of `echo {text}` on an open session (2025-11-25) or a stateless request (2026-07-28). mcpcluster and mcp-go answer with a JSON body; go-sdk answers every POST with an SSE stream. The ceiling decodes the JSON-RPC request and encodes a JSON answer with nothing else. The *one busy session* rows share one session among 32 clients (`mcpbench --sessions 1 -c 32`): 32 `tools/call` in flight at once on one `Mcp-Session-Id`, as an agent running tools in parallel does; their *× best peer* is against the best peer's busy-session run.",
 		false, "call"},
 	{"progress", "progress: 10 progress notifications over SSE",
 		"Each operation is one `tools/call` of `progress {steps: 10, delayMs: 0}` with a progress token: the answer is an SSE stream of 10 `notifications/progress` and the result. On mcpcluster's handshake revisions every event is appended to the stream's shared history (so it can be resumed on any node) before it is written.",
@@ -52,8 +52,15 @@ type row struct {
 
 func (r row) label() string {
 	s := r.t.Label
-	if r.res.Spec.Variant != "" {
-		s += " (" + r.res.Spec.Variant + ")"
+	switch v := r.res.Spec.Variant; {
+	case v == busyVariant:
+		calls := busyCalls
+		if r.rep != nil && r.rep.Concurrency > 0 {
+			calls = r.rep.Concurrency
+		}
+		s += fmt.Sprintf(" (%s, %d calls in flight)", v, calls)
+	case v != "":
+		s += " (" + v + ")"
 	}
 	return s
 }
@@ -81,12 +88,27 @@ func rows(res *suiteResult, scenario, revision, kind string) []row {
 }
 
 // bestPeer returns the peer row to compare with: the highest throughput
-// (or, for latency-first scenarios, the lowest p50) among usable peers.
+// (or, for latency-first scenarios, the lowest p50) among usable peers'
+// plain runs (no variant).
 func bestPeer(rs []row, latencyFirst bool) (row, bool) {
+	return bestPeerOf(rs, "", latencyFirst)
+}
+
+// bestPeerFor returns the peer row to compare a run of variant with: the
+// best peer's run of the same variant (one busy session against one busy
+// session), or the best plain run when no peer ran the variant.
+func bestPeerFor(rs []row, variant string, latencyFirst bool) (row, bool) {
+	if best, ok := bestPeerOf(rs, variant, latencyFirst); ok || variant == "" {
+		return best, ok
+	}
+	return bestPeerOf(rs, "", latencyFirst)
+}
+
+func bestPeerOf(rs []row, variant string, latencyFirst bool) (row, bool) {
 	var best row
 	found := false
 	for _, r := range rs {
-		if !r.t.Peer || !r.ok() {
+		if !r.t.Peer || !r.ok() || r.res.Spec.Variant != variant {
 			continue
 		}
 		better := !found
@@ -247,9 +269,10 @@ func renderScenario(b *strings.Builder, res *suiteResult, sc scenarioInfo, image
 	any := false
 	for _, rev := range []string{legacy, modern} {
 		rs := rows(res, sc.name, rev, "main")
-		best, hasBest := bestPeer(rs, sc.latencyFirst)
 		for _, r := range rs {
 			any = true
+			best, hasBest := bestPeerFor(rs, r.res.Spec.Variant, sc.latencyFirst)
+			isBest := hasBest && r.t.Key == best.t.Key && r.res.Spec.Variant == best.res.Spec.Variant
 			if r.rep == nil {
 				why := "failed"
 				if r.res.Skipped {
@@ -264,14 +287,14 @@ func renderScenario(b *strings.Builder, res *suiteResult, sc scenarioInfo, image
 			}
 			rep := r.rep
 			vsPeer, vsCeil := "—", "—"
-			if hasBest && r.ok() && !(r.t.Key == best.t.Key && r.res.Spec.Variant == "") {
+			if hasBest && r.ok() && !isBest {
 				if sc.latencyFirst {
 					vsPeer = ratio(best.rep.Latency.P50 / rep.Latency.P50)
 				} else {
 					vsPeer = ratio(rep.Throughput / best.rep.Throughput)
 				}
 			}
-			if hasBest && r.t.Key == best.t.Key && r.res.Spec.Variant == "" {
+			if isBest {
 				vsPeer = "best peer"
 			}
 			if hasCeil && r.ok() && !sc.latencyFirst && r.t.Key != "ceiling" {
@@ -369,6 +392,19 @@ func renderRedis(b *strings.Builder, res *suiteResult) {
 			}
 			p("| %s | %s | %s | %s | %s | %s | %s |\n", sc, rev, a, c, d, e, by)
 		}
+	}
+	if one, three := rttRow(res, "echo", legacy, "redis", busyVariant), rttRow(res, "echo", legacy, "redis3", busyVariant); one != nil || three != nil {
+		cell := func(rep *bench.Report) string {
+			if rep == nil || rep.Ops == 0 {
+				return "— | —"
+			}
+			return fmt.Sprintf("%.2f | %.1f", rep.Redis.RoundTripsPerOp, rep.Redis.CommandsPerOp)
+		}
+		by := "—"
+		if one != nil && one.Ops > 0 {
+			by = perOpList(one.Redis.RoundTrips)
+		}
+		p("| echo, %s (%d calls in flight) | %s | %s | %s | %s |\n", busyVariant, busyCalls, legacy, cell(one), cell(three), by)
 	}
 	if cross := rttRow(res, "sampling", legacy, "redis3", "same-node reply"); cross != nil && cross.Ops > 0 {
 		p("| sampling, reply on the same node | %s | | | %.2f | %.1f | |\n", legacy, cross.Redis.RoundTripsPerOp, cross.Redis.CommandsPerOp)

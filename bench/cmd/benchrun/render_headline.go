@@ -18,7 +18,7 @@ func renderHeadline(b *strings.Builder, res *suiteResult) {
 		best, hasBest := bestPeer(rs, false)
 		var parts []string
 		for _, r := range rs {
-			if !r.t.Ours || !r.ok() {
+			if !r.t.Ours || !r.ok() || r.res.Spec.Variant != "" {
 				continue
 			}
 			s := fmt.Sprintf("%s **%s ops/s**", r.label(), rate(r.rep.Throughput))
@@ -41,6 +41,9 @@ func renderHeadline(b *strings.Builder, res *suiteResult) {
 			p("- **echo on %s** (tools/call → JSON, %d sessions): %s.\n", rev, res.Settings.Concurrency, strings.Join(parts, "; "))
 		}
 	}
+	if line := headlineBusy(res); line != "" {
+		p("- **echo on one busy session** (%s, %d `tools/call` in flight on one `Mcp-Session-Id`): %s.\n", legacy, busyCalls, line)
+	}
 	if line := headlineRedis(res); line != "" {
 		p("- **Redis round trips per operation** (1 node, counted with MONITOR): %s.\n", line)
 	}
@@ -57,6 +60,30 @@ func renderHeadline(b *strings.Builder, res *suiteResult) {
 		p("- **Sampling round trip on 3 nodes** (reply POST → result): %s.\n", line)
 	}
 	p("\n")
+}
+
+// headlineBusy gives each mcpcluster configuration's echo rate on one
+// busy session against the peers' on theirs.
+func headlineBusy(res *suiteResult) string {
+	rs := rows(res, "echo", legacy, "main")
+	var parts []string
+	for _, r := range rs {
+		if !r.t.Ours || !r.ok() || r.res.Spec.Variant != busyVariant {
+			continue
+		}
+		s := fmt.Sprintf("%s **%s ops/s**", r.t.Label, rate(r.rep.Throughput))
+		var rel []string
+		for _, key := range []string{"mcpgo", "gosdk"} {
+			if pr, ok := mainRow(res, "echo", legacy, key, busyVariant); ok {
+				rel = append(rel, fmt.Sprintf("%s %s", ratio(r.rep.Throughput/pr.rep.Throughput), pr.t.Label))
+			}
+		}
+		if len(rel) > 0 {
+			s += " = " + strings.Join(rel, ", ")
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
 }
 
 func find(rs []row, key string) row {
