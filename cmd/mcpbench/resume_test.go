@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
 )
 
 // cuttingServer is a fake MCP server whose progress calls always lose
