@@ -136,11 +136,13 @@ func TestBatchedAppendsWithLostReplies(t *testing.T) {
 // BenchmarkRoundTripsPerStream writes stream lives (3 batches: open,
 // events, final) from 1, 4, 16 and 64 goroutines at once and reports
 // the Redis round trips each life took, counted by a go-redis hook on
-// the client (every command or pipeline sent is one).
+// the client (every command or pipeline sent is one), with every call
+// alone (pipelines=-1) and with 1, 2 (the default) and 4 round trips in
+// flight before calls share one.
 func BenchmarkRoundTripsPerStream(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, conc := range []int{1, 4, 16, 64} {
-		for _, pipelines := range []int{-1, redis.DefaultPipelines} {
+		for _, pipelines := range []int{-1, 1, 2, 4} {
 			name := fmt.Sprintf("inflight=%d/pipelines=%d", conc, pipelines)
 			b.Run(name, func(b *testing.B) {
 				c := client(b, srv, "")
