@@ -298,8 +298,10 @@ func writeOutputs(res *suiteResult, page, plots, root string, logf func(string, 
 	text := renderPage(res, images)
 	// Hand-written sections measured by other means (go test -bench) are
 	// kept beside the plots and appended as they are.
-	if extra, err := os.ReadFile(filepath.Join(plots, "library-choices.md")); err == nil {
-		text += "\n" + string(extra)
+	for _, name := range []string{"round-trips.md", "library-choices.md"} {
+		if extra, err := os.ReadFile(filepath.Join(plots, name)); err == nil {
+			text += "\n" + string(extra)
+		}
 	}
 	if err := os.WriteFile(page, []byte(text), 0o644); err != nil {
 		logf("%v", err)
