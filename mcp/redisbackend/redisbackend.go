@@ -79,7 +79,7 @@ type Options struct {
 	// (appends, session and task writes) may be in flight at once;
 	// calls made while that many are in flight wait and share the next
 	// round trip as one pipeline, so a busy node sends one round trip
-	// for many streams (default 2; negative: every call alone, at once).
+	// for many streams (default 8; negative: every call alone, at once).
 	Pipelines int
 	// MaxPipelineCalls bounds the calls one shared round trip carries
 	// (default 128).

@@ -36,7 +36,7 @@ import (
 const (
 	// DefaultPipelines is Options.Pipelines' default: the round trips
 	// of script calls in flight at once before calls wait to share one.
-	DefaultPipelines = 2
+	DefaultPipelines = 8
 	// DefaultMaxPipelineCalls is Options.MaxPipelineCalls' default.
 	DefaultMaxPipelineCalls = 128
 )

@@ -137,12 +137,12 @@ func TestBatchedAppendsWithLostReplies(t *testing.T) {
 // events, final) from 1, 4, 16 and 64 goroutines at once and reports
 // the Redis round trips each life took, counted by a go-redis hook on
 // the client (every command or pipeline sent is one), with every call
-// alone (pipelines=-1) and with 1, 2 (the default) and 4 round trips in
+// alone (pipelines=-1) and with 2 and 8 (the default) round trips in
 // flight before calls share one.
 func BenchmarkRoundTripsPerStream(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, conc := range []int{1, 4, 16, 64} {
-		for _, pipelines := range []int{-1, 1, 2, 4} {
+		for _, pipelines := range []int{-1, 2, 8} {
 			name := fmt.Sprintf("inflight=%d/pipelines=%d", conc, pipelines)
 			b.Run(name, func(b *testing.B) {
 				c := client(b, srv, "")
