@@ -38,8 +38,8 @@ const (
 	// of script calls in flight at once before calls wait to share one.
 	// With Redis 0.5 ms away, streamed calls on one node ran fastest
 	// with 8 of 0 (every call alone), 2 and 8 (docs/BENCHMARKS.md,
-	// "Shared round trips against concurrency"); below it, a call never
-	// waits for a round trip it could have had a connection for.
+	// "Shared round trips against concurrency"); with fewer in flight,
+	// a call goes at once, as it would without sharing.
 	DefaultPipelines = 8
 	// DefaultMaxPipelineCalls is Options.MaxPipelineCalls' default.
 	DefaultMaxPipelineCalls = 128
