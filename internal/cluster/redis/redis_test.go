@@ -346,3 +346,22 @@ func TestSentinelURL(t *testing.T) {
 		t.Fatal("a wrong Sentinel password was accepted")
 	}
 }
+
+// Pipelines share the connection pool unless the URL asks for go-redis's
+// pipeline pool: the node's connections stay bounded by pool_size.
+func TestParseURLPipelinesSharePool(t *testing.T) {
+	for url, want := range map[string]int{
+		"redis://h:6379":                           -1,
+		"redis://h:6379?pipeline_pool_size=3":      3,
+		"redis-cluster://h1:1,h2:2":                -1,
+		"redis-sentinel://h1:1,h2:2/mymaster?db=1": -1,
+	} {
+		o, err := redis.ParseURL(url)
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		if o.PipelinePoolSize != want {
+			t.Errorf("%s: PipelinePoolSize %d, want %d", url, o.PipelinePoolSize, want)
+		}
+	}
+}

@@ -29,8 +29,23 @@ import (
 // protocol, and for a cluster read_only, route_by_latency, route_randomly,
 // max_redirects, ...), and unknown ones are an error. What is ours is only
 // the host-list form above, which go-redis spells with repeated "addr"
-// options, and the default Sentinel port 26379.
+// options, the default Sentinel port 26379, and that pipelines share the
+// connection pool (go-redis's own pipeline pool only when the URL sets
+// pipeline_pool_size).
 func ParseURL(s string) (*goredis.UniversalOptions, error) {
+	o, err := parseURL(s)
+	if err == nil && o.PipelinePoolSize == 0 {
+		// go-redis gives pipelines a pool of their own (10 connections
+		// by default) beside PoolSize: the backend's shared round trips
+		// are pipelines, and the node's connections stay bounded by the
+		// pool size it was given (pipeline_pool_size in the URL still
+		// sets one).
+		o.PipelinePoolSize = -1
+	}
+	return o, err
+}
+
+func parseURL(s string) (*goredis.UniversalOptions, error) {
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
 		return nil, fmt.Errorf("redis url: missing scheme in %q", redact(s))

@@ -31,6 +31,7 @@ func fromOptions(o *goredis.Options) *goredis.UniversalOptions {
 		TLSConfig:          o.TLSConfig,
 		DisableIdentity:    o.DisableIdentity,
 		IdentitySuffix:     o.IdentitySuffix,
+		PipelinePoolSize:   o.PipelinePoolSize,
 	}
 }
 
