@@ -33,8 +33,9 @@ import (
 // With Options.WaitReplicas one WAIT ends the pipeline and covers every
 // durable write in it (WAIT counts the writes of its connection): the
 // reason the backend gathers calls itself rather than through
-// go-redis's autopipeliner, which has no place for a WAIT per batch.
-// The two have not been measured against each other yet.
+// go-redis's autopipeliner, which sends WAIT on another connection than
+// the batch it would have to cover. Without WaitReplicas the two have
+// not been measured against each other yet.
 
 const (
 	// DefaultPipelines is Options.Pipelines' default: the round trips
