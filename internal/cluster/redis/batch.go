@@ -154,12 +154,7 @@ func (q *batcher) next() {
 func (q *batcher) send(batch []*scriptCall) {
 	q.trips.Add(1)
 	q.calls.Add(uint64(len(batch)))
-	durable := false
-	for _, c := range batch {
-		durable = durable || c.durable
-	}
-	if len(batch) == 1 && !durable {
-		c := batch[0]
+	if c := batch[0]; len(batch) == 1 && !c.durable {
 		c.cmd = c.s.Run(c.ctx, q.b.client, c.keys, c.args...)
 		return
 	}
@@ -169,38 +164,19 @@ func (q *batcher) send(batch []*scriptCall) {
 	if len(batch) == 1 {
 		ctx = batch[0].ctx
 	}
-	wait := q.pipeline(ctx, batch, true, durable)
-	var again []*scriptCall
-	for _, c := range batch {
-		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			again = append(again, c)
-		}
-	}
-	if len(again) > 0 {
+	if unknown := q.pipeline(ctx, batch, true); len(unknown) > 0 {
 		q.trips.Add(1)
-		againDurable := false
-		for _, c := range again {
-			againDurable = againDurable || c.durable
-		}
-		if w := q.pipeline(ctx, again, false, againDurable); w != nil {
-			for _, c := range again {
-				q.checkWait(c, w)
-			}
-		}
-	}
-	if wait == nil {
-		return
-	}
-	for _, c := range batch {
-		if !slices.Contains(again, c) {
-			q.checkWait(c, wait)
-		}
+		q.pipeline(ctx, unknown, false)
 	}
 }
 
-// pipeline sends the calls (EVALSHA, or EVAL when sha is false) and,
-// when durable, a WAIT after them, which it returns.
-func (q *batcher) pipeline(ctx context.Context, batch []*scriptCall, sha, durable bool) *goredis.Cmd {
+// pipeline sends the calls (EVALSHA, or EVAL when sha is false), with a
+// WAIT after them when one of them is durable, and fails the durable
+// ones whose writes the WAIT did not see replicated. It returns the
+// calls the server did not know the script of (EVALSHA only), which the
+// WAIT does not judge.
+func (q *batcher) pipeline(ctx context.Context, batch []*scriptCall, sha bool) (unknown []*scriptCall) {
+	durable := slices.ContainsFunc(batch, func(c *scriptCall) bool { return c.durable })
 	var wait *goredis.Cmd
 	_, _ = q.b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for _, c := range batch {
@@ -215,7 +191,14 @@ func (q *batcher) pipeline(ctx context.Context, batch []*scriptCall, sha, durabl
 		}
 		return nil
 	})
-	return wait
+	for _, c := range batch {
+		if err := c.cmd.Err(); sha && err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			unknown = append(unknown, c)
+		} else if wait != nil {
+			q.checkWait(c, wait)
+		}
+	}
+	return unknown
 }
 
 // checkWait fails a durable call whose writes the replicas did not
