@@ -75,9 +75,5 @@ func plotBench(path, metric, title, out string) error {
 	if title != "" {
 		c.Title = title
 	}
-	var b strings.Builder
-	if err := c.render(&b); err != nil {
-		return err
-	}
-	return os.WriteFile(out, []byte(b.String()), 0o644)
+	return c.writeFile(out)
 }

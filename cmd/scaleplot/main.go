@@ -290,11 +290,7 @@ func plotFile(path, dir string) ([]string, error) {
 			continue
 		}
 		out := filepath.Join(dir, name+"-"+k+".svg")
-		var b strings.Builder
-		if err := c.render(&b); err != nil {
-			return written, err
-		}
-		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+		if err := c.writeFile(out); err != nil {
 			return written, err
 		}
 		written = append(written, out)

@@ -81,11 +81,7 @@ func plotSoak(path, dir string) ([]string, error) {
 	var written []string
 	for _, figure := range order {
 		out := filepath.Join(dir, "soak-"+strings.ReplaceAll(strings.ToLower(figure), " ", "-")+".svg")
-		var b strings.Builder
-		if err := charts[figure].render(&b); err != nil {
-			return written, err
-		}
-		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+		if err := charts[figure].writeFile(out); err != nil {
 			return written, err
 		}
 		written = append(written, out)

@@ -6,6 +6,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -148,6 +149,15 @@ func (c *chart) render(w io.Writer) error {
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeFile writes the chart as an SVG file at path.
+func (c *chart) writeFile(path string) error {
+	var b strings.Builder
+	if err := c.render(&b); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // xValues is every x of every series, sorted, once each.
