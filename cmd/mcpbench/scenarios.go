@@ -27,17 +27,7 @@ func (sessionHooks) setup(ctx context.Context, w *worker) error {
 		return nil
 	}
 	if sh := w.r.sharedFor(w.n); sh != nil {
-		sh.open.Do(func() {
-			s, err := cl.initialize(ctx, cl.urls[cl.pick()])
-			if err != nil {
-				if s != nil {
-					_ = cl.deleteSession(ctx, cl.urls[cl.pick()], s)
-				}
-				sh.err = err
-				return
-			}
-			sh.sess = s
-		})
+		sh.open.Do(func() { sh.sess, sh.err = cl.openSession(ctx, cl.urls[cl.pick()]) })
 		if sh.err != nil {
 			return sh.err
 		}
@@ -46,11 +36,8 @@ func (sessionHooks) setup(ctx context.Context, w *worker) error {
 		return nil
 	}
 	w.url = cl.pick()
-	s, err := cl.initialize(ctx, cl.urls[w.url])
+	s, err := cl.openSession(ctx, cl.urls[w.url])
 	if err != nil {
-		if s != nil {
-			_ = cl.deleteSession(ctx, cl.urls[w.url], s)
-		}
 		return err
 	}
 	w.sess = s
@@ -66,10 +53,17 @@ func (sessionHooks) teardown(ctx context.Context, w *worker) {
 	if cl.modern || w.sess == nil || w.sess.id == "" {
 		return
 	}
-	if w.r.cfg.checkSessions {
-		w.r.checkSession(ctx, cl.urls[cl.pick()], w.sess)
+	w.r.endSession(ctx, w.sess)
+}
+
+// endSession ends a legacy session at the end of the run (with
+// --check-sessions, once it has checked that the server still knows
+// it).
+func (r *runner) endSession(ctx context.Context, s *session) {
+	if r.cfg.checkSessions {
+		r.checkSession(ctx, r.cl.urls[r.cl.pick()], s)
 	}
-	_ = cl.deleteSession(ctx, cl.urls[cl.pick()], w.sess)
+	_ = r.cl.deleteSession(ctx, r.cl.urls[r.cl.pick()], s)
 }
 
 // echoScenario: tools/call echo, answered as JSON by servers that can.

@@ -53,11 +53,7 @@ func (w *worker) releaseShared(ctx context.Context) {
 	if sh.closeGet != nil {
 		sh.closeGet()
 	}
-	cl := w.r.cl
-	if w.r.cfg.checkSessions {
-		w.r.checkSession(ctx, cl.urls[cl.pick()], sh.sess)
-	}
-	_ = cl.deleteSession(ctx, cl.urls[cl.pick()], sh.sess)
+	w.r.endSession(ctx, sh.sess)
 }
 
 // tagPrefix marks an operation's tag in a sampling prompt of a shared

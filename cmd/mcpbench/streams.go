@@ -60,11 +60,8 @@ func openStreams(ctx context.Context, r *runner, n int) []*openStream {
 		parallel(func(i int) error {
 			t := time.Now()
 			ctx := withSource(ctx, i)
-			s, err := cl.initialize(ctx, cl.urls[cl.pick()])
+			s, err := cl.openSession(ctx, cl.urls[cl.pick()])
 			if err != nil {
-				if s != nil {
-					_ = cl.deleteSession(ctx, cl.urls[cl.pick()], s)
-				}
 				return err
 			}
 			r.record("initialize", time.Since(t))

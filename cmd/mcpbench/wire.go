@@ -321,6 +321,20 @@ func (c *client) initialize(ctx context.Context, url string) (*session, error) {
 	return s, nil
 }
 
+// openSession opens a legacy session on url (initialize); a session the
+// server opened though the handshake failed is ended (DELETE) before the
+// error is returned.
+func (c *client) openSession(ctx context.Context, url string) (*session, error) {
+	s, err := c.initialize(ctx, url)
+	if err != nil {
+		if s != nil {
+			_ = c.deleteSession(ctx, url, s)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
 // deleteSession ends a legacy session (DELETE).
 func (c *client) deleteSession(ctx context.Context, url string, s *session) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, url, nil)
