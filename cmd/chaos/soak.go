@@ -219,12 +219,12 @@ func writeSoak(dir string, samples []soakSample, faults []string, nodes int) err
 			if i >= 0 {
 				name = fmt.Sprintf("node%d %s", i+1, c.name)
 			}
-			mean, slope := fit(warm, func(s soakSample) float64 { return c.get(s, i) })
+			get := func(s soakSample) float64 { return c.get(s, i) }
+			mean, slope := fit(warm, get)
 			pct := 0.0
 			if mean != 0 {
 				pct = 100 * slope / mean
 			}
-			get := func(s soakSample) float64 { return c.get(s, i) }
 			q := len(samples) / 4
 			fmt.Fprintf(&md, "| %s | %.1f %s | %+.2f %s | %+.1f%% | %.1f | %.1f | %.1f |\n", name, mean, c.unit, slope, c.unit, pct,
 				peak(samples[q:2*q], get), peak(samples[2*q:3*q], get), peak(samples[3*q:], get))
