@@ -355,6 +355,10 @@ for label in single cluster3 alpha-single alpha-cluster3 cluster3-auth alpha-clu
   elif line="$(grep -E "^conformance\[$label\]: Total: " "$WORK/conformance-$label.log" 2>/dev/null | tail -n 1)"; then
     echo "$line"
     grep -E "^conformance\[$label\]: tasks \(not counted\): " "$WORK/conformance-$label.log" | tail -n 1 || true
+    # The failing checks, named where the summary is read (the stage's own
+    # output may be cut from a CI log).
+    sed -n "/^conformance\[$label\]: [0-9]* failed check(s):/,\$p" "$WORK/conformance-$label.log" \
+      | grep -E "^conformance\[$label\]: " | head -n 12 || true
   else
     echo "conformance[$label]: no total (the run failed before the suite finished; see above)"
   fi
