@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,41 +144,98 @@ func BenchmarkRoundTripsPerStream(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, conc := range []int{1, 4, 16, 64} {
 		for _, pipelines := range []int{-1, 2, 8} {
-			name := fmt.Sprintf("inflight=%d/pipelines=%d", conc, pipelines)
-			b.Run(name, func(b *testing.B) {
+			b.Run(fmt.Sprintf("inflight=%d/pipelines=%d", conc, pipelines), func(b *testing.B) {
 				c := client(b, srv, "")
 				var trips atomic.Int64
 				c.AddHook(tripCounter{&trips})
 				be := backend(b, c, redis.Options{JanitorInterval: -1, Pipelines: pipelines})
-				ctx := context.Background()
-				if err := be.Sessions.Create(ctx, "s", nil, time.Hour, 0, cluster.CreateOptions{}); err != nil {
-					b.Fatal(err)
-				}
-				var n atomic.Int64
-				b.ResetTimer()
-				trips.Store(0)
-				var wg sync.WaitGroup
-				for range conc {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for {
-							i := n.Add(1)
-							if i > int64(b.N) {
-								return
-							}
-							if err := streamLife(ctx, be, "s", "x"+strconv.FormatInt(i, 10), 3, 0); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				b.ReportMetric(float64(trips.Load())/float64(b.N), "roundtrips/stream")
+				benchStreamLives(b, be, &trips, conc, 0)
 			})
 		}
 	}
+}
+
+// BenchmarkSharedTripsAgainstAutoPipeline writes the stream lives of
+// BenchmarkRoundTripsPerStream through the backend's own batcher (with
+// 1 round trip in flight before calls wait, as go-redis's autopipeliner
+// does by default, and with 8, the default) and through go-redis's
+// autopipeliner (every call sent alone, through it), half duplex (its
+// default: one batch in flight) and full duplex; on loopback and with
+// Redis 1 ms away in each direction (a toxiproxy latency toxic); each
+// stream's next batch written at once or 1 ms after the answer (a
+// handler's work between its events).
+func BenchmarkSharedTripsAgainstAutoPipeline(b *testing.B) {
+	srv := redistest.Start(b)
+	far := proxy(b, srv, "far")
+	bothWays(b, far, "latency", `{"latency":1}`)
+	for _, where := range []string{"loopback", "far"} {
+		for _, pause := range []time.Duration{0, time.Millisecond} {
+			for _, conc := range []int{1, 4, 16, 64} {
+				for _, via := range []string{"batcher-1", "batcher-8", "autopipeline", "autopipeline-fullduplex"} {
+					b.Run(fmt.Sprintf("%s/pause=%v/inflight=%d/%s", where, pause, conc, via), func(b *testing.B) {
+						url := srv.URL()
+						if where == "far" {
+							url = "redis://" + far.Listen
+						}
+						opts, err := redis.ParseURL(url)
+						if err != nil {
+							b.Fatal(err)
+						}
+						c := goredis.NewClient(opts.Simple())
+						b.Cleanup(func() { _ = c.Close() })
+						var trips atomic.Int64
+						c.AddHook(tripCounter{&trips})
+						if n, ok := strings.CutPrefix(via, "batcher-"); ok {
+							pipelines, _ := strconv.Atoi(n)
+							benchStreamLives(b, backend(b, c, redis.Options{JanitorInterval: -1, Pipelines: pipelines}), &trips, conc, pause)
+							return
+						}
+						apOpts := goredis.DefaultBlockingAutoPipelineOptions()
+						apOpts.FullDuplex = via == "autopipeline-fullduplex"
+						ap, err := c.AutoPipelineWithOptions(apOpts)
+						if err != nil {
+							b.Fatal(err)
+						}
+						b.Cleanup(func() { _ = ap.Close() })
+						be := backend(b, c, redis.Options{JanitorInterval: -1, Pipelines: -1})
+						redis.SendAloneThrough(be, ap)
+						benchStreamLives(b, be, &trips, conc, pause)
+					})
+				}
+			}
+		}
+	}
+}
+
+// benchStreamLives writes b.N stream lives on be from conc goroutines,
+// pausing between a life's batches, and reports the round trips per life that trips counted meanwhile.
+func benchStreamLives(b *testing.B, be *cluster.Backend, trips *atomic.Int64, conc int, pause time.Duration) {
+	ctx := context.Background()
+	if err := be.Sessions.Create(ctx, "s", nil, time.Hour, 0, cluster.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	var n atomic.Int64
+	b.ResetTimer()
+	trips.Store(0)
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := n.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if err := streamLife(ctx, be, "s", "x"+strconv.FormatInt(i, 10), 3, pause); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(trips.Load())/float64(b.N), "roundtrips/stream")
 }
 
 // tripCounter counts what a client sends: a command or a pipeline each.

@@ -53,12 +53,7 @@ func TestCurrentSeesKillAtOnce(t *testing.T) {
 // noticed it: Ready stays true.
 func TestCurrentStopsOnSilentStall(t *testing.T) {
 	srv := redistest.Start(t)
-	ps := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	p := toxiproxy.NewProxy(ps, "stall", "127.0.0.1:0", strings.TrimPrefix(srv.URL(), "redis://"))
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
+	p := proxy(t, srv, "stall")
 	opts, err := redis.ParseURL("redis://" + p.Listen)
 	if err != nil {
 		t.Fatal(err)
@@ -66,12 +61,7 @@ func TestCurrentStopsOnSilentStall(t *testing.T) {
 	c := goredis.NewUniversalClient(opts)
 	t.Cleanup(func() { _ = c.Close() })
 	b := currentBackend(t, c)
-	for _, dir := range []string{"upstream", "downstream"} {
-		spec := `{"name":"stall_` + dir + `","type":"timeout","stream":"` + dir + `","attributes":{"timeout":0}}`
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bothWays(t, p, "timeout", `{"timeout":0}`)
 	stalled := time.Now()
 	for b.Current() {
 		if time.Since(stalled) > 2*cluster.BusFresh {
@@ -199,4 +189,28 @@ func TestCurrentOnEveryClient(t *testing.T) {
 			t.Error("Current right after redis-server was killed")
 		}
 	})
+}
+
+// proxy starts a toxiproxy proxy in front of srv on a free loopback port.
+func proxy(t testing.TB, srv *redistest.Server, name string) *toxiproxy.Proxy {
+	t.Helper()
+	ps := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	p := toxiproxy.NewProxy(ps, name, "127.0.0.1:0", strings.TrimPrefix(srv.URL(), "redis://"))
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// bothWays adds a toxic of kind with attributes (JSON) to p in each
+// direction.
+func bothWays(t testing.TB, p *toxiproxy.Proxy, kind, attributes string) {
+	t.Helper()
+	for _, dir := range []string{"upstream", "downstream"} {
+		spec := `{"name":"` + kind + `_` + dir + `","type":"` + kind + `","stream":"` + dir + `","attributes":` + attributes + `}`
+		if _, err := p.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

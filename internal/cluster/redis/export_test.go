@@ -1,6 +1,10 @@
 package redis
 
-import "github.com/mcpcluster/mcpcluster/internal/cluster"
+import (
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
+)
 
 // PubSubMode reports whether be (a backend of this package) reads
 // sharded channels and whether it publishes sharded.
@@ -14,4 +18,11 @@ func PubSubMode(be *cluster.Backend) (reads, publishes bool) {
 func ScriptTrips(be *cluster.Backend) (trips, calls uint64) {
 	b := (*backend)(be.Bus.(*bus))
 	return b.batch.trips.Load(), b.batch.calls.Load()
+}
+
+// SendAloneThrough makes be send each script call that goes alone
+// through s (a backend with Pipelines < 0 sends every call alone).
+func SendAloneThrough(be *cluster.Backend, s goredis.Scripter) {
+	b := (*backend)(be.Bus.(*bus))
+	b.batch.alone = s
 }
