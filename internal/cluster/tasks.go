@@ -127,9 +127,12 @@ var ErrTaskKey = errors.New("cluster: input request key already used")
 type TaskStore interface {
 	// Create records t (its Status must be working or input_required)
 	// and returns once the record is durable: a Get that starts after it
-	// returns sees it. max bounds the live records of t.OwnerKey (0 = no
-	// bound): past it Create returns ErrLimit. An existing id is an error.
-	Create(ctx context.Context, t Task, max int) error
+	// returns sees it. It returns the record as stored (what such a Get
+	// reads: with the store's Created and Updated), so the creator needs
+	// no Get of its own. max bounds the live records of t.OwnerKey (0 =
+	// no bound): past it Create returns ErrLimit. An existing id is an
+	// error.
+	Create(ctx context.Context, t Task, max int) (Task, error)
 	// Get returns the record. ErrNotFound when unknown or expired.
 	Get(ctx context.Context, id string) (Task, error)
 	// Update applies u atomically and returns the record after it.

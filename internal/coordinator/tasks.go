@@ -164,11 +164,7 @@ func (n *Node) startTask(ctx context.Context, t cluster.Task, max int, f TaskFun
 	if err != nil {
 		return cluster.Task{}, err
 	}
-	if err := n.be.Tasks.Create(ctx, t, max); err != nil {
-		release()
-		return cluster.Task{}, err
-	}
-	rec, err := n.be.Tasks.Get(ctx, t.ID)
+	rec, err := n.be.Tasks.Create(ctx, t, max)
 	if err != nil {
 		release()
 		return cluster.Task{}, err

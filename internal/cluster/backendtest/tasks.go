@@ -1,8 +1,10 @@
 package backendtest
 
 import (
+	"context"
 	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -28,9 +30,13 @@ func (s *suite) testTasks(t *testing.T) {
 		_, err := b.Tasks.Get(ctx, in.ID)
 		wantErr(t, "Get before Create", err, cluster.ErrNotFound)
 		before := time.Now().Add(-time.Second)
-		must(t, "Create", b.Tasks.Create(ctx, in, 0))
+		created, err := b.Tasks.Create(ctx, in, 0)
+		must(t, "Create", err)
 		got, err := b.Tasks.Get(ctx, in.ID)
 		must(t, "Get", err)
+		if !reflect.DeepEqual(created, got) {
+			t.Fatalf("Create returned %+v, Get read %+v", created, got)
+		}
 		if got.ID != in.ID || got.Owner != in.Owner || got.OwnerKey != in.OwnerKey || got.Status != cluster.TaskWorking ||
 			got.TTL != in.TTL || got.PollInterval != in.PollInterval || got.Method != in.Method ||
 			string(got.Params) != string(in.Params) || string(got.Meta) != string(in.Meta) ||
@@ -40,7 +46,7 @@ func (s *suite) testTasks(t *testing.T) {
 		if got.Created.Before(before) || got.Created.After(time.Now().Add(time.Second)) || !got.Updated.Equal(got.Created) {
 			t.Fatalf("Get: created %v updated %v, want now and equal", got.Created, got.Updated)
 		}
-		if err := b.Tasks.Create(ctx, in, 0); err == nil {
+		if _, err := b.Tasks.Create(ctx, in, 0); err == nil {
 			t.Fatalf("Create of an existing id: got nil error")
 		}
 		must(t, "Delete", b.Tasks.Delete(ctx, in.ID))
@@ -54,7 +60,7 @@ func (s *suite) testTasks(t *testing.T) {
 		b := s.newBackend(t)
 		ctx := t.Context()
 		in := newTask(uniq("owner"), time.Minute)
-		must(t, "Create", b.Tasks.Create(ctx, in, 0))
+		must(t, "Create", create(ctx, b, in, 0))
 		got, err := b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Status: cluster.TaskInputRequired, Message: "waiting"})
 		must(t, "to input_required", err)
 		if got.Status != cluster.TaskInputRequired || got.Message != "waiting" {
@@ -81,7 +87,7 @@ func (s *suite) testTasks(t *testing.T) {
 		}
 
 		failed := newTask(uniq("owner"), time.Minute)
-		must(t, "Create", b.Tasks.Create(ctx, failed, 0))
+		must(t, "Create", create(ctx, b, failed, 0))
 		got, err = b.Tasks.Update(ctx, failed.ID, cluster.TaskUpdate{Status: cluster.TaskFailed, Message: "boom", Error: []byte(`{"code":-32603}`)})
 		must(t, "to failed", err)
 		if got.Status != cluster.TaskFailed || string(got.Error) != `{"code":-32603}` || len(got.Result) != 0 {
@@ -94,7 +100,7 @@ func (s *suite) testTasks(t *testing.T) {
 		b := s.newBackend(t)
 		ctx := t.Context()
 		in := newTask(uniq("owner"), time.Minute)
-		must(t, "Create", b.Tasks.Create(ctx, in, 0))
+		must(t, "Create", create(ctx, b, in, 0))
 		_, err := b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{IfRunner: "node-z.9", Status: cluster.TaskFailed})
 		wantErr(t, "IfRunner of another runner", err, cluster.ErrTaskRunner)
 		next := "node-b.2"
@@ -123,7 +129,7 @@ func (s *suite) testTasks(t *testing.T) {
 		b := s.newBackend(t)
 		ctx := t.Context()
 		in := newTask(uniq("owner"), time.Minute)
-		must(t, "Create", b.Tasks.Create(ctx, in, 0))
+		must(t, "Create", create(ctx, b, in, 0))
 		got, err := b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{AddInputs: map[string][]byte{"a": []byte(`{"method":"elicitation/create"}`), "b": []byte(`{}`)}})
 		must(t, "AddInputs", err)
 		if got.Status != cluster.TaskInputRequired || len(got.Inputs) != 2 {
@@ -164,13 +170,13 @@ func (s *suite) testTasks(t *testing.T) {
 		ctx := t.Context()
 		owner := uniq("owner")
 		for range 2 {
-			must(t, "Create", b.Tasks.Create(ctx, newTask(owner, 300*time.Millisecond), 2))
+			must(t, "Create", create(ctx, b, newTask(owner, 300*time.Millisecond), 2))
 		}
-		err := b.Tasks.Create(ctx, newTask(owner, time.Minute), 2)
+		_, err := b.Tasks.Create(ctx, newTask(owner, time.Minute), 2)
 		wantErr(t, "Create past the owner's bound", err, cluster.ErrLimit)
-		must(t, "another owner", b.Tasks.Create(ctx, newTask(uniq("other"), time.Minute), 2))
+		must(t, "another owner", create(ctx, b, newTask(uniq("other"), time.Minute), 2))
 		waitFor(t, 5*time.Second, "the owner's tasks to expire", func() bool {
-			return b.Tasks.Create(ctx, newTask(owner, time.Minute), 2) == nil
+			return create(ctx, b, newTask(owner, time.Minute), 2) == nil
 		})
 	})
 
@@ -179,7 +185,7 @@ func (s *suite) testTasks(t *testing.T) {
 		b := s.newBackend(t)
 		ctx := t.Context()
 		in := newTask(uniq("owner"), 150*time.Millisecond)
-		must(t, "Create", b.Tasks.Create(ctx, in, 0))
+		must(t, "Create", create(ctx, b, in, 0))
 		// Updates do not slide the TTL: it counts from creation.
 		_, err := b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Status: cluster.TaskCompleted, Result: []byte(`{}`)})
 		must(t, "complete", err)
@@ -210,7 +216,7 @@ func (s *suite) testTaskList(t *testing.T) {
 			} else {
 				want[in.ID] = true
 			}
-			must(t, "Create", b.Tasks.Create(ctx, in, 0))
+			must(t, "Create", create(ctx, b, in, 0))
 		}
 		got := map[string]bool{}
 		cursor, pages := "", 0
@@ -247,7 +253,7 @@ func (s *suite) testTaskList(t *testing.T) {
 		b := s.newBackend(t)
 		ctx := t.Context()
 		in := newTask(uniq("owner"), time.Minute)
-		must(t, "Create", b.Tasks.Create(ctx, in, 0))
+		must(t, "Create", create(ctx, b, in, 0))
 		got, err := b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Status: cluster.TaskFailed, Message: "tool error",
 			Result: []byte(`{"isError":true}`), Error: []byte(`{"code":-32603}`)})
 		must(t, "to failed", err)
@@ -264,8 +270,8 @@ func (s *suite) testTaskList(t *testing.T) {
 		runner, other := uniq("runner"), uniq("runner")
 		a, c := newTask(uniq("owner"), time.Minute), newTask(uniq("owner"), time.Minute)
 		a.Runner, c.Runner = runner, runner
-		must(t, "Create a", b.Tasks.Create(ctx, a, 0))
-		must(t, "Create c", b.Tasks.Create(ctx, c, 0))
+		must(t, "Create a", create(ctx, b, a, 0))
+		must(t, "Create c", create(ctx, b, c, 0))
 		ids, err := b.Tasks.RunnerTasks(ctx, runner, 0)
 		must(t, "RunnerTasks", err)
 		slices.Sort(ids)
@@ -295,4 +301,10 @@ func (s *suite) testTaskList(t *testing.T) {
 			t.Fatalf("Runners after Unindex: got %v, want %q and not %q", rs, other, runner)
 		}
 	})
+}
+
+// create records t and returns Create's error only.
+func create(ctx context.Context, b *cluster.Backend, t cluster.Task, max int) error {
+	_, err := b.Tasks.Create(ctx, t, max)
+	return err
 }

@@ -57,27 +57,27 @@ func (s *store) pruneTasksLocked(now time.Time) {
 	}
 }
 
-func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) error {
+func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) (cluster.Task, error) {
 	s := (*store)(m)
 	if err := s.check(ctx, "Tasks.Create"); err != nil {
-		return err
+		return cluster.Task{}, err
 	}
 	if t.TTL <= 0 {
-		return fmt.Errorf("task %q: ttl must be positive", t.ID)
+		return cluster.Task{}, fmt.Errorf("task %q: ttl must be positive", t.ID)
 	}
 	if t.Status != cluster.TaskWorking && t.Status != cluster.TaskInputRequired {
-		return fmt.Errorf("task %q: created with status %q", t.ID, t.Status)
+		return cluster.Task{}, fmt.Errorf("task %q: created with status %q", t.ID, t.Status)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	if s.taskLocked(t.ID, now) != nil {
-		return fmt.Errorf("task %q already exists", t.ID)
+		return cluster.Task{}, fmt.Errorf("task %q already exists", t.ID)
 	}
 	if len(s.tasks) >= s.opts.MaxKeys {
 		s.pruneTasksLocked(now)
 		if len(s.tasks) >= s.opts.MaxKeys {
-			return fmt.Errorf("%d tasks: %w", s.opts.MaxKeys, cluster.ErrLimit)
+			return cluster.Task{}, fmt.Errorf("%d tasks: %w", s.opts.MaxKeys, cluster.ErrLimit)
 		}
 	}
 	if max > 0 {
@@ -88,7 +88,7 @@ func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) error {
 			}
 		}
 		if n >= max {
-			return fmt.Errorf("live tasks of this owner at the cap of %d: %w", max, cluster.ErrLimit)
+			return cluster.Task{}, fmt.Errorf("live tasks of this owner at the cap of %d: %w", max, cluster.ErrLimit)
 		}
 	}
 	if s.tasks == nil {
@@ -103,7 +103,7 @@ func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) error {
 	t.Updated = t.Created
 	s.tasks[t.ID] = &taskRec{t: t, expires: t.Created.Add(t.TTL), used: used}
 	s.indexLocked(t.Runner, t.ID, t.Created.Add(t.TTL))
-	return nil
+	return copyTask(t), nil
 }
 
 func (m *tasks) Get(ctx context.Context, id string) (cluster.Task, error) {

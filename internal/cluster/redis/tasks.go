@@ -25,8 +25,9 @@ import (
 // (the token of the last change, so a retried change answers as the
 // first run did).
 //
-// Create costs one round trip on a single server (two on Cluster, where
-// the owner index lives in another slot); Get and Update one.
+// Create costs one round trip on a single server (three on Cluster,
+// where the owner index and the run index live in other slots) and
+// answers with the record; Get and Update one.
 type tasks backend
 
 var _ cluster.TaskStore = (*tasks)(nil)
@@ -35,11 +36,12 @@ func (k keys) task(id string) string       { return k.prefix + ":t:{" + tag(id) 
 func (k keys) taskOwner(key string) string { return k.prefix + ":towner:" + key }
 
 // KEYS: task [, owner index, runners, run index]. ARGV: id, ttl ms, max, token, field, value,
-// ... Returns 1, -1 when the task exists, -2 past the owner's cap.
+// ... Returns the record's fields and values (as HGETALL does), -1 when
+// the task exists, -2 past the owner's cap.
 var taskCreateScript = script(indexRun + `
 local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  if redis.call('HGET', KEYS[1], 'tok') == ARGV[4] then return 1 end
+  if redis.call('HGET', KEYS[1], 'tok') == ARGV[4] then return redis.call('HGETALL', KEYS[1]) end
   return -1
 end
 local now = now_ms()
@@ -62,7 +64,7 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 if KEYS[3] then
   index_run(KEYS[3], KEYS[4], redis.call('HGET', KEYS[1], 'runner'), ARGV[1], now + ttl)
 end
-return 1
+return redis.call('HGETALL', KEYS[1])
 `)
 
 // KEYS: task. ARGV: token, if runner, status, message, result, error,
@@ -149,13 +151,13 @@ redis.call('HSET', k, 'tok', ARGV[1], 'updated', now_ms())
 return redis.call('HGETALL', k)
 `)
 
-func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) error {
+func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) (cluster.Task, error) {
 	b := (*backend)(m)
 	if t.TTL <= 0 {
-		return fmt.Errorf("task %q: ttl must be positive", t.ID)
+		return cluster.Task{}, fmt.Errorf("task %q: ttl must be positive", t.ID)
 	}
 	if t.Status != cluster.TaskWorking && t.Status != cluster.TaskInputRequired {
-		return fmt.Errorf("task %q: created with status %q", t.ID, t.Status)
+		return cluster.Task{}, fmt.Errorf("task %q: created with status %q", t.ID, t.Status)
 	}
 	k := b.keys
 	ttl := ms(t.TTL)
@@ -166,30 +168,48 @@ func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) error {
 	for key, v := range t.Inputs {
 		args = append(args, "i:"+key, v)
 	}
-	var r int64
+	var res any
 	var err error
 	if b.single {
-		r, err = b.runDurable(ctx, taskCreateScript, []string{k.task(t.ID), k.taskOwner(t.OwnerKey), k.taskRunners(), k.taskRunner(t.Runner)}, args...).Int64()
+		res, err = b.runDurable(ctx, taskCreateScript, []string{k.task(t.ID), k.taskOwner(t.OwnerKey), k.taskRunners(), k.taskRunner(t.Runner)}, args...).Result()
 	} else {
+		var r int64
 		r, err = b.script(ctx, capScript, []string{k.taskOwner(t.OwnerKey)}, t.ID, ttl, max).Int64()
+		res = r
 		if err == nil && r > 0 {
 			// Indexed first: a created task is always in its runner's index.
 			err = m.index(ctx, t.Runner, t.ID, time.Now().Add(t.TTL))
 		}
 		if err == nil && r > 0 {
-			r, err = b.script(ctx, taskCreateScript, []string{k.task(t.ID)}, args...).Int64()
+			res, err = b.script(ctx, taskCreateScript, []string{k.task(t.ID)}, args...).Result()
 		}
 	}
 	if err != nil {
-		return b.fail(ctx, "create task", err)
+		return cluster.Task{}, b.fail(ctx, "create task", err)
 	}
-	switch r {
-	case -1:
-		return fmt.Errorf("task %q already exists", t.ID)
-	case -2:
-		return fmt.Errorf("live tasks of this owner at the cap of %d: %w", max, cluster.ErrLimit)
+	switch res {
+	case int64(-1):
+		return cluster.Task{}, fmt.Errorf("task %q already exists", t.ID)
+	case int64(-2):
+		return cluster.Task{}, fmt.Errorf("live tasks of this owner at the cap of %d: %w", max, cluster.ErrLimit)
 	}
-	return nil
+	return taskReply(t.ID, "create", res)
+}
+
+// taskReply reads a script's answer that holds a record's fields and
+// values (as HGETALL returns them).
+func taskReply(id, op string, res any) (cluster.Task, error) {
+	list, ok := res.([]any)
+	if !ok {
+		return cluster.Task{}, fmt.Errorf("%s task %q: unexpected reply %T", op, id, res)
+	}
+	h := make(map[string]string, len(list)/2)
+	for i := 0; i+1 < len(list); i += 2 {
+		f, _ := list[i].(string)
+		v, _ := list[i+1].(string)
+		h[f] = v
+	}
+	return parseTask(id, h), nil
 }
 
 func boolField(v bool) string {
@@ -246,17 +266,10 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 			return cluster.Task{}, fmt.Errorf("task %q: %w", id, cluster.ErrTaskKey)
 		}
 	}
-	list, ok := res.([]any)
-	if !ok {
-		return cluster.Task{}, fmt.Errorf("update task %q: unexpected reply %T", id, res)
+	t, err := taskReply(id, "update", res)
+	if err != nil {
+		return t, err
 	}
-	h := make(map[string]string, len(list)/2)
-	for i := 0; i+1 < len(list); i += 2 {
-		f, _ := list[i].(string)
-		v, _ := list[i+1].(string)
-		h[f] = v
-	}
-	t := parseTask(id, h)
 	if u.SetRunner != nil {
 		if err := m.index(ctx, t.Runner, id, t.Created.Add(t.TTL)); err != nil {
 			return t, err
