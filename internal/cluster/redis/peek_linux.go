@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // rawConn returns the socket under c (nil when there is none to peek).
@@ -29,11 +31,22 @@ func rawConn(c net.Conn) syscall.RawConn {
 	return rc
 }
 
-// peek reports whether socket rc is open with nothing unread: recv with
-// MSG_PEEK|MSG_DONTWAIT under RawConn.Control, which neither waits nor
-// takes the descriptor's read lock (the blocked reader holds it). EAGAIN
-// is the only yes; 0 bytes (EOF), unread bytes, or an error (a closed
-// descriptor) are no.
+// peek reports whether socket rc is open and nothing read from it says
+// otherwise: recv with MSG_PEEK|MSG_DONTWAIT under RawConn.Control,
+// which neither waits nor takes the descriptor's read lock (the blocked
+// reader holds it). EAGAIN (nothing unread) is yes; so are unread bytes
+// on a TCP connection still established, since the peer's FIN or RST
+// (Redis gone) would have moved it out of that state although the
+// bytes before it hide them from recv. 0 bytes (EOF), an error (a
+// closed descriptor), or unread bytes on any other socket (a unix
+// socket, whose end cannot be seen behind them) are no.
+//
+// Unread bytes alone do not make a copy unsafe: they are messages the
+// hub has not dispatched yet, published after the tick answer that
+// keeps the hub fresh (answers arrive in order), so younger than
+// cluster.BusFresh. Refusing them cost a busy node most of its copies:
+// every session's end publishes, so under churn the socket often holds
+// a message, and each miss is a round trip.
 func peek(rc syscall.RawConn) bool {
 	p := peekers.Get().(*peeker)
 	p.idle = false
@@ -51,9 +64,19 @@ type peeker struct {
 }
 
 func (p *peeker) control(fd uintptr) {
-	_, _, err := syscall.Recvfrom(int(fd), p.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	p.idle = errors.Is(err, syscall.EAGAIN)
+	n, _, err := syscall.Recvfrom(int(fd), p.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	switch {
+	case errors.Is(err, syscall.EAGAIN):
+		p.idle = true
+	case err == nil && n > 0:
+		info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		p.idle = err == nil && info.State == tcpEstablished
+	}
 }
+
+// tcpEstablished is TCP_ESTABLISHED of the kernel's tcp_states.h, the
+// State of a TCP_INFO answer.
+const tcpEstablished = 1
 
 var peekers = sync.Pool{New: func() any {
 	p := new(peeker)
