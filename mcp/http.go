@@ -216,6 +216,11 @@ type HTTPOptions struct {
 	// MaxTaskResultBytes bounds a task's result (default 1 MiB): a larger
 	// one fails the task with an error saying so.
 	MaxTaskResultBytes int
+	// TaskCacheBytes bounds the records of ended tasks a node keeps to
+	// answer tasks/get and tasks/result without reading the store again
+	// (default 8 MiB; negative keeps none): an ended task's record never
+	// changes.
+	TaskCacheBytes int
 	// TaskAttempts bounds the runs of an idempotent task whose node was
 	// lost (default 3): past it the task fails.
 	TaskAttempts int
@@ -298,7 +303,7 @@ func (s *Server) NewHTTPHandler(opts *HTTPOptions) (*HTTPHandler, error) {
 	h.tasks = &taskEngine{node: h.node, opts: &h.opts}
 	h.node.Tasks.Configure(coordinator.TaskOptions{Resolve: s.resolveTask(h.tasks), MaxAttempts: h.opts.TaskAttempts,
 		MaxResultBytes: h.opts.MaxTaskResultBytes, MaxWaiters: h.opts.MaxWaiters, ListenMethod: taskNotification,
-		SweepBatch: h.opts.TaskSweepBatch, Changed: h.taskStatus})
+		SweepBatch: h.opts.TaskSweepBatch, CacheBytes: h.opts.TaskCacheBytes, Changed: h.taskStatus})
 	s.taskEngine.Store(true)
 	h.admit = newLimits(&h.opts)
 	trusted, _ := parseTrustedProxies(h.opts.TrustedProxies) // Validate checked them

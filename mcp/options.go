@@ -58,6 +58,7 @@ func DefaultHTTPOptions() HTTPOptions {
 		TaskPollInterval:     500 * time.Millisecond,
 		MaxTasksPerOwner:     t.MaxPerOwner,
 		MaxTaskResultBytes:   t.MaxResultBytes,
+		TaskCacheBytes:       t.CacheBytes,
 		TaskAttempts:         t.MaxAttempts,
 		TaskSweepBatch:       t.SweepBatch,
 	}
@@ -179,6 +180,7 @@ func (o *HTTPOptions) defaults() {
 	o.TaskPollInterval = orDefault(o.TaskPollInterval, d.TaskPollInterval)
 	o.MaxTasksPerOwner = orDefault(o.MaxTasksPerOwner, d.MaxTasksPerOwner)
 	o.MaxTaskResultBytes = orDefault(o.MaxTaskResultBytes, d.MaxTaskResultBytes)
+	o.TaskCacheBytes = orDefault(o.TaskCacheBytes, d.TaskCacheBytes)
 	o.TaskAttempts = orDefault(o.TaskAttempts, d.TaskAttempts)
 	o.TaskSweepBatch = orDefault(o.TaskSweepBatch, d.TaskSweepBatch)
 	o.MaxTaskTTL = max(o.MaxTaskTTL, o.TaskTTL)

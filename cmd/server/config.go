@@ -76,6 +76,7 @@ type Config struct {
 	TaskPoll        time.Duration
 	MaxTasks        int
 	MaxTaskResult   int
+	TaskCache       int
 	TaskAttempts    int
 	TaskSweep       int
 	SessionCache    time.Duration
@@ -255,6 +256,7 @@ func settings() []setting {
 		{"task-poll-interval", "MCP_TASK_POLL_INTERVAL", dur(h.TaskPollInterval), "poll interval suggested to clients in each task (pollIntervalMs)", durationSetter(func(c *Config) *time.Duration { return &c.TaskPoll })},
 		{"max-tasks-per-owner", "MCP_MAX_TASKS_PER_OWNER", itoa(h.MaxTasksPerOwner), "live task records of one principal (or one client address without authorization); past it a call that would start a task is refused", intSetter(func(c *Config) *int { return &c.MaxTasks })},
 		{"max-task-result-bytes", "MCP_MAX_TASK_RESULT_BYTES", itoa(h.MaxTaskResultBytes), "largest result (encoded) a task keeps; a larger one fails the task with an error saying so", intSetter(func(c *Config) *int { return &c.MaxTaskResult })},
+		{"task-cache-bytes", "MCP_TASK_CACHE_BYTES", itoa(h.TaskCacheBytes), "records of ended tasks a node keeps, in bytes, to answer tasks/get and tasks/result without reading Redis again (an ended task's record never changes until its TTL ends); the oldest go first", intSetter(func(c *Config) *int { return &c.TaskCache })},
 		{"task-attempts", "MCP_TASK_ATTEMPTS", itoa(h.TaskAttempts), "runs of an idempotent task (idempotentHint) whose node was lost: it is taken over by a live node until this many attempts, then fails", intSetter(func(c *Config) *int { return &c.TaskAttempts })},
 		{"task-sweep-batch", "MCP_TASK_SWEEP_BATCH", itoa(h.TaskSweepBatch), "tasks of lost nodes one sweep ends (every third of the lease, one live node per lost node): each fails, or is taken over when idempotent, although no client reads it", intSetter(func(c *Config) *int { return &c.TaskSweep })},
 		{"session-cache-ttl", "MCP_SESSION_CACHE_TTL", dur(h.SessionCacheTTL), "reuse a session a node created or read this long instead of reading Redis on every request (0 reads every time; at most a quarter of --session-ttl; set it alike on every node). A change (logging/setLevel, DELETE) is answered once every other node has acknowledged dropping its copy, or after 500ms past which a node that did not acknowledge no longer answers from its copy (a node uses its copies only while it has received every change published up to 250ms ago), so the next request sees it on any node. Each answer from a copy first checks the node's Redis pub/sub connection without a round trip: when Redis is down or the connection closed, the request fails with 503 as without the cache; a partition that delivers nothing stops the copies within 250ms. The TTL bounds what remains: a copy used right after the bus returns from an outage, before the node resyncs; a node not yet known to the one making a change; a session Redis evicts. Linux only (elsewhere copies are never used)", durationSetter(func(c *Config) *time.Duration { return &c.SessionCache })},
@@ -403,7 +405,7 @@ func (c *Config) Validate() error {
 	for name, n := range map[string]int{"max-sessions": c.MaxSessions, "max-events": c.MaxEvents, "max-streams": c.MaxStreams, "max-waiters": c.MaxWaiters, "max-waiters-per-session": c.SessionWaiters, "max-subscriptions": c.MaxSubs, "max-client-info-bytes": c.MaxClientInfo, "max-capabilities-bytes": c.MaxCaps, "max-uri-bytes": c.MaxURI, "max-fanouts": c.MaxFanOuts, "page-size": c.PageSize,
 		"max-handlers": c.MaxHandlers, "max-session-handlers": c.MaxSessionHdl, "max-batch": c.MaxBatch, "max-stream-backlog": c.StreamBacklog, "max-open-streams": c.MaxOpenStreams,
 		"caller-max-sessions": c.CallerSessions, "caller-max-streams": c.CallerStreams, "caller-rate": c.CallerRate, "caller-burst": c.CallerBurst,
-		"max-tasks-per-owner": c.MaxTasks, "max-task-result-bytes": c.MaxTaskResult, "task-attempts": c.TaskAttempts, "task-sweep-batch": c.TaskSweep, "max-skill-file-bytes": c.MaxSkillFile} {
+		"max-tasks-per-owner": c.MaxTasks, "max-task-result-bytes": c.MaxTaskResult, "task-cache-bytes": c.TaskCache, "task-attempts": c.TaskAttempts, "task-sweep-batch": c.TaskSweep, "max-skill-file-bytes": c.MaxSkillFile} {
 		if n <= 0 {
 			bad(name, "must be positive, not %d", n)
 		}
@@ -532,6 +534,7 @@ func (c *Config) httpOptions() mcp.HTTPOptions {
 		TaskPollInterval:     c.TaskPoll,
 		MaxTasksPerOwner:     c.MaxTasks,
 		MaxTaskResultBytes:   c.MaxTaskResult,
+		TaskCacheBytes:       c.TaskCache,
 		TaskAttempts:         c.TaskAttempts,
 		TaskSweepBatch:       c.TaskSweep,
 		SessionCacheTTL:      c.SessionCache,

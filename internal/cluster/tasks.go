@@ -117,6 +117,27 @@ type TaskUpdate struct {
 	Respond map[string][]byte
 	// Consume drops responses the runner has read.
 	Consume []string
+	// Release, when not nil, is released (as Claims.Release would) once
+	// the update applied, in the same round trip where the backend
+	// allows; never when Update fails.
+	Release *TaskClaim
+	// Announce, when not nil, is published on the bus (as Bus.Publish
+	// would) once the update applied, in the same round trip where the
+	// backend allows; never when Update fails. A retried call that finds
+	// its change applied does not publish again. Where the backend sends
+	// the release or the announcement on its own, after the update, it
+	// does so best effort: Update's error is the update's (a claim left
+	// behind ends with its TTL, a lost announcement is a lost bus
+	// message).
+	Announce *Notice
+}
+
+// TaskClaim names a claim (Claims) that a task's change takes (Create)
+// or releases (TaskUpdate.Release): Key, held by Owner, for TTL once
+// taken.
+type TaskClaim struct {
+	Key, Owner string
+	TTL        time.Duration
 }
 
 // ErrTaskKey: an input request key was used before in this task.
@@ -131,8 +152,12 @@ type TaskStore interface {
 	// reads: with the store's Created and Updated), so the creator needs
 	// no Get of its own. max bounds the live records of t.OwnerKey (0 =
 	// no bound): past it Create returns ErrLimit. An existing id is an
-	// error.
-	Create(ctx context.Context, t Task, max int) (Task, error)
+	// error. claim, when not nil, is taken (as Claims.Claim would) before
+	// the record is written, in the same round trip where the backend
+	// allows: no reader sees the record without it. It is not taken when
+	// Create reports the id taken or the owner at its bound; after any
+	// other error it may have been.
+	Create(ctx context.Context, t Task, max int, claim *TaskClaim) (Task, error)
 	// Get returns the record. ErrNotFound when unknown or expired.
 	Get(ctx context.Context, id string) (Task, error)
 	// Update applies u atomically and returns the record after it.

@@ -6,7 +6,10 @@ import (
 	"encoding/base64"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
 )
 
 // Claims live as long as the process holding them. A claim held by a
@@ -140,24 +143,58 @@ func (n *Node) liveHolder(ctx context.Context, key string) (string, error) {
 	return holder, nil
 }
 
-// holdClaim makes this process the holder of the claim key until the
-// returned function is called: the claim lives as long as the process's
-// membership lease (see liveHolder), its key's safety TTL is slid by the
-// node-wide upkeep, and the returned function releases it (retrying
-// while the store fails).
-func (n *Node) holdClaim(ctx context.Context, key string) (func(), error) {
-	holder := n.newConnID()
-	if _, err := n.be.Claims.Claim(ctx, key, holder, n.claimTTL()); err != nil {
-		return nil, err
+// claimHold is this process's hold on a claim: the claim lives as long
+// as the process's membership lease (see liveHolder), its key's safety
+// TTL is slid by the node-wide upkeep once taken, and release lets go of
+// it (retrying while the store fails). The claim is taken on its own
+// (take) or by the store with a change that takes it (the store is
+// handed claim, then taken is called); a change that releases it
+// (cluster.TaskUpdate.Release) is followed by releasedWith.
+type claimHold struct {
+	n     *Node
+	claim cluster.TaskClaim
+	h     *held
+	done  atomic.Bool // released, here or by a change the store applied
+}
+
+// newClaimHold prepares this process's hold on the claim key, not taken
+// yet.
+func (n *Node) newClaimHold(key string) *claimHold {
+	return &claimHold{n: n, claim: cluster.TaskClaim{Key: key, Owner: n.newConnID(), TTL: n.claimTTL()}}
+}
+
+// take claims the key on its own.
+func (c *claimHold) take(ctx context.Context) error {
+	if _, err := c.n.be.Claims.Claim(ctx, c.claim.Key, c.claim.Owner, c.claim.TTL); err != nil {
+		return err
 	}
-	// A claim lost meanwhile (another process took it) just stops being
-	// renewed: nothing else holds on to it.
-	h := &held{conn: &Conn{ID: holder, Cancel: func(error) {}}, claim: key}
-	n.upkeep.add(h)
-	return func() {
-		n.upkeep.remove(h)
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		n.release(ctx, key, holder)
-	}, nil
+	c.taken()
+	return nil
+}
+
+// taken starts renewing the claim, which the store now holds. A claim
+// lost meanwhile (another process took it) just stops being renewed:
+// nothing else holds on to it.
+func (c *claimHold) taken() {
+	c.h = &held{conn: &Conn{ID: c.claim.Owner, Cancel: func(error) {}}, claim: c.claim.Key}
+	c.n.upkeep.add(c.h)
+}
+
+// releasedWith records that a change the store applied released the
+// claim.
+func (c *claimHold) releasedWith() { c.done.Store(true) }
+
+// release stops renewing the claim and releases it, unless a change
+// released it already. It may be called after a failed take (the store
+// may have taken the claim before it failed).
+func (c *claimHold) release() {
+	if c.h != nil {
+		c.n.upkeep.remove(c.h)
+	}
+	if c.done.Swap(true) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.n.release(ctx, c.claim.Key, c.claim.Owner)
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
@@ -70,6 +71,10 @@ type TaskOptions struct {
 	// ListenMethod, when set, is the notification this node's listen
 	// streams are told of when a task changes (with the task id as uri).
 	ListenMethod string
+	// CacheBytes bounds the records of terminal tasks this node keeps
+	// (DefaultTaskCacheBytes when 0; negative keeps none): reading one
+	// again here costs no round trip (see doneTasks).
+	CacheBytes int
 }
 
 // Defaults of TaskOptions.
@@ -92,6 +97,8 @@ func (m TaskChanged) wireForm() wire { return wire{T: "task", I: m.ID} }
 type tasks struct {
 	opts TaskOptions
 
+	done atomic.Pointer[doneTasks] // nil: none kept
+
 	mu      sync.Mutex
 	running map[string]*TaskRun                   // task id → run on this node
 	waiters map[string]map[chan struct{}]struct{} // task id → WaitTask wake-ups
@@ -104,6 +111,7 @@ type TaskRun struct {
 	Task   cluster.Task // the record when the run started
 	cancel context.CancelFunc
 	wake   chan struct{}
+	hold   *claimHold // the run's hold, released with its outcome
 }
 
 // configureTasks sets the task options; call it before tasks run.
@@ -112,6 +120,11 @@ func (n *Node) configureTasks(o TaskOptions) {
 	n.tasks.mu.Lock()
 	n.tasks.opts = o
 	n.tasks.mu.Unlock()
+	var done *doneTasks
+	if o.CacheBytes > 0 {
+		done = &doneTasks{max: o.CacheBytes}
+	}
+	n.tasks.done.Store(done)
 }
 
 // WithDefaults returns o with every zero bound at its default.
@@ -133,6 +146,9 @@ func (o TaskOptions) WithDefaults() TaskOptions {
 	}
 	if o.SweepBatch <= 0 {
 		o.SweepBatch = DefaultTaskSweepBatch
+	}
+	if o.CacheBytes == 0 {
+		o.CacheBytes = DefaultTaskCacheBytes
 	}
 	return o
 }
@@ -158,39 +174,37 @@ func (n *Node) startTask(ctx context.Context, t cluster.Task, max int, f TaskFun
 		return cluster.Task{}, jsonrpc.NewError(jsonrpc.CodeDraining, "the node is shutting down; retry", nil)
 	}
 	t.Status, t.Runner, t.Attempt = cluster.TaskWorking, n.instance, 1
-	// The run's hold is taken before the record names this process, so
-	// no reader ever sees the record without it.
-	release, err := n.holdTask(ctx, t.ID)
+	// The store takes the run's hold with the record (before it, where
+	// it takes it on its own), so no reader ever sees the record without
+	// it.
+	hold := n.holdTask(t.ID)
+	rec, err := n.be.Tasks.Create(ctx, t, max, &hold.claim)
 	if err != nil {
+		hold.release()
 		return cluster.Task{}, err
 	}
-	rec, err := n.be.Tasks.Create(ctx, t, max)
-	if err != nil {
-		release()
-		return cluster.Task{}, err
-	}
-	n.run(rec, f, release)
+	hold.taken()
+	n.run(rec, f, hold)
 	return rec, nil
 }
 
-// holdTask claims the run of a task for this process until the returned
-// function is called: the claim lives as long as the process's
-// membership lease (holdClaim). A run that ends without recording its
-// outcome (the store failed past FinishTimeout) releases it, so readers
-// reap the task although this process lives.
-func (n *Node) holdTask(ctx context.Context, id string) (func(), error) {
-	return n.holdClaim(ctx, taskKey(id))
-}
+// holdTask prepares the hold on the run of a task for this process: the
+// claim lives as long as the process's membership lease (claimHold),
+// and the run's outcome releases it (cluster.TaskUpdate.Release). A run
+// that ends without recording its outcome (the store failed past
+// FinishTimeout) releases it on its own, so readers reap the task
+// although this process lives.
+func (n *Node) holdTask(id string) *claimHold { return n.newClaimHold(taskKey(id)) }
 
 // taskKey names the claim on the run of a task.
 func taskKey(id string) string { return "produce:" + taskStream(id) }
 
 func taskStream(id string) string { return "task:" + id }
 
-// run starts f for rec on this node.
-func (n *Node) run(rec cluster.Task, f TaskFunc, release func()) {
+// run starts f for rec on this node, which holds its run (hold taken).
+func (n *Node) run(rec cluster.Task, f TaskFunc, hold *claimHold) {
 	ctx, cancel := context.WithCancel(n.ctx)
-	r := &TaskRun{n: n, Task: rec, cancel: cancel, wake: make(chan struct{}, 1)}
+	r := &TaskRun{n: n, Task: rec, cancel: cancel, wake: make(chan struct{}, 1), hold: hold}
 	n.tasks.mu.Lock()
 	if n.tasks.running == nil {
 		n.tasks.running = map[string]*TaskRun{}
@@ -200,7 +214,7 @@ func (n *Node) run(rec cluster.Task, f TaskFunc, release func()) {
 	n.Go(func(context.Context) {
 		defer func() {
 			cancel()
-			release()
+			hold.release()
 			n.tasks.mu.Lock()
 			if n.tasks.running[rec.ID] == r {
 				delete(n.tasks.running, rec.ID)
@@ -268,11 +282,15 @@ func (n *Node) finish(r *TaskRun, res json.RawMessage, rerr *jsonrpc.Error) {
 		}
 		u.Message = fmt.Sprintf("%s (attempt %d, taken over from a lost node)", u.Message, r.Task.Attempt)
 	}
+	// The outcome releases the run's hold and tells every node, in the
+	// same round trip where the store allows.
+	u.Release = &r.hold.claim
+	u.Announce = n.taskNotice(r.Task.ID)
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		rec, err := n.be.Tasks.Update(ctx, r.Task.ID, u)
 		switch {
 		case err == nil:
-			n.taskChanged(ctx, r.Task.ID)
+			r.hold.releasedWith()
 			n.told(rec)
 			return
 		case errors.Is(err, cluster.ErrTaskFinal), errors.Is(err, cluster.ErrTaskRunner), errors.Is(err, cluster.ErrNotFound):
@@ -288,6 +306,19 @@ func (n *Node) finish(r *TaskRun, res json.RawMessage, rerr *jsonrpc.Error) {
 	}
 }
 
+// taskNotice is TaskChanged for the store to publish with the change
+// (cluster.TaskUpdate.Announce), which saves a round trip; nil when it
+// does not encode (readers poll).
+func (n *Node) taskNotice(id string) *cluster.Notice {
+	b, err := Encode(TaskChanged{ID: id})
+	if err != nil {
+		n.log.Debug().Err(err).Str("task", id).Msg("task change not encoded")
+		return nil
+	}
+	n.metrics.BusSent()
+	return &cluster.Notice{Topic: TopicAll, Msg: b}
+}
+
 // taskChanged publishes TaskChanged (best effort: readers poll).
 func (n *Node) taskChanged(ctx context.Context, id string) {
 	if err := n.Publish(ctx, TaskChanged{ID: id}); err != nil {
@@ -295,9 +326,10 @@ func (n *Node) taskChanged(ctx context.Context, id string) {
 	}
 }
 
-// told hands a change this node recorded to TaskOptions.Changed, in the
-// background.
+// told keeps a terminal record this node recorded (doneTasks) and hands
+// the change to TaskOptions.Changed, in the background.
 func (n *Node) told(t cluster.Task) {
+	n.tasks.done.Load().put(t, time.Now())
 	f := n.tasks.options().Changed
 	if f == nil {
 		return
@@ -349,11 +381,18 @@ func (n *Node) runningTasks() int {
 // getTask returns a task's record, after reaping it if its runner is
 // gone (see Reap).
 func (n *Node) getTask(ctx context.Context, id string) (cluster.Task, error) {
+	if t, ok := n.tasks.done.Load().get(id, time.Now()); ok {
+		return t, nil
+	}
 	t, err := n.be.Tasks.Get(ctx, id)
 	if err != nil {
 		return t, err
 	}
-	return n.reapTask(ctx, t)
+	t, err = n.reapTask(ctx, t)
+	if err == nil {
+		n.tasks.done.Load().put(t, time.Now())
+	}
+	return t, err
 }
 
 // reapTask checks a live task's runner: when its hold is gone (its process
@@ -379,17 +418,18 @@ func (n *Node) reapTask(ctx context.Context, t cluster.Task) (cluster.Task, erro
 	}
 	if f != nil {
 		me := n.instance
-		release, err := n.holdTask(ctx, t.ID)
-		if err != nil {
+		hold := n.holdTask(t.ID)
+		if err := hold.take(ctx); err != nil {
+			hold.release()
 			return t, err
 		}
 		rec, err := n.be.Tasks.Update(ctx, t.ID, cluster.TaskUpdate{IfRunner: t.Runner, SetRunner: &me, NextAttempt: true,
 			ClearInputs: true, Status: cluster.TaskWorking, Message: fmt.Sprintf("attempt %d, taken over from a lost node", t.Attempt+1)})
 		if err != nil {
-			release()
+			hold.release()
 			return n.reread(ctx, t, err)
 		}
-		n.run(rec, f, release)
+		n.run(rec, f, hold)
 		n.taskChanged(ctx, t.ID)
 		n.told(rec)
 		return rec, nil

@@ -91,6 +91,39 @@ func wantErr(t *testing.T, what string, err, want error) {
 }
 
 // must fails on a non-nil error.
+// announcements subscribes to a new topic of b; it returns the topic and
+// the messages it receives.
+func announcements(t *testing.T, b *cluster.Backend) (string, <-chan string) {
+	t.Helper()
+	topic := uniq("topic")
+	got := make(chan string, 10)
+	stop, err := b.Bus.Subscribe(t.Context(), topic, func(msg []byte) { got <- string(msg) })
+	must(t, "Subscribe", err)
+	t.Cleanup(stop)
+	return topic, got
+}
+
+// wantAnnounced checks that got receives want, in order, and nothing
+// more within 100ms.
+func wantAnnounced(t *testing.T, got <-chan string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		select {
+		case m := <-got:
+			if m != w {
+				t.Fatalf("announced %q, want %q", m, w)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%q not announced", w)
+		}
+	}
+	select {
+	case m := <-got:
+		t.Fatalf("announced %q more", m)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
 func must(t *testing.T, what string, err error) {
 	t.Helper()
 	if err != nil {

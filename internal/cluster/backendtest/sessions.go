@@ -286,11 +286,7 @@ func (s *suite) testSessions(t *testing.T) {
 		t.Parallel()
 		b := s.newBackend(t)
 		ctx := t.Context()
-		topic := uniq("topic")
-		got := make(chan string, 10)
-		stop, err := b.Bus.Subscribe(ctx, topic, func(msg []byte) { got <- string(msg) })
-		must(t, "Subscribe", err)
-		defer stop()
+		topic, got := announcements(t, b)
 		id := uniq("s")
 		must(t, "Create", b.Sessions.Create(ctx, id, map[string]string{"p": "ada"}, time.Minute, 0, cluster.CreateOptions{}))
 		notice := &cluster.Notice{Topic: topic, Msg: []byte("ended " + id)}
@@ -307,19 +303,7 @@ func (s *suite) testSessions(t *testing.T) {
 		if live, err := b.Sessions.End(ctx, id, cluster.EndOptions{Announce: notice}); err != nil || live {
 			t.Fatalf("second End: got %v, %v, want false, nil", live, err)
 		}
-		select {
-		case m := <-got:
-			if m != string(notice.Msg) {
-				t.Fatalf("announced %q, want %q", m, notice.Msg)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("End did not announce")
-		}
-		select {
-		case m := <-got:
-			t.Fatalf("announced twice (%q)", m)
-		case <-time.After(100 * time.Millisecond):
-		}
+		wantAnnounced(t, got, string(notice.Msg))
 	})
 
 	t.Run("End", func(t *testing.T) {

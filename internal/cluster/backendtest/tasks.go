@@ -30,7 +30,7 @@ func (s *suite) testTasks(t *testing.T) {
 		_, err := b.Tasks.Get(ctx, in.ID)
 		wantErr(t, "Get before Create", err, cluster.ErrNotFound)
 		before := time.Now().Add(-time.Second)
-		created, err := b.Tasks.Create(ctx, in, 0)
+		created, err := b.Tasks.Create(ctx, in, 0, nil)
 		must(t, "Create", err)
 		got, err := b.Tasks.Get(ctx, in.ID)
 		must(t, "Get", err)
@@ -46,13 +46,66 @@ func (s *suite) testTasks(t *testing.T) {
 		if got.Created.Before(before) || got.Created.After(time.Now().Add(time.Second)) || !got.Updated.Equal(got.Created) {
 			t.Fatalf("Get: created %v updated %v, want now and equal", got.Created, got.Updated)
 		}
-		if _, err := b.Tasks.Create(ctx, in, 0); err == nil {
+		if _, err := b.Tasks.Create(ctx, in, 0, nil); err == nil {
 			t.Fatalf("Create of an existing id: got nil error")
 		}
 		must(t, "Delete", b.Tasks.Delete(ctx, in.ID))
 		_, err = b.Tasks.Get(ctx, in.ID)
 		wantErr(t, "Get after Delete", err, cluster.ErrNotFound)
 		must(t, "Delete of an unknown id", b.Tasks.Delete(ctx, in.ID))
+	})
+
+	t.Run("ClaimReleaseAnnounce", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		topic, got := announcements(t, b)
+		holder := func(key string) string {
+			t.Helper()
+			h, err := b.Claims.Holder(ctx, key)
+			must(t, "Holder", err)
+			return h
+		}
+		owner := uniq("owner")
+		in := newTask(owner, time.Minute)
+		claim := &cluster.TaskClaim{Key: uniq("produce:task"), Owner: uniq("holder"), TTL: time.Minute}
+		_, err := b.Tasks.Create(ctx, in, 1, claim)
+		must(t, "Create with a claim", err)
+		if h := holder(claim.Key); h != claim.Owner {
+			t.Fatalf("claim after Create: held by %q, want %q", h, claim.Owner)
+		}
+		// Refused creations take no claim.
+		other := &cluster.TaskClaim{Key: uniq("produce:task"), Owner: uniq("holder"), TTL: time.Minute}
+		if _, err := b.Tasks.Create(ctx, in, 0, other); err == nil {
+			t.Fatal("Create of an existing id: got nil error")
+		}
+		_, err = b.Tasks.Create(ctx, newTask(owner, time.Minute), 1, other)
+		wantErr(t, "Create past the owner's bound", err, cluster.ErrLimit)
+		if h := holder(other.Key); h != "" {
+			t.Fatalf("claim of a refused Create: held by %q, want none", h)
+		}
+		// Another holder's release leaves the claim; an update that fails
+		// neither releases nor announces.
+		notice := func(m string) *cluster.Notice { return &cluster.Notice{Topic: topic, Msg: []byte(m)} }
+		_, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{Message: "m", Release: other, Announce: notice("first")})
+		must(t, "Update releasing another's claim", err)
+		if h := holder(claim.Key); h != claim.Owner {
+			t.Fatalf("claim after another holder's release: held by %q, want %q", h, claim.Owner)
+		}
+		_, err = b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{IfRunner: "someone else", Status: cluster.TaskCompleted, Release: claim, Announce: notice("refused")})
+		wantErr(t, "Update of another runner", err, cluster.ErrTaskRunner)
+		if h := holder(claim.Key); h != claim.Owner {
+			t.Fatalf("claim after a refused update: held by %q, want %q", h, claim.Owner)
+		}
+		rec, err := b.Tasks.Update(ctx, in.ID, cluster.TaskUpdate{IfRunner: in.Runner, Status: cluster.TaskCompleted, Result: []byte(`{}`), Release: claim, Announce: notice("completed")})
+		must(t, "Update releasing the claim", err)
+		if rec.Status != cluster.TaskCompleted {
+			t.Fatalf("status %q, want completed", rec.Status)
+		}
+		if h := holder(claim.Key); h != "" {
+			t.Fatalf("claim after its release: held by %q, want none", h)
+		}
+		wantAnnounced(t, got, "first", "completed")
 	})
 
 	t.Run("Transitions", func(t *testing.T) {
@@ -172,7 +225,7 @@ func (s *suite) testTasks(t *testing.T) {
 		for range 2 {
 			must(t, "Create", create(ctx, b, newTask(owner, 300*time.Millisecond), 2))
 		}
-		_, err := b.Tasks.Create(ctx, newTask(owner, time.Minute), 2)
+		_, err := b.Tasks.Create(ctx, newTask(owner, time.Minute), 2, nil)
 		wantErr(t, "Create past the owner's bound", err, cluster.ErrLimit)
 		must(t, "another owner", create(ctx, b, newTask(uniq("other"), time.Minute), 2))
 		waitFor(t, 5*time.Second, "the owner's tasks to expire", func() bool {
@@ -305,6 +358,6 @@ func (s *suite) testTaskList(t *testing.T) {
 
 // create records t and returns Create's error only.
 func create(ctx context.Context, b *cluster.Backend, t cluster.Task, max int) error {
-	_, err := b.Tasks.Create(ctx, t, max)
+	_, err := b.Tasks.Create(ctx, t, max, nil)
 	return err
 }

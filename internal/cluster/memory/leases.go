@@ -159,14 +159,21 @@ func (m *claims) Claim(ctx context.Context, key, owner string, ttl time.Duration
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	c := s.holderLocked(key, now)
-	if c != nil {
-		prev := c.owner
+	var prev string
+	if c := s.holderLocked(key, now); c != nil {
+		prev = c.owner
+	}
+	return prev, s.claimLocked(key, owner, ttl, now)
+}
+
+// claimLocked makes owner the holder of key for ttl; s.mu is held.
+func (s *store) claimLocked(key, owner string, ttl time.Duration, now time.Time) error {
+	if c := s.holderLocked(key, now); c != nil {
 		c.owner, c.expires = owner, now.Add(ttl)
-		return prev, nil
+		return nil
 	}
 	if err := s.roomLocked(now); err != nil {
-		return "", err
+		return err
 	}
 	s.claims[key] = &claim{owner: owner, expires: now.Add(ttl)}
 	if id := claimSession(key); id != "" {
@@ -177,7 +184,7 @@ func (m *claims) Claim(ctx context.Context, key, owner string, ttl time.Duration
 		}
 		keys[key] = struct{}{}
 	}
-	return "", nil
+	return nil
 }
 
 func (m *claims) Renew(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
@@ -206,10 +213,15 @@ func (m *claims) Release(ctx context.Context, key, owner string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.holderLocked(key, s.now()); c != nil && c.owner == owner {
+	s.releaseClaimLocked(key, owner, s.now())
+	return nil
+}
+
+// releaseClaimLocked drops owner's claim on key; s.mu is held.
+func (s *store) releaseClaimLocked(key, owner string, now time.Time) {
+	if c := s.holderLocked(key, now); c != nil && c.owner == owner {
 		s.dropClaimLocked(key)
 	}
-	return nil
 }
 
 func (m *claims) Holder(ctx context.Context, key string) (string, error) {

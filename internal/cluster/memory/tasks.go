@@ -57,10 +57,15 @@ func (s *store) pruneTasksLocked(now time.Time) {
 	}
 }
 
-func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) (cluster.Task, error) {
+// Create takes the claim in the same critical section as it writes the
+// record, so no reader sees the record without it.
+func (m *tasks) Create(ctx context.Context, t cluster.Task, max int, claim *cluster.TaskClaim) (cluster.Task, error) {
 	s := (*store)(m)
 	if err := s.check(ctx, "Tasks.Create"); err != nil {
 		return cluster.Task{}, err
+	}
+	if claim != nil && claim.TTL <= 0 {
+		return cluster.Task{}, fmt.Errorf("claim %q: ttl must be positive", claim.Key)
 	}
 	if t.TTL <= 0 {
 		return cluster.Task{}, fmt.Errorf("task %q: ttl must be positive", t.ID)
@@ -99,6 +104,11 @@ func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) (cluster.Ta
 	for k := range t.Inputs {
 		used[k] = struct{}{}
 	}
+	if claim != nil {
+		if err := s.claimLocked(claim.Key, claim.Owner, claim.TTL, now); err != nil {
+			return cluster.Task{}, err
+		}
+	}
 	t.Created = now
 	t.Updated = t.Created
 	s.tasks[t.ID] = &taskRec{t: t, expires: t.Created.Add(t.TTL), used: used}
@@ -125,6 +135,19 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 	if err := s.check(ctx, "Tasks.Update"); err != nil {
 		return cluster.Task{}, err
 	}
+	t, err := s.updateTask(id, u)
+	if err == nil && u.Announce != nil {
+		// The change is recorded either way: a lost announcement is what
+		// a lost bus message is elsewhere.
+		if _, perr := s.bus.Publish(ctx, u.Announce.Topic, u.Announce.Msg); perr != nil {
+			s.log.Warn().Err(perr).Msg("task change not announced")
+		}
+	}
+	return t, err
+}
+
+// updateTask applies u to task id and releases u.Release.
+func (s *store) updateTask(id string, u cluster.TaskUpdate) (cluster.Task, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -137,6 +160,9 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 	}
 	if u.SetRunner != nil {
 		s.indexLocked(r.t.Runner, id, r.expires)
+	}
+	if c := u.Release; c != nil {
+		s.releaseClaimLocked(c.Key, c.Owner, now)
 	}
 	return copyTask(r.t), nil
 }

@@ -164,11 +164,11 @@ func writeSequence(ctx context.Context, be *cluster.Backend) []opResult {
 	created := time.Date(2026, 11, 24, 7, 44, 19, 0, time.UTC)
 	task := cluster.Task{ID: "T1", OwnerKey: "1.2.3.4", Status: "working", Created: created, Updated: created, TTL: compatTTL, PollInterval: time.Second,
 		Method: "tools/call", Params: []byte(`{"name":"echo_task","arguments":{"text":"hi"}}`), Meta: []byte(`{"v":"2026-07-28"}`), Runner: "node1.inc1", Attempt: 1, Idempotent: true}
-	_, err = be.Tasks.Create(ctx, task, 100)
+	_, err = be.Tasks.Create(ctx, task, 100, nil)
 	rec.add("Tasks.Create T1", nil, err)
 	t2 := task
 	t2.ID, t2.Idempotent = "T2", false
-	_, err = be.Tasks.Create(ctx, t2, 100)
+	_, err = be.Tasks.Create(ctx, t2, 100, nil)
 	rec.add("Tasks.Create T2", nil, err)
 	_, err = be.Tasks.Update(ctx, "T1", cluster.TaskUpdate{IfRunner: "node1.inc1", AddInputs: map[string][]byte{"k1": []byte(`{"method":"sampling/createMessage"}`)}})
 	rec.add("Tasks.Update T1 AddInputs", nil, err)

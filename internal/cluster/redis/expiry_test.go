@@ -88,7 +88,7 @@ func TestTaskLeavesNothingBehind(t *testing.T) {
 			ctx := t.Context()
 			task := cluster.Task{ID: "t1", Owner: "alice", OwnerKey: "alice", Status: cluster.TaskWorking,
 				TTL: 300 * time.Millisecond, Method: "tools/call", Params: []byte(`{}`)}
-			if _, err := b.Tasks.Create(ctx, task, 10); err != nil {
+			if _, err := b.Tasks.Create(ctx, task, 10, nil); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := b.Tasks.Update(ctx, "t1", cluster.TaskUpdate{AddInputs: map[string][]byte{"k": []byte(`{}`)}}); err != nil {

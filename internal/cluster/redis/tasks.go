@@ -35,9 +35,12 @@ var _ cluster.TaskStore = (*tasks)(nil)
 func (k keys) task(id string) string       { return k.prefix + ":t:{" + tag(id) + "}" }
 func (k keys) taskOwner(key string) string { return k.prefix + ":towner:" + key }
 
-// KEYS: task [, owner index, runners, run index]. ARGV: id, ttl ms, max, token, field, value,
-// ... Returns the record's fields and values (as HGETALL does), -1 when
-// the task exists, -2 past the owner's cap.
+// KEYS: task [, owner index, runners, run index [, claim]]. ARGV: id,
+// ttl ms, max, token, claim owner, claim ttl ms, field, value, ...
+// Returns the record's fields and values (as HGETALL does), -1 when the
+// task exists, -2 past the owner's cap. The claim (claimScript's, of a
+// key without a session claim index) is taken before the record is
+// written.
 var taskCreateScript = script(indexRun + `
 local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -53,8 +56,9 @@ if KEYS[2] then
   end
   extend(KEYS[2], ttl)
 end
+if KEYS[5] then redis.call('SET', KEYS[5], ARGV[5], 'PX', ARGV[6]) end
 redis.call('HSET', KEYS[1], 'tok', ARGV[4], 'created', now, 'updated', now)
-for i = 5, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
   if string.sub(ARGV[i], 1, 2) == 'i:' then
     redis.call('HSET', KEYS[1], 'u:' .. string.sub(ARGV[i], 3), '1')
@@ -67,11 +71,15 @@ end
 return redis.call('HGETALL', KEYS[1])
 `)
 
-// KEYS: task. ARGV: token, if runner, status, message, result, error,
-// set runner (0/1), runner, next attempt (0/1), clear inputs (0/1), then
-// n adds, n pairs,
-// n responds, n pairs, n consumes, n keys. Returns the hash as a flat
-// list, or -1 (not found), -2 (terminal), -3 (runner), -4 (key used).
+// KEYS: task [, claim]. ARGV: token, if runner, status, message, result,
+// error, set runner (0/1), runner, next attempt (0/1), clear inputs
+// (0/1), then n adds, n pairs, n responds, n pairs, n consumes, n keys,
+// then (optional) the claim's owner, a channel and a message. Returns
+// the hash as a flat list, or -1 (not found), -2 (terminal), -3
+// (runner), -4 (key used). Once the update applied, the claim (of a key
+// without a session claim index) is released when the owner holds it
+// (releaseScript), and the message published on the channel when one is
+// given; a retry that finds its change applied does neither again.
 var taskUpdateScript = script(`
 local k = KEYS[1]
 if redis.call('EXISTS', k) == 0 then return -1 end
@@ -148,20 +156,34 @@ if not terminal(status) then
   end
 end
 redis.call('HSET', k, 'tok', ARGV[1], 'updated', now_ms())
+if KEYS[2] and redis.call('GET', KEYS[2]) == ARGV[i] then redis.call('DEL', KEYS[2]) end
+if ARGV[i + 1] and ARGV[i + 1] ~= '' then redis.call('PUBLISH', ARGV[i + 1], ARGV[i + 2]) end
 return redis.call('HGETALL', k)
 `)
 
-func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) (cluster.Task, error) {
+func (m *tasks) Create(ctx context.Context, t cluster.Task, max int, claim *cluster.TaskClaim) (cluster.Task, error) {
 	b := (*backend)(m)
 	if t.TTL <= 0 {
 		return cluster.Task{}, fmt.Errorf("task %q: ttl must be positive", t.ID)
+	}
+	if claim != nil && claim.TTL <= 0 {
+		return cluster.Task{}, fmt.Errorf("claim %q: ttl must be positive", claim.Key)
 	}
 	if t.Status != cluster.TaskWorking && t.Status != cluster.TaskInputRequired {
 		return cluster.Task{}, fmt.Errorf("task %q: created with status %q", t.ID, t.Status)
 	}
 	k := b.keys
 	ttl := ms(t.TTL)
-	args := []any{t.ID, ttl, max, b.token(),
+	// The claim goes in the script where its key may: on a single
+	// server, unless it has a session claim index; else it is taken
+	// first, on its own.
+	claimKey, claimOwner, claimTTL := b.foldClaim(claim)
+	if claim != nil && claimKey == "" {
+		if _, err := (*claims)(b).Claim(ctx, claim.Key, claim.Owner, claim.TTL); err != nil {
+			return cluster.Task{}, err
+		}
+	}
+	args := []any{t.ID, ttl, max, b.token(), claimOwner, claimTTL,
 		"status", t.Status, "msg", t.Message, "ttl", ttl, "poll", t.PollInterval.Milliseconds(),
 		"owner", t.Owner, "okey", t.OwnerKey, "method", t.Method, "params", t.Params, "meta", t.Meta,
 		"runner", t.Runner, "attempt", t.Attempt, "idem", boolField(t.Idempotent)}
@@ -171,7 +193,11 @@ func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) (cluster.Ta
 	var res any
 	var err error
 	if b.single {
-		res, err = b.runDurable(ctx, taskCreateScript, []string{k.task(t.ID), k.taskOwner(t.OwnerKey), k.taskRunners(), k.taskRunner(t.Runner)}, args...).Result()
+		keys := []string{k.task(t.ID), k.taskOwner(t.OwnerKey), k.taskRunners(), k.taskRunner(t.Runner)}
+		if claimKey != "" {
+			keys = append(keys, claimKey)
+		}
+		res, err = b.runDurable(ctx, taskCreateScript, keys, args...).Result()
 	} else {
 		var r int64
 		r, err = b.script(ctx, capScript, []string{k.taskOwner(t.OwnerKey)}, t.ID, ttl, max).Int64()
@@ -186,6 +212,12 @@ func (m *tasks) Create(ctx context.Context, t cluster.Task, max int) (cluster.Ta
 	}
 	if err != nil {
 		return cluster.Task{}, b.fail(ctx, "create task", err)
+	}
+	if r, refused := res.(int64); refused && claim != nil && claimKey == "" {
+		// Taken on its own before the refusal: let go of it.
+		if err := (*claims)(b).Release(ctx, claim.Key, claim.Owner); err != nil {
+			b.log.Debug().Err(err).Int64("answer", r).Str("task", t.ID).Msg("claim of a refused task not released")
+		}
 	}
 	switch res {
 	case int64(-1):
@@ -250,7 +282,21 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 	for _, key := range u.Consume {
 		args = append(args, key)
 	}
-	res, err := b.runDurable(ctx, taskUpdateScript, []string{b.keys.task(id)}, args...).Result()
+	keys := []string{b.keys.task(id)}
+	claimKey, claimOwner, _ := b.foldClaim(u.Release)
+	channel, notice := "", []byte(nil)
+	if a := u.Announce; a != nil && !b.pubSharded.Load() {
+		// A script may PUBLISH to any channel; SPUBLISH only to one of
+		// its keys' slot, so a sharded announce goes after, on its own.
+		channel, notice = b.keys.busChannel(a.Topic), a.Msg
+	}
+	if claimKey != "" {
+		keys = append(keys, claimKey)
+	}
+	if claimKey != "" || channel != "" {
+		args = append(args, claimOwner, channel, notice)
+	}
+	res, err := b.runDurable(ctx, taskUpdateScript, keys, args...).Result()
 	if err != nil {
 		return cluster.Task{}, b.fail(ctx, "update task", err)
 	}
@@ -275,7 +321,36 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 			return t, err
 		}
 	}
+	// Sent on their own, after the update applied: the update stands
+	// whatever they answer. A claim left behind ends with its TTL; a lost
+	// announcement is what a lost bus message is elsewhere.
+	if c := u.Release; c != nil && claimKey == "" {
+		if err := (*claims)(b).Release(ctx, c.Key, c.Owner); err != nil {
+			b.log.Debug().Err(err).Str("task", id).Msg("claim of a task not released")
+		}
+	}
+	if a := u.Announce; a != nil && channel == "" {
+		if _, err := (*bus)(b).Publish(ctx, a.Topic, a.Msg); err != nil {
+			b.log.Debug().Err(err).Str("task", id).Msg("task change not announced")
+		}
+	}
 	return t, nil
+}
+
+// foldClaim returns the Redis key of claim, its owner and its TTL (ms)
+// when a task script may take or release it with the task's change: on
+// a single server, for a key without a session claim index. Otherwise
+// (or with no claim) the key is "", and the caller sends the claim's
+// call on its own.
+func (b *backend) foldClaim(claim *cluster.TaskClaim) (key, owner string, ttl int64) {
+	if claim == nil || !b.single {
+		return "", "", 0
+	}
+	rk, index, _ := b.keys.claim(claim.Key)
+	if index != "" {
+		return "", "", 0
+	}
+	return rk, claim.Owner, ms(claim.TTL)
 }
 
 func (m *tasks) Delete(ctx context.Context, id string) error {
