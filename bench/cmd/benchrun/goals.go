@@ -323,6 +323,10 @@ func computeGoals(res *suiteResult) []goal {
 				g.today += " (separate runs)"
 			}
 			g.reason = "the reply crosses to the handler's node over Redis pub/sub (one PUBLISH, one delivery)"
+			if one, ok := crossNodeReplyOf(res, "redis3", pairedOneVariant); ok {
+				g.reason += fmt.Sprintf("; one call at a time, with no other work waiting for the two cores, it costs %+.2f ms p50 over %d pairs: under load the extra hop mostly waits for a core (three nodes, Redis and the load share two)",
+					one.diff.P50, one.diff.Pairs)
+			}
 		}
 		out = append(out, g)
 	}

@@ -156,6 +156,9 @@ func plan(targets []*target, st settings) []spec {
 				// by side: each session alternates the two.
 				if sc == "sampling" && rev == legacy && t.Nodes > 1 {
 					add("main", sc, rev, t, pairedVariant, "--reply-to", "alternate")
+					// The same one call at a time: the hop alone, with
+					// no other work waiting for the cores.
+					add("main", sc, rev, t, pairedOneVariant, "--reply-to", "alternate", "-c", "1")
 				}
 			}
 			// One busy session: every configuration's right after the

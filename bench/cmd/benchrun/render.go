@@ -355,6 +355,9 @@ func renderSampling(b *strings.Builder, res *suiteResult) {
 			case r.res.Spec.Variant == pairedVariant:
 				row("another node (alternating)", r.rep.Extra["reply_to_result_cross"])
 				row("the same node (alternating)", r.rep.Extra["reply_to_result_same"])
+			case r.res.Spec.Variant == pairedOneVariant:
+				row("another node (alternating, one call at a time)", r.rep.Extra["reply_to_result_cross"])
+				row("the same node (alternating, one call at a time)", r.rep.Extra["reply_to_result_same"])
 			case r.res.Spec.Variant != "" || r.t.Nodes == 1:
 				row("the same node", r.rep.Extra["reply_to_result"])
 			case rev == modern:

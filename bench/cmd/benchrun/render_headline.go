@@ -166,6 +166,11 @@ func ints(v []int) string {
 // paired difference within it.
 const pairedVariant = "paired replies"
 
+// pairedOneVariant is pairedVariant with one session, one call at a
+// time (mcpbench -c 1): what the hop costs when no other work waits for
+// the machine's cores.
+const pairedOneVariant = "paired replies, one call at a time"
+
 // crossNode is the cross-node reply's cost on target key: from the
 // paired run, or else (results of older runs) from two separate runs.
 type crossNode struct {
@@ -175,10 +180,18 @@ type crossNode struct {
 }
 
 func crossNodeReply(res *suiteResult, key string) (crossNode, bool) {
-	if r, ok := mainRow(res, "sampling", legacy, key, pairedVariant); ok {
+	return crossNodeReplyOf(res, key, pairedVariant)
+}
+
+// crossNodeReplyOf is crossNodeReply from the paired run variant.
+func crossNodeReplyOf(res *suiteResult, key, variant string) (crossNode, bool) {
+	if r, ok := mainRow(res, "sampling", legacy, key, variant); ok {
 		if d := r.rep.Paired["reply_cross_minus_same"]; d.Pairs > 0 {
 			return crossNode{cross: r.rep.Extra["reply_to_result_cross"], same: r.rep.Extra["reply_to_result_same"], diff: d, paired: true}, true
 		}
+	}
+	if variant != pairedVariant {
+		return crossNode{}, false
 	}
 	cross, okC := mainRow(res, "sampling", legacy, key, "")
 	same, okS := mainRow(res, "sampling", legacy, key, "same-node reply")
