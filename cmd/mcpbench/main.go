@@ -513,6 +513,9 @@ func printReport(w io.Writer, r *bench.Report) {
 		if rs.RoundTrips != nil {
 			fmt.Fprintf(w, ", %.2f round trips/%s", rs.RoundTripsPerOp, rs.Unit)
 		}
+		if rs.ReadsPerOp > 0 {
+			fmt.Fprintf(w, ", %.2f requests read/%s", rs.ReadsPerOp, rs.Unit)
+		}
 		fmt.Fprintf(w, " over %.0f %ss; connected clients %d → %d\n", rs.Ops, rs.Unit, rs.ClientsBefore, rs.ClientsAfter)
 		if rs.RoundTrips != nil {
 			fmt.Fprintf(w, "    round trips: %s\n", perOpList(rs.RoundTrips))

@@ -30,6 +30,7 @@ type serverWatch struct {
 	before  map[string]int64
 	bus     int64 // publish messages received over the cluster bus
 	clients int
+	reads   int64 // total_reads_processed; -1: not counted
 }
 
 // startRedisWatch connects to the server of a redis:// or unix:// URL,
@@ -73,6 +74,11 @@ func startRedisWatch(ctx context.Context, rawURL string, monitor bool) (*redisWa
 			rw.close()
 			return nil, err
 		}
+		// Last at the start and first at the end: the window holds one
+		// read of the probe's own, the final INFO's.
+		if sw.reads, err = p.ReadsProcessed(ctx); err != nil {
+			sw.reads = -1
+		}
 	}
 	if rw.mon != nil {
 		rw.mon.Begin()
@@ -92,6 +98,19 @@ func (rw *redisWatch) finish(ctx context.Context, ops float64, unit string) (*be
 		st.ScriptCommands, _ = bench.PerOp(script, ops)
 	}
 	total := map[string]int64{}
+	var reads int64
+	for _, sw := range rw.servers {
+		if sw.reads < 0 {
+			reads = -1
+		} else if r, err := sw.probe.ReadsProcessed(ctx); err != nil {
+			reads = -1
+		} else if reads >= 0 {
+			reads += max(r-sw.reads-1, 0)
+		}
+	}
+	if reads >= 0 && ops > 0 {
+		st.ReadsPerOp = float64(reads) / ops
+	}
 	for _, sw := range rw.servers {
 		after, err := sw.probe.CommandStats(ctx)
 		if err != nil {

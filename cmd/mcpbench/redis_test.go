@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -88,5 +90,40 @@ func TestRedisWatchCluster(t *testing.T) {
 	// Relayed to the two other primaries (one message each, 2 ops).
 	if bus != 1 {
 		t.Fatalf("bus publish messages per op over the primaries = %v, want 1", bus)
+	}
+}
+
+// The requests Redis read in the window are counted whatever the
+// commands in them: a pipeline of three PINGs written at once is one
+// request, a PING alone another; the probe's own reads are left out.
+func TestRedisWatchReads(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := t.Context()
+	rw, err := startRedisWatch(ctx, srv.URL(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close() // after the window: its close is a read too
+	r := bufio.NewReader(c)
+	for _, req := range []string{"PING\r\nPING\r\nPING\r\n", "PING\r\n"} {
+		if _, err := c.Write([]byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		for range strings.Count(req, "PING") {
+			if line, err := r.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+				t.Fatalf("reply %q, %v", line, err)
+			}
+		}
+	}
+	stats, err := rw.finish(ctx, 1, "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Commands["ping"] != 4 || stats.ReadsPerOp != 2 {
+		t.Fatalf("ping %v, requests read %v per op; want 4 and 2", stats.Commands["ping"], stats.ReadsPerOp)
 	}
 }

@@ -195,6 +195,23 @@ func (p *RedisProbe) CommandStats(ctx context.Context) (map[string]int64, error)
 	return ParseCommandStats(info), nil
 }
 
+// ReadsProcessed returns the read events the server processed since it
+// started (INFO stats total_reads_processed, Redis 6 and newer): one per
+// request as it arrives, however many commands a pipeline carries (one
+// larger than the server's 16 KiB read buffer takes more). The read of
+// this INFO call itself is counted.
+func (p *RedisProbe) ReadsProcessed(ctx context.Context) (int64, error) {
+	info, err := p.Info(ctx, "stats")
+	if err != nil {
+		return 0, err
+	}
+	v, ok := info["total_reads_processed"]
+	if !ok {
+		return 0, errors.New("INFO stats has no total_reads_processed (Redis older than 6.0)")
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
 // ParseCommandStats reads the calls= of each cmdstat_ field.
 func ParseCommandStats(info map[string]string) map[string]int64 {
 	out := map[string]int64{}
@@ -384,6 +401,11 @@ type RedisStats struct {
 	RoundTrips map[string]float64 `json:"round_trips_by_command,omitempty"`
 	// RoundTripsPerOp is the sum of RoundTrips (0 when not monitored).
 	RoundTripsPerOp float64 `json:"round_trips_per_op,omitempty"`
+	// ReadsPerOp is the requests the servers read per operation (INFO
+	// stats total_reads_processed, the probe's own excluded): a round trip
+	// as Redis sees it, one however many commands a pipeline carries; 0
+	// when the servers do not count them.
+	ReadsPerOp float64 `json:"reads_per_op,omitempty"`
 	// ScriptCommands is commands run inside scripts per operation
 	// (MONITOR), by command.
 	ScriptCommands map[string]float64 `json:"script_commands,omitempty"`

@@ -47,7 +47,11 @@ func roundTripsOn(res *suiteResult, scenario, revision, key, variant string) (fl
 	if rep == nil || rep.Ops == 0 {
 		return 0, ""
 	}
-	return rep.Redis.RoundTripsPerOp, perOpList(rep.Redis.RoundTrips)
+	by := perOpList(rep.Redis.RoundTrips)
+	if rep.Redis.ReadsPerOp > 0 {
+		by += fmt.Sprintf("; %.2f requests read by Redis", rep.Redis.ReadsPerOp)
+	}
+	return rep.Redis.RoundTripsPerOp, by
 }
 
 // rtNote is "N round trips/op (by command); " when they were counted.

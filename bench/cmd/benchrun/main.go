@@ -249,6 +249,9 @@ func summarize(r *result) string {
 	}
 	if rep.Redis != nil && rep.Redis.RoundTrips != nil {
 		s += fmt.Sprintf(", %.2f Redis round trips/%s", rep.Redis.RoundTripsPerOp, rep.Redis.Unit)
+		if rep.Redis.ReadsPerOp > 0 {
+			s += fmt.Sprintf(" (%.2f requests read)", rep.Redis.ReadsPerOp)
+		}
 	}
 	return s
 }

@@ -370,47 +370,47 @@ func renderSampling(b *strings.Builder, res *suiteResult) {
 	p("\n")
 }
 
+// costCells are a MONITOR run's cells of the Redis cost table: round
+// trips, requests read and commands per operation.
+func costCells(rep *bench.Report) string {
+	if rep == nil || rep.Ops == 0 {
+		return "— | — | —"
+	}
+	reads := "—"
+	if rep.Redis.ReadsPerOp > 0 {
+		reads = fmt.Sprintf("%.2f", rep.Redis.ReadsPerOp)
+	}
+	return fmt.Sprintf("%.2f | %s | %.1f", rep.Redis.RoundTripsPerOp, reads, rep.Redis.CommandsPerOp)
+}
+
 func renderRedis(b *strings.Builder, res *suiteResult) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("## Redis cost per operation\n\n")
 	p("Short runs (2 s, %d sessions) with Redis's `MONITOR` attached count the commands the nodes send (*round trips*: each is one when sent alone; a busy node sends the script calls that waited for a round trip together in one pipeline (`--redis-pipelines`), so this is an upper bound: see [Shared round trips against concurrency](#shared-round-trips-against-concurrency)) apart from the commands its Lua scripts run inside Redis; `INFO commandstats` deltas give all commands executed. Both are divided by the operations completed in the window (fanout: per toggle with 100 streams). Background work in the window (membership heartbeats, claim renewals of open streams) is included.\n\n", res.Settings.Concurrency)
-	p("| Operation | Revision | 1 node: round trips/op | 1 node: commands/op | 3 nodes: round trips/op | 3 nodes: commands/op | round trips by command (1 node) |\n|---|---|---:|---:|---:|---:|---|\n")
+	p("*Requests read* are the read events Redis processed in the window (`INFO stats` `total_reads_processed`, the probe's own excluded): each request as it arrives, one per round trip however many script calls a shared pipeline carries, so they count what MONITOR cannot; they include the nodes' pub/sub pings.\n\n")
+	p("| Operation | Revision | 1 node: round trips/op | 1 node: requests read/op | 1 node: commands/op | 3 nodes: round trips/op | 3 nodes: requests read/op | 3 nodes: commands/op | round trips by command (1 node) |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, sc := range []string{"echo", "progress", "sampling", "churn", "resume", "fanout", "tasks"} {
 		for _, rev := range []string{legacy, modern} {
 			one, three := rttRow(res, sc, rev, "redis", ""), rttRow(res, sc, rev, "redis3", "")
 			if one == nil && three == nil {
 				continue
 			}
-			cell := func(rep *bench.Report) (string, string) {
-				if rep == nil || rep.Ops == 0 {
-					return "—", "—"
-				}
-				return fmt.Sprintf("%.2f", rep.Redis.RoundTripsPerOp), fmt.Sprintf("%.1f", rep.Redis.CommandsPerOp)
-			}
-			a, c := cell(one)
-			d, e := cell(three)
 			by := "—"
 			if one != nil && one.Ops > 0 {
 				by = perOpList(one.Redis.RoundTrips)
 			}
-			p("| %s | %s | %s | %s | %s | %s | %s |\n", sc, rev, a, c, d, e, by)
+			p("| %s | %s | %s | %s | %s |\n", sc, rev, costCells(one), costCells(three), by)
 		}
 	}
 	if one, three := rttRow(res, "echo", legacy, "redis", busyVariant), rttRow(res, "echo", legacy, "redis3", busyVariant); one != nil || three != nil {
-		cell := func(rep *bench.Report) string {
-			if rep == nil || rep.Ops == 0 {
-				return "— | —"
-			}
-			return fmt.Sprintf("%.2f | %.1f", rep.Redis.RoundTripsPerOp, rep.Redis.CommandsPerOp)
-		}
 		by := "—"
 		if one != nil && one.Ops > 0 {
 			by = perOpList(one.Redis.RoundTrips)
 		}
-		p("| echo, %s (%d calls in flight) | %s | %s | %s | %s |\n", busyVariant, busyCalls, legacy, cell(one), cell(three), by)
+		p("| echo, %s (%d calls in flight) | %s | %s | %s | %s |\n", busyVariant, busyCalls, legacy, costCells(one), costCells(three), by)
 	}
 	if cross := rttRow(res, "sampling", legacy, "redis3", "same-node reply"); cross != nil && cross.Ops > 0 {
-		p("| sampling, reply on the same node | %s | | | %.2f | %.1f | |\n", legacy, cross.Redis.RoundTripsPerOp, cross.Redis.CommandsPerOp)
+		p("| sampling, reply on the same node | %s | | | | %s | |\n", legacy, costCells(cross))
 	}
 	p("\n")
 	for _, r := range res.Results {
