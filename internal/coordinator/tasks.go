@@ -282,12 +282,12 @@ func (n *Node) finish(r *TaskRun, res json.RawMessage, rerr *jsonrpc.Error) {
 		}
 		u.Message = fmt.Sprintf("%s (attempt %d, taken over from a lost node)", u.Message, r.Task.Attempt)
 	}
-	// The outcome releases the run's hold and tells every node, in the
-	// same round trip where the store allows.
+	// The outcome releases the run's hold, in the same round trip where
+	// the store allows; the notice is made once for every try.
 	u.Release = &r.hold.claim
 	u.Announce = n.taskNotice(r.Task.ID)
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		rec, err := n.be.Tasks.Update(ctx, r.Task.ID, u)
+		rec, err := n.changeTask(ctx, r.Task.ID, u)
 		switch {
 		case err == nil:
 			r.hold.releasedWith()
@@ -306,24 +306,31 @@ func (n *Node) finish(r *TaskRun, res json.RawMessage, rerr *jsonrpc.Error) {
 	}
 }
 
-// taskNotice is TaskChanged for the store to publish with the change
-// (cluster.TaskUpdate.Announce), which saves a round trip; nil when it
-// does not encode (readers poll).
+// changeTask applies u to task id and tells every node of the change
+// (TaskChanged, best effort: readers poll), which the store publishes
+// with the change (cluster.TaskUpdate.Announce, taskNotice when u has
+// none), in the same round trip where it allows; never when the update
+// fails.
+func (n *Node) changeTask(ctx context.Context, id string, u cluster.TaskUpdate) (cluster.Task, error) {
+	if u.Announce == nil {
+		u.Announce = n.taskNotice(id)
+	}
+	rec, err := n.be.Tasks.Update(ctx, id, u)
+	if err == nil && u.Announce != nil {
+		n.metrics.BusSent()
+	}
+	return rec, err
+}
+
+// taskNotice is TaskChanged as a bus message for the store to publish;
+// nil when it does not encode.
 func (n *Node) taskNotice(id string) *cluster.Notice {
 	b, err := Encode(TaskChanged{ID: id})
 	if err != nil {
 		n.log.Debug().Err(err).Str("task", id).Msg("task change not encoded")
 		return nil
 	}
-	n.metrics.BusSent()
 	return &cluster.Notice{Topic: TopicAll, Msg: b}
-}
-
-// taskChanged publishes TaskChanged (best effort: readers poll).
-func (n *Node) taskChanged(ctx context.Context, id string) {
-	if err := n.Publish(ctx, TaskChanged{ID: id}); err != nil {
-		n.log.Debug().Err(err).Str("task", id).Msg("task change not broadcast")
-	}
 }
 
 // told keeps a terminal record this node recorded (doneTasks) and hands
@@ -381,25 +388,23 @@ func (n *Node) runningTasks() int {
 // cancelTask moves a live task to cancelled and tells its runner, which
 // cancels the handler's context. A terminal task is left as it is.
 func (n *Node) cancelTask(ctx context.Context, id string) (cluster.Task, error) {
-	t, err := n.be.Tasks.Update(ctx, id, cluster.TaskUpdate{Status: cluster.TaskCancelled, Message: "cancelled by the client"})
+	t, err := n.changeTask(ctx, id, cluster.TaskUpdate{Status: cluster.TaskCancelled, Message: "cancelled by the client"})
 	if errors.Is(err, cluster.ErrTaskFinal) {
 		return n.be.Tasks.Get(ctx, id)
 	}
 	if err != nil {
 		return t, err
 	}
-	n.taskChanged(ctx, id)
 	n.told(t)
 	return t, nil
 }
 
 // respondTask delivers input responses to a task and wakes its runner.
 func (n *Node) respondTask(ctx context.Context, id string, responses map[string][]byte) (cluster.Task, error) {
-	t, err := n.be.Tasks.Update(ctx, id, cluster.TaskUpdate{Respond: responses})
+	t, err := n.changeTask(ctx, id, cluster.TaskUpdate{Respond: responses})
 	if err != nil {
 		return t, err
 	}
-	n.taskChanged(ctx, id)
 	n.told(t)
 	return t, nil
 }
@@ -475,11 +480,10 @@ func (r *TaskRun) Input(ctx context.Context, request []byte) ([]byte, error) {
 		return nil, err
 	}
 	defer release()
-	rec, err := n.be.Tasks.Update(ctx, r.Task.ID, cluster.TaskUpdate{IfRunner: n.instance, AddInputs: map[string][]byte{key: request}})
+	rec, err := n.changeTask(ctx, r.Task.ID, cluster.TaskUpdate{IfRunner: n.instance, AddInputs: map[string][]byte{key: request}})
 	if err != nil {
 		return nil, err
 	}
-	n.taskChanged(ctx, r.Task.ID)
 	n.told(rec)
 	poll := r.Task.PollInterval
 	if poll <= 0 || poll > n.leaseTTL/3 {
@@ -523,9 +527,8 @@ func (n *Node) handOver(ctx context.Context) {
 	n.tasks.mu.Unlock()
 	none := ""
 	for _, r := range runs {
-		if _, err := n.be.Tasks.Update(ctx, r.Task.ID, cluster.TaskUpdate{IfRunner: n.instance, SetRunner: &none}); err == nil {
+		if _, err := n.changeTask(ctx, r.Task.ID, cluster.TaskUpdate{IfRunner: n.instance, SetRunner: &none}); err == nil {
 			r.cancel()
-			n.taskChanged(ctx, r.Task.ID)
 		}
 	}
 }

@@ -59,14 +59,13 @@ func (n *Node) reapTask(ctx context.Context, t cluster.Task) (cluster.Task, erro
 			hold.release()
 			return t, err
 		}
-		rec, err := n.be.Tasks.Update(ctx, t.ID, cluster.TaskUpdate{IfRunner: t.Runner, SetRunner: &me, NextAttempt: true,
+		rec, err := n.changeTask(ctx, t.ID, cluster.TaskUpdate{IfRunner: t.Runner, SetRunner: &me, NextAttempt: true,
 			ClearInputs: true, Status: cluster.TaskWorking, Message: fmt.Sprintf("attempt %d, taken over from a lost node", t.Attempt+1)})
 		if err != nil {
 			hold.release()
 			return n.reread(ctx, t, err)
 		}
 		n.run(rec, f, hold)
-		n.taskChanged(ctx, t.ID)
 		n.told(rec)
 		return rec, nil
 	}
@@ -75,11 +74,10 @@ func (n *Node) reapTask(ctx context.Context, t cluster.Task) (cluster.Task, erro
 		msg = fmt.Sprintf("the node running this task stopped after %d attempts", t.Attempt)
 	}
 	e, _ := json.Marshal(jsonrpc.NewError(jsonrpc.CodeNodeLost, msg, map[string]any{"node": NodeOf(t.Runner), "attempt": t.Attempt}))
-	rec, err := n.be.Tasks.Update(ctx, t.ID, cluster.TaskUpdate{IfRunner: t.Runner, Status: cluster.TaskFailed, Message: msg, Error: e})
+	rec, err := n.changeTask(ctx, t.ID, cluster.TaskUpdate{IfRunner: t.Runner, Status: cluster.TaskFailed, Message: msg, Error: e})
 	if err != nil {
 		return n.reread(ctx, t, err)
 	}
-	n.taskChanged(ctx, t.ID)
 	n.told(rec)
 	return rec, nil
 }
