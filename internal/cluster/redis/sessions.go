@@ -333,13 +333,11 @@ func (m *sessions) End(ctx context.Context, id string, opts cluster.EndOptions) 
 			keys = append(keys, k.leaseSet(opts.Lease))
 		}
 	}
-	// A sharded announce is published in the Cluster pipeline below: a
-	// script may SPUBLISH only to a channel of its keys' slot.
-	channel, notice, announce := "", []byte(nil), (*cluster.Notice)(nil)
-	if a := opts.Announce; a != nil && b.pubSharded.Load() {
-		announce = a
-	} else if a != nil {
-		channel, notice = k.busChannel(a.Topic), a.Msg
+	// A sharded announce is published in the Cluster pipeline below.
+	channel, notice := b.inScript(opts.Announce)
+	announce := opts.Announce
+	if channel != "" {
+		announce = nil
 	}
 	args := make([]any, 0, 9+2*len(opts.Match))
 	args = append(args, id, k.session(id), b.followPrefixOf(id), k.subPrefix(), k.ownerPrefix(), b.token(), tombstoneMS, channel, notice)

@@ -284,12 +284,7 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 	}
 	keys := []string{b.keys.task(id)}
 	claimKey, claimOwner, _ := b.foldClaim(u.Release)
-	channel, notice := "", []byte(nil)
-	if a := u.Announce; a != nil && !b.pubSharded.Load() {
-		// A script may PUBLISH to any channel; SPUBLISH only to one of
-		// its keys' slot, so a sharded announce goes after, on its own.
-		channel, notice = b.keys.busChannel(a.Topic), a.Msg
-	}
+	channel, notice := b.inScript(u.Announce)
 	if claimKey != "" {
 		keys = append(keys, claimKey)
 	}
@@ -335,6 +330,17 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 		}
 	}
 	return t, nil
+}
+
+// inScript returns the channel and message for a script to PUBLISH a
+// with its change. A script may PUBLISH to any channel but SPUBLISH only
+// to one of its keys' slot: with sharded channels (or no a) the channel
+// is "", and the caller publishes a after the script, on its own.
+func (b *backend) inScript(a *cluster.Notice) (channel string, msg []byte) {
+	if a == nil || b.pubSharded.Load() {
+		return "", nil
+	}
+	return b.keys.busChannel(a.Topic), a.Msg
 }
 
 // foldClaim returns the Redis key of claim, its owner and its TTL (ms)
