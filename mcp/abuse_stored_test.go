@@ -93,7 +93,10 @@ func TestAbuseStoredSizes(t *testing.T) {
 		if mem := rdb.MemoryUsage(ctx, k).Val(); mem > 64<<10 {
 			t.Errorf("key %q holds %d bytes", k, mem)
 		}
-		if pttl := rdb.PTTL(ctx, k).Val(); pttl <= 0 {
+		// PTTL answers -1 for a key without a time to live and -2 for
+		// one gone since KEYS listed it (a rate bucket expires within
+		// its window): only the first is wrong.
+		if pttl := rdb.PTTL(ctx, k).Val(); pttl == -1 {
 			t.Errorf("key %q does not expire (PTTL %v)", k, pttl)
 		}
 	}
