@@ -450,7 +450,7 @@ func renderIdle(b *strings.Builder, res *suiteResult) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	n := res.Settings.IdleStreams
 	p("## Open idle streams: memory and Redis connections\n\n")
-	p("Measured first, on freshly started processes. mcpbench opens %d sessions, pauses, opens one GET stream on each, and holds them. The RSS of the server process(es) is read from `/proc` one second after each step, and mcpcluster's goroutines from its `/debug/pprof` (`--pprof`); the deltas are divided by %d (garbage collection makes them approximate). Redis connections per node are the node's TCP connections to its Redis (from `/proc`); Redis memory is `INFO memory` `used_memory`.\n\n", n, n)
+	p("Measured first, on freshly started processes. mcpbench opens %d sessions, pauses, opens one GET stream on each, and holds them. The RSS of the server process(es) is read from `/proc` one second after each step, and the goroutines from `/debug/pprof` (mcpcluster's `--pprof`, the SDK peers' `--pprof-addr`); the deltas are divided by %d (garbage collection makes them approximate). Redis connections per node are the node's TCP connections to its Redis (from `/proc`); Redis memory is `INFO memory` `used_memory`.\n\n", n, n)
 	p("| Configuration | RSS before | + per session | + per open stream | + goroutines per stream | threads with streams | Redis connections per node: before → with streams | Redis bytes per session | Redis bytes per stream |\n|---|---:|---:|---:|---:|---:|---|---:|---:|\n")
 	for _, t := range res.Targets {
 		st := idleRow(res, t.Key)

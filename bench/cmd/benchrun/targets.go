@@ -14,6 +14,10 @@ import (
 
 var metricsLine = regexp.MustCompile(`(?m)^metrics on http://([0-9.:]+)/metrics`)
 
+// pprofLine is a peer's /debug/pprof listener (bench/peers/serve,
+// --pprof-addr).
+var pprofLine = regexp.MustCompile(`(?m)^pprof on http://([0-9.:]+)/debug/pprof/`)
+
 // target is one configuration under test: mcpcluster in one of its
 // deployments, a peer SDK, or the net/http ceiling.
 type target struct {
@@ -48,7 +52,8 @@ type target struct {
 	redisURL string // Redis itself, for the probes
 	proxy    *redisProxy
 	// metrics are the nodes' metrics listeners (host:port), which
-	// serve /debug/pprof (--pprof).
+	// serve /debug/pprof (--pprof); for the SDK peers, their
+	// --pprof-addr listeners.
 	metrics []string
 	// extraArgs are added to every node's command line.
 	extraArgs []string
@@ -171,9 +176,18 @@ func startTargets(bins *binaries, dir string, want map[string]bool, logf func(st
 		if err != nil {
 			return err
 		}
-		p, err := startProc(t.Key, bin, []string{"--addr", addr}, "listening on", "")
+		args := []string{"--addr", addr}
+		// The SDK peers serve /debug/pprof on a loopback listener of
+		// their own, for the goal profiles and the goroutine counts.
+		if t.Peer {
+			args = append(args, "--pprof-addr", "127.0.0.1:0")
+		}
+		p, err := startProc(t.Key, bin, args, "listening on", "")
 		if err != nil {
 			return err
+		}
+		if m := pprofLine.FindStringSubmatch(p.logs.String()); m != nil {
+			t.metrics = append(t.metrics, m[1])
 		}
 		t.nodes = append(t.nodes, p)
 		t.urls = append(t.urls, "http://"+addr+"/mcp")
