@@ -217,7 +217,7 @@ func computeGoals(res *suiteResult) []goal {
 			if by != "" {
 				g.today += fmt.Sprintf(", %.2f Redis round trips/op", rt)
 			}
-			g.reason = joinNotes(rtNote(rt, by), cpuNote(ours, peer), farNote(res, c.pt.sc, legacy, ours), profileLink(res, c.pt.sc, legacy))
+			g.reason = joinNotes(rtNote(rt, by), cpuNote(ours, peer), farNote(res, c.pt.sc, legacy, ours), goalLink(res, c.pt))
 		}
 		out = append(out, g)
 	}

@@ -48,7 +48,10 @@ type suiteResult struct {
 	PeakRSS  map[string][]int64 `json:"peak_rss_kb"`
 	Results  []*result          `json:"results"`
 	Profile  *profileResult     `json:"profile,omitempty"`
-	Capacity *capacityResult    `json:"capacity,omitempty"`
+	// GoalProfiles is where the CPU goes in each handshake-era goal's
+	// scenario, on our node and on mcp-go.
+	GoalProfiles *goalProfiles   `json:"goal_profiles,omitempty"`
+	Capacity     *capacityResult `json:"capacity,omitempty"`
 }
 
 func numCPU() int { return runtime.NumCPU() }
@@ -65,12 +68,13 @@ func run(ctx context.Context) int {
 		outPage  = flag.String("out", "docs/BENCHMARKS.md", "page to write, relative to the root")
 		outPlots = flag.String("plots", "docs/bench", "directory of the plots and results.json, relative to the root")
 		st       settings
-		budget   = flag.Duration("budget", 16*time.Minute, "time limit of the whole suite; runs that would start later are skipped")
+		budget   = flag.Duration("budget", 19*time.Minute, "time limit of the whole suite; runs that would start later are skipped")
 		only     = flag.String("only", "", "comma-separated configurations to run (mem, redis, redis3, redis-far, redis3-far, redis-wait, redis3-scale, gosdk, mcpgo, ceiling); default all")
 		scen     = flag.String("scenarios", "", "comma-separated scenarios or kinds of run to keep (echo, progress, sampling, churn, fanout, resume, tasks, idle, rtt, scale, profile, capacity, "+busyScenario+"); default all. echo includes the echo runs on one busy session ("+strconv.Itoa(busyCalls)+" calls in flight on one Mcp-Session-Id); "+busyScenario+" keeps only those (and their rtt runs)")
 		render   = flag.String("render", "", "render the page from a results.json of an earlier run instead of running")
 		command  = flag.String("command", "", "the command line to show in the page (default: this one)")
-		profile  = flag.String("profile", "", "SCENARIO/REVISION to profile on one node with Redis (default: the Redis scenario furthest from its goal in this run; none: no profile)")
+		profile  = flag.String("profile", "", "SCENARIO/REVISION to profile on one node with Redis (default: the Redis scenario furthest from its goal in this run; none: no profiling at all, neither this profile nor the goal profiles)")
+		goalDir  = flag.String("goal-profiles-dir", "", "directory to keep the raw CPU profiles of the goal profiles in (profile-cpu-SCENARIO-TARGET.pb.gz); default: the run's temporary directory, removed at the end")
 	)
 	flag.DurationVar(&st.Duration, "d", 3*time.Second, "measured duration of each run")
 	flag.DurationVar(&st.Warmup, "warmup", time.Second, "warm-up of each run")
@@ -182,6 +186,8 @@ func run(ctx context.Context) int {
 	for _, t := range targets {
 		res.PeakRSS[t.Key] = peakRSS(t)
 	}
+	// The profile phase: the slowest Redis scenario's CPU and
+	// allocations, then where the CPU goes in each goal's scenario.
 	if phase("profile") && *profile != "none" && ctx.Err() == nil && byKey["redis"] != nil {
 		sc, rev, why := slowestScenario(res)
 		if *profile != "" {
@@ -198,6 +204,13 @@ func run(ctx context.Context) int {
 				logf("profile: %s", res.Profile.Err)
 			}
 		}
+	}
+	if phase("profile") && *profile != "none" && ctx.Err() == nil {
+		rawDir := dir
+		if *goalDir != "" {
+			rawDir = underRoot(r, *goalDir)
+		}
+		res.GoalProfiles = sr.runGoalProfiles(ctx, rawDir)
 	}
 	if phase("capacity") && ctx.Err() == nil {
 		res.Capacity = measureCapacity(ctx, dir, logf)

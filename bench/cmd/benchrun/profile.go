@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -125,54 +126,20 @@ const profileSeconds = 8
 func (s *suiteRunner) runProfile(ctx context.Context, key, scenario, revision, why, dir string) *profileResult {
 	pr := &profileResult{Scenario: scenario, Revision: revision, Target: key, Why: why, Seconds: profileSeconds,
 		Command: fmt.Sprintf("cd bench && go run ./cmd/benchrun --only redis,mcpgo --scenarios profile --profile %s/%s", scenario, revision)}
-	t := s.targets[key]
-	if t == nil || len(t.metrics) == 0 {
-		pr.Err = "no node serving /debug/pprof"
-		return pr
-	}
 	var args []string
 	if scenario == "fanout" {
 		args = []string{"--streams", strconv.Itoa(s.st.FanoutStreams), "--settle", "200ms"}
 	}
 	sp := spec{ID: "profile-" + scenario + "-" + revision + "-" + key, Kind: "profile", Scenario: scenario, Revision: revision, Target: key, Args: args}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		pr.Err = err.Error()
-		return pr
-	}
 	cpuPath := filepath.Join(dir, "profile-cpu.pb.gz")
 	allocPath := filepath.Join(dir, "profile-allocs.pb.gz")
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	base := "http://" + t.metrics[0] + "/debug/pprof/"
-	for i, ep := range []struct{ url, path string }{
-		{base + "profile?seconds=" + strconv.Itoa(profileSeconds), cpuPath},
-		{base + "allocs?seconds=" + strconv.Itoa(profileSeconds), allocPath},
-	} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Sample once the sessions are open and warm.
-			select {
-			case <-time.After(profileWarmup(scenario)):
-			case <-pctx.Done():
-				errs[i] = pctx.Err()
-				return
-			}
-			errs[i] = fetchProfile(pctx, ep.url, ep.path)
-		}()
-	}
-	rr := s.run(ctx, sp)
-	wg.Wait()
-	if rr.Report != nil {
+	rr, err := s.profiledRun(ctx, sp, []profileTake{{"profile", cpuPath}, {"allocs", allocPath}})
+	if rr != nil && rr.Report != nil {
 		pr.Throughput, pr.Ops = rr.Report.Throughput, rr.Report.Ops
 	}
-	for _, err := range errs {
-		if err != nil {
-			pr.Err = err.Error()
-			return pr
-		}
+	if err != nil {
+		pr.Err = err.Error()
+		return pr
 	}
 	if rr.Err != "" {
 		pr.Err = firstLine(rr.Err)
@@ -180,6 +147,50 @@ func (s *suiteRunner) runProfile(ctx context.Context, key, scenario, revision, w
 	pr.Files = []string{filepath.Base(cpuPath), filepath.Base(allocPath)}
 	pr.summarize(dir)
 	return pr
+}
+
+// profileTake is one profile a run takes: a /debug/pprof endpoint
+// ("profile", "allocs") sampled for profileSeconds, saved to path.
+type profileTake struct {
+	endpoint, path string
+}
+
+// profiledRun runs sp (kind "profile") on its target while taking each
+// profile from the target's first node, once the scenario is warm. It
+// returns the run's result, and an error when a profile could not be
+// taken (the result may then be nil).
+func (s *suiteRunner) profiledRun(ctx context.Context, sp spec, takes []profileTake) (*result, error) {
+	t := s.targets[sp.Target]
+	if t == nil || len(t.metrics) == 0 {
+		return nil, errors.New("no node serving /debug/pprof")
+	}
+	for _, tk := range takes {
+		if err := os.MkdirAll(filepath.Dir(tk.path), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(takes))
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	base := "http://" + t.metrics[0] + "/debug/pprof/"
+	for i, tk := range takes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Sample once the sessions are open and warm.
+			select {
+			case <-time.After(profileWarmup(sp.Scenario)):
+			case <-pctx.Done():
+				errs[i] = pctx.Err()
+				return
+			}
+			errs[i] = fetchProfile(pctx, base+tk.endpoint+"?seconds="+strconv.Itoa(profileSeconds), tk.path)
+		}()
+	}
+	rr := s.run(ctx, sp)
+	wg.Wait()
+	return rr, errors.Join(errs...)
 }
 
 // summarize reads the top functions out of the saved profiles.

@@ -215,6 +215,7 @@ func renderPage(res *suiteResult, images map[string]string) string {
 	renderRedis(&b, res)
 	renderFar(&b, res)
 	renderScale(&b, res)
+	renderGoalProfiles(&b, res)
 	renderProfile(&b, res)
 	renderCapacity(&b, res)
 	renderIdle(&b, res)
