@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 
@@ -27,6 +28,26 @@ type paramMembers struct {
 	metaErr error           // why _meta did not decode
 }
 
+// paramNames are paramMembers' members by name.
+var paramNames = []string{"_meta", "name", "uri", "taskId", "arguments", "requestState", "inputResponses"}
+
+// set keeps a member of the params if it is one of paramMembers': its
+// name matched as encoding/json matches a struct field's (exactly or
+// else case-insensitively, bytes.EqualFold), a later member replacing an
+// earlier one.
+func (pm *paramMembers) set(name, v []byte) {
+	for i, n := range paramNames {
+		if string(name) == n || bytes.EqualFold(name, []byte(n)) {
+			*pm.member(i) = v
+			return
+		}
+	}
+}
+
+func (pm *paramMembers) member(i int) *json.RawMessage {
+	return [...]*json.RawMessage{&pm.Meta, &pm.Name, &pm.URI, &pm.TaskID, &pm.Arguments, &pm.RequestState, &pm.InputResponses}[i]
+}
+
 // splitParams splits params (valid JSON, as jsonrpc.Decode returns it).
 // Params that are not an object have no members.
 func splitParams(params json.RawMessage) *paramMembers {
@@ -34,11 +55,17 @@ func splitParams(params json.RawMessage) *paramMembers {
 	if len(params) == 0 || params[0] != '{' {
 		return pm
 	}
-	if err := json.Unmarshal(params, pm); err != nil {
-		// Valid JSON whose members are all raw does not fail; keep the
-		// answer readMeta gave should it ever.
-		pm.metaErr = jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: %v", err)
+	if !json.Valid(params) {
+		// A middleware's params, not jsonrpc.Decode's.
+		pm.metaErr = jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: malformed JSON")
 		return pm
+	}
+	for it := jsonrpc.ObjectMembers(params); ; {
+		name, v, ok := it.Next()
+		if !ok {
+			break
+		}
+		pm.set(name, v)
 	}
 	if len(pm.Meta) == 0 || string(pm.Meta) == "null" {
 		return pm

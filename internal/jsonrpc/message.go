@@ -173,12 +173,12 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // JSON-RPC 2.0 message gives -32600. The returned error is a *DecodeError.
 func Decode(data []byte) (*Message, error) {
 	data = trimJSONSpace(data)
-	// An object is checked by decodeValue's own decoding (one pass over
-	// the body, not two); anything else is judged here.
+	// An object is checked by decodeValue (once); anything else is
+	// judged here.
 	if (len(data) == 0 || data[0] != '{') && !json.Valid(data) {
 		return nil, errMalformed()
 	}
-	return decodeValue(data)
+	return decodeValue(data, false)
 }
 
 func errMalformed() error {
@@ -216,7 +216,7 @@ func DecodeBatchMax(data []byte, max int) (msgs []*Message, errs []error, batch 
 		return nil, nil, false, errMalformed()
 	}
 	if len(data) == 0 || data[0] != '[' {
-		m, err := decodeValue(data)
+		m, err := decodeValue(data, true)
 		if err != nil {
 			return nil, nil, false, err
 		}
@@ -235,7 +235,7 @@ func DecodeBatchMax(data []byte, max int) (msgs []*Message, errs []error, batch 
 	msgs = make([]*Message, len(raws))
 	errs = make([]error, len(raws))
 	for i, r := range raws {
-		msgs[i], errs[i] = decodeValue(r)
+		msgs[i], errs[i] = decodeValue(r, true)
 	}
 	return msgs, errs, true, nil
 }
@@ -262,26 +262,59 @@ func isVersion(v []byte) bool {
 	return err == nil && s == Version
 }
 
+// msgMembers are the members of a message object that decoding reads,
+// as raw JSON (nil: absent); a name given twice is its last value, as in
+// a map.
+type msgMembers struct {
+	id, method, params, result, err, version []byte
+}
+
+func (f *msgMembers) set(name, v []byte) {
+	switch string(name) {
+	case "id":
+		f.id = v
+	case "method":
+		f.method = v
+	case "params":
+		f.params = v
+	case "result":
+		f.result = v
+	case "error":
+		f.err = v
+	case "jsonrpc":
+		f.version = v
+	}
+}
+
 // decodeValue decodes a value that is valid JSON unless it starts with
-// '{' (its decoding checks that: malformed JSON gives -32700).
-func decodeValue(data []byte) (*Message, error) {
+// '{' and valid is false (then it checks: malformed JSON gives -32700).
+func decodeValue(data []byte, valid bool) (*Message, error) {
 	if len(data) == 0 || data[0] != '{' {
 		return nil, invalid(ID{}, "a message must be a JSON object")
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
-		// An object decodes into raw members unless it is malformed.
+	if !valid && !json.Valid(data) {
 		return nil, errMalformed()
+	}
+	// The message keeps its params, result and error data as slices of
+	// one copy of the value, which the caller may reuse.
+	data = bytes.Clone(data)
+	var f msgMembers
+	for it := ObjectMembers(data); ; {
+		name, v, ok := it.Next()
+		if !ok {
+			break
+		}
+		f.set(name, v)
 	}
 	var m Message
 	// Read the id first so every later error can carry it.
-	rawID, hasID := fields["id"]
+	rawID, hasID := f.id, f.id != nil
 	if hasID {
 		if err := m.ID.UnmarshalJSON(rawID); err != nil {
 			if string(bytes.TrimSpace(rawID)) == "null" {
 				// A null id is only legal on an error response whose
 				// request id was unreadable.
-				if _, isErr := fields["error"]; !isErr {
+				if f.err == nil {
 					return nil, invalid(ID{}, "id must not be null")
 				}
 			} else {
@@ -289,14 +322,13 @@ func decodeValue(data []byte) (*Message, error) {
 			}
 		}
 	}
-	rawMethod, isRequest := fields["method"]
-	_, hasResult := fields["result"]
-	_, hasError := fields["error"]
+	rawMethod, isRequest := f.method, f.method != nil
+	hasResult, hasError := f.result != nil, f.err != nil
 	replyID := m.ID
 	if !isRequest && (hasResult || hasError) {
 		replyID = ID{} // a response: see DecodeError
 	}
-	if v, ok := fields["jsonrpc"]; !ok || !isVersion(v) {
+	if v := f.version; v == nil || !isVersion(v) {
 		return nil, invalid(replyID, `"jsonrpc" must be "2.0"`)
 	}
 	if isRequest {
@@ -304,15 +336,14 @@ func decodeValue(data []byte) (*Message, error) {
 		if m.Method, err = UnquoteString(rawMethod); err != nil || m.Method == "" {
 			return nil, invalid(replyID, `"method" must be a non-empty string`)
 		}
-		if _, ok := fields["result"]; ok {
+		if hasResult {
 			return nil, invalid(replyID, "a request must not carry a result")
 		}
-		if _, ok := fields["error"]; ok {
+		if hasError {
 			return nil, invalid(replyID, "a request must not carry an error")
 		}
-		if p, ok := fields["params"]; ok {
-			p = bytes.TrimSpace(p)
-			if len(p) == 0 || (p[0] != '{' && p[0] != '[') {
+		if p := f.params; p != nil {
+			if p[0] != '{' && p[0] != '[' {
 				if string(p) != "null" {
 					return nil, invalid(replyID, `"params" must be an object or an array`)
 				}
@@ -323,7 +354,7 @@ func decodeValue(data []byte) (*Message, error) {
 		return &m, nil
 	}
 	// A response.
-	res, rawErr := fields["result"], fields["error"]
+	res, rawErr := f.result, f.err
 	switch {
 	case hasResult && hasError:
 		return nil, invalid(replyID, "a response must not carry both result and error")
