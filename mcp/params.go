@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 
@@ -29,18 +28,15 @@ type paramMembers struct {
 }
 
 // paramNames are paramMembers' members by name.
-var paramNames = []string{"_meta", "name", "uri", "taskId", "arguments", "requestState", "inputResponses"}
+var paramNames = [...]string{"_meta", "name", "uri", "taskId", "arguments", "requestState", "inputResponses"}
 
 // set keeps a member of the params if it is one of paramMembers': its
 // name matched as encoding/json matches a struct field's (exactly or
 // else case-insensitively, bytes.EqualFold), a later member replacing an
 // earlier one.
 func (pm *paramMembers) set(name, v []byte) {
-	for i, n := range paramNames {
-		if string(name) == n || bytes.EqualFold(name, []byte(n)) {
-			*pm.member(i) = v
-			return
-		}
+	if i := jsonrpc.FieldIndex(name, paramNames[:]); i >= 0 {
+		*pm.member(i) = v
 	}
 }
 

@@ -237,7 +237,7 @@ func Decode(b []byte) (Message, error) {
 // decode returns the message of a wire form and the entry of its kind.
 func decode(b []byte) (busKind, Message, error) {
 	var w wire
-	if err := json.Unmarshal(b, &w); err != nil {
+	if err := w.unmarshal(b); err != nil {
 		return busKind{}, nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if w.T == "" {

@@ -1,5 +1,7 @@
 package jsonrpc
 
+import "bytes"
+
 // Members walks the members of a JSON object without decoding it: each
 // member's name and its value as raw JSON, both slices of the object's
 // bytes (a name with escapes or bytes beyond ASCII is unquoted into a
@@ -140,4 +142,17 @@ func valueEnd(d []byte, i int) int {
 		j++
 	}
 	return j
+}
+
+// FieldIndex returns the index in fields of the struct field a member
+// named name decodes into, matched as encoding/json matches it (the
+// exact name, else one equal under case folding: bytes.EqualFold), or
+// -1. fields must differ from each other under case folding.
+func FieldIndex(name []byte, fields []string) int {
+	for i, f := range fields {
+		if string(name) == f || bytes.EqualFold(name, []byte(f)) {
+			return i
+		}
+	}
+	return -1
 }
