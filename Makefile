@@ -97,7 +97,7 @@ chaos-short:
 
 .PHONY: bench bench-micro
 
-# Benchmark suite (about 13 minutes on 2 cores): mcpcluster on 1 node
+# Benchmark suite (about 15 minutes on 2 cores): mcpcluster on 1 node
 # (memory, Redis) and 3 nodes (Redis; and both again with Redis behind
 # toxiproxy, 0.5 ms each way) against the official Go SDK, mcp-go and a
 # net/http ceiling, side by side on this machine; a 10,000-session
