@@ -53,11 +53,15 @@ func startNodes(t *testing.T, n int) (*cluster.Backend, []testNode) {
 }
 
 // startNodesAs starts a node of each incarnation on one memory backend,
-// with a session cache of cacheTTL (0: none).
-func startNodesAs(t *testing.T, incarnations []string, cacheTTL time.Duration) (*cluster.Backend, []testNode) {
+// with a session cache of cacheTTL (0: none); wrap, if any, changes the
+// backend before the nodes start (a test counting calls).
+func startNodesAs(t *testing.T, incarnations []string, cacheTTL time.Duration, wrap ...func(*cluster.Backend)) (*cluster.Backend, []testNode) {
 	t.Helper()
 	be := memory.New(memory.Options{})
 	t.Cleanup(func() { _ = be.Close() })
+	for _, w := range wrap {
+		w(be)
+	}
 	var out []testNode
 	for i, inc := range incarnations {
 		id := string(rune('a' + i))

@@ -180,6 +180,10 @@ func (n *Node) startTask(ctx context.Context, t cluster.Task, max int, f TaskFun
 	hold := n.holdTask(t.ID)
 	rec, err := n.be.Tasks.Create(ctx, t, max, &hold.claim)
 	if err != nil {
+		if errors.Is(err, cluster.ErrLimit) {
+			// Refused at the bound: the store took no claim.
+			hold.releasedWith()
+		}
 		hold.release()
 		return cluster.Task{}, err
 	}

@@ -185,6 +185,51 @@ func TestTaskResultBound(t *testing.T) {
 	}
 }
 
+// releaseCounter counts the claim releases a node sends.
+type releaseCounter struct {
+	cluster.Claims
+	n atomic.Int64
+}
+
+func (c *releaseCounter) Release(ctx context.Context, key, owner string) error {
+	c.n.Add(1)
+	return c.Claims.Release(ctx, key, owner)
+}
+
+// A create refused at the owner's bound took no claim, and the node
+// sends no release for it; a task that ran releases its claim with its
+// outcome (in the update), not with a call of its own.
+func TestTaskRefusedAtBoundReleasesNothing(t *testing.T) {
+	counter := &releaseCounter{}
+	_, nodes := startNodesAs(t, []string{"inc"}, 0, func(be *cluster.Backend) {
+		counter.Claims = be.Claims
+		be.Claims = counter
+	})
+	a := nodes[0]
+	release := make(chan struct{})
+	run := func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+		<-release
+		return json.RawMessage(`{}`), nil
+	}
+	rec, err := a.Tasks.Start(t.Context(), newTaskRecord(false), 1, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Tasks.Start(t.Context(), newTaskRecord(false), 1, run); !errors.Is(err, cluster.ErrLimit) {
+		t.Fatalf("second task of the owner at a bound of 1: %v, want ErrLimit", err)
+	}
+	if n := counter.n.Load(); n != 0 {
+		t.Errorf("%d claim releases after a refused create, want 0", n)
+	}
+	close(release)
+	if r, err := a.Tasks.Wait(t.Context(), rec.ID, 10*time.Millisecond, terminal); err != nil || r.Status != cluster.TaskCompleted {
+		t.Fatalf("the first task: %q, %v", r.Status, err)
+	}
+	if n := counter.n.Load(); n != 0 {
+		t.Errorf("%d claim releases after a task's outcome, want 0 (the update releases it)", n)
+	}
+}
+
 // Drain waits for a running task, then hands an idempotent one over.
 func TestTaskDrainHandsOver(t *testing.T) {
 	_, nodes := startNodes(t, 2)
