@@ -40,6 +40,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) *cluster.Backend) {
 		{"Events", s.testEvents},
 		{"Batch", s.testAppendBatch},
 		{"BatchNextToken", s.testBatchNextToken},
+		{"BatchLateCopies", s.testBatchLateCopies},
 		{"Tail", s.testTail},
 		{"Bus", s.testBus},
 		{"Members", s.testMembers},

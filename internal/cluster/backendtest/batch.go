@@ -2,6 +2,8 @@ package backendtest
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
 	"testing"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
@@ -109,6 +111,48 @@ func (s *suite) testBatchNextToken(t *testing.T) {
 		}
 		if _, err := b.Events.AppendBatch(ctx, sess, uniq("x"), [][]byte{[]byte("a")}, false, cluster.Batch{Next: 1, Token: "t3"}, lim); !errors.Is(err, cluster.ErrNotFound) {
 			t.Errorf("batch to an unknown stream: %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// testBatchLateCopies: a copy of a recorded batch that names where it
+// lands (a retry whose first try's reply was lost, arriving after later
+// batches) appends nothing, however many batches followed it: it gets
+// the seq its first try got, or ErrDiverged once the stream has moved
+// on and its token is no longer kept. The latest batch's copy always
+// gets its seq.
+func (s *suite) testBatchLateCopies(t *testing.T) {
+	t.Run("BatchLateCopies", func(t *testing.T) {
+		t.Parallel()
+		b := s.newBackend(t)
+		ctx := t.Context()
+		sess, x := uniq("s"), uniq("x")
+		meta := cluster.StreamMeta{Session: sess, Owner: "node-a", Request: "n:1"}
+		const batches = 30
+		token := func(i int) string { return fmt.Sprintf("%s#%040d", sess, i) }
+		for i := range batches {
+			bt := cluster.Batch{Next: uint64(i + 1), Token: token(i)}
+			if i == 0 {
+				bt.Open = &meta
+			}
+			if first, err := b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte(strconv.Itoa(i))}, false, bt, lim); err != nil || first != uint64(i+1) {
+				t.Fatalf("batch %d: %d, %v", i, first, err)
+			}
+		}
+		for i := range batches {
+			bt := cluster.Batch{Next: uint64(i + 1), Token: token(i)}
+			first, err := b.Events.AppendBatch(ctx, sess, x, [][]byte{[]byte(strconv.Itoa(i))}, false, bt, lim)
+			switch {
+			case err == nil && first == uint64(i+1):
+			case errors.Is(err, cluster.ErrDiverged) && i < batches-1:
+			default:
+				t.Errorf("late copy of batch %d: %d, %v; want %d or ErrDiverged", i, first, err, i+1)
+			}
+		}
+		evs, info, err := b.Events.Read(ctx, sess, x, 0)
+		must(t, "Read", err)
+		if len(evs) != batches || info.Last != batches {
+			t.Errorf("history of %d events, last %d, after the late copies; want %d", len(evs), info.Last, batches)
 		}
 	})
 }

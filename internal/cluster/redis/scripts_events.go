@@ -45,8 +45,19 @@ end
 `
 
 // tokensBytes bounds the appendBatchScript's record of recent append
-// tokens per stream (about 40 appends).
-const tokensBytes = "1024"
+// tokens per stream (about 40 appends); seqTokensBytes the record of a
+// stream whose batches name the seq they start at (cluster.Batch.Next:
+// a POST stream's producer), a few batches. Such a batch can be stored
+// only right after the one before it (-4 otherwise), so a late copy of
+// any but the latest batch is refused whether its token is kept or not:
+// the tokens serve the retry of the latest one. Appends that may land
+// in any order (GET and broadcast streams, appended by every node) rely
+// on the tokens alone. The shorter record saves the script most of its
+// string work and a POST stream's meta most of a kilobyte.
+const (
+	tokensBytes    = "1024"
+	seqTokensBytes = "128"
+)
 
 // ownerScript records the owning session of a stream (Cluster mode,
 // before openScript). KEYS: owner. ARGV: session, ttl ms. Returns 1, or 0
@@ -103,9 +114,10 @@ return 1
 // when the history does not end right before next (cluster.Batch.Next).
 // The tokens of the stream's latest batches are kept with their first
 // seqs in the meta field 'toks' (";token=seq", at most tokensBytes
-// long; only the final's once the stream is done), so a retry of a
-// batch that already happened (its reply was lost) returns the original
-// seq instead of storing the events twice.
+// long, seqTokensBytes for a batch with next; only the final's once the
+// stream is done), so a retry of a batch that already happened (its
+// reply was lost) returns the original seq instead of storing the
+// events twice.
 //
 // A stream has one producer most of the time, so a batch is kept to a
 // handful of commands: one HMGET and one HSET of the meta, the RPUSH,
@@ -162,7 +174,9 @@ if ARGV[3] == '1' then
   toks = tok .. first
 else
   toks = toks .. tok .. first
-  while #toks > ` + tokensBytes + ` do
+  local bound = ` + tokensBytes + `
+  if ARGV[13] ~= '0' then bound = ` + seqTokensBytes + ` end
+  while #toks > bound do
     toks = string.sub(toks, (string.find(toks, ';', 2, true)))
   end
 end
