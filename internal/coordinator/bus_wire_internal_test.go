@@ -12,7 +12,7 @@ var wireSeeds = []string{
 	`{"t":"end","s":"S1"}`, `{"t":"cancel","s":"S1","i":"n:1","c":"x"}`,
 	`{"T":"end","s":"a","S":"b"}`, `{"\u0074":"end","s":null}`, `{"s":"a","s":null}`,
 	`{"t":"end","x":{"t":1},"f":"\u00e9\ud800"}`, `{"t":1}`, `{"t":"end","s":true}`,
-	`null`, `[]`, `"end"`, `1`, ` {"t":"end"} `, `{`,
+	`null`, ` null `, `[]`, `"end"`, `1`, ` {"t":"end"} `, `{`,
 }
 
 func TestWireUnmarshalMatchesEncodingJSON(t *testing.T) {
