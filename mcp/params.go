@@ -56,11 +56,7 @@ func splitParams(params json.RawMessage) *paramMembers {
 		pm.metaErr = jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid params: malformed JSON")
 		return pm
 	}
-	for it := jsonrpc.ObjectMembers(params); ; {
-		name, v, ok := it.Next()
-		if !ok {
-			break
-		}
+	for name, v := range jsonrpc.Members(params) {
 		pm.set(name, v)
 	}
 	if len(pm.Meta) == 0 || string(pm.Meta) == "null" {

@@ -32,11 +32,7 @@ func (w *wire) unmarshal(b []byte) error {
 		}
 		return fmt.Errorf("a message is a JSON object")
 	}
-	for it := jsonrpc.ObjectMembers(b); ; {
-		name, v, ok := it.Next()
-		if !ok {
-			return nil
-		}
+	for name, v := range jsonrpc.Members(b) {
 		i := jsonrpc.FieldIndex(name, wireNames[:])
 		if i < 0 || string(v) == "null" {
 			continue
@@ -47,4 +43,5 @@ func (w *wire) unmarshal(b []byte) error {
 		}
 		*w.field(i) = s
 	}
+	return nil
 }

@@ -1,74 +1,73 @@
 package jsonrpc
 
-import "bytes"
+import (
+	"bytes"
+	"iter"
+)
 
-// Members walks the members of a JSON object without decoding it: each
-// member's name and its value as raw JSON, both slices of the object's
-// bytes (a name with escapes or bytes beyond ASCII is unquoted into a
-// slice of its own). It reads what encoding/json reads into a
-// map[string]json.RawMessage, in order, with no map and no copies: the
-// request path splits every message and its params this way.
+// Members walks the members of a JSON object without decoding it,
+// yielding each member's name and its value as raw JSON, both slices of
+// the object's bytes (a name with escapes or bytes beyond ASCII is
+// unquoted into a slice of its own). It reads what encoding/json reads
+// into a map[string]json.RawMessage, in order, with no map and no
+// copies: the request path splits every message and its params this
+// way. The name is unquoted as encoding/json unquotes a map key, the
+// value has no white space around it; a value that is not an object has
+// no members.
 //
-// The object must be valid JSON (json.Valid): on anything else Next
-// stops early, never panics, and what it returned is unspecified.
-type Members struct {
-	data    []byte
-	pos     int
-	started bool
+// The object must be valid JSON (json.Valid): on anything else the walk
+// stops early, never panics, and what it yielded is unspecified.
+func Members(obj []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func(name, value []byte) bool) {
+		for i := 0; ; {
+			name, value, next, ok := member(obj, i)
+			if !ok || !yield(name, value) {
+				return
+			}
+			i = next
+		}
+	}
 }
 
-// ObjectMembers walks obj's members; a value that is not an object has
-// none.
-func ObjectMembers(obj []byte) Members { return Members{data: obj} }
-
-// Next returns the next member: its name, unquoted as encoding/json
-// unquotes a map key, and its value without the white space around it.
-// ok is false after the last member.
-func (m *Members) Next() (name, value []byte, ok bool) {
-	d := m.data
-	i := skipSpace(d, m.pos)
-	if !m.started {
-		if i >= len(d) || d[i] != '{' {
-			m.pos = len(d)
-			return nil, nil, false
-		}
-		m.started = true
+// member reads the member of object d whose name (or the object's
+// opening brace, at the first) is at or after white space from i, and
+// returns it with the index after its value.
+func member(d []byte, i int) (name, value []byte, next int, ok bool) {
+	i = skipSpace(d, i)
+	switch {
+	case i >= len(d):
+		return nil, nil, 0, false
+	case d[i] == '{', d[i] == ',':
 		i = skipSpace(d, i+1)
-	} else if i < len(d) && d[i] == ',' {
-		i = skipSpace(d, i+1)
+	default: // '}', or not an object
+		return nil, nil, 0, false
 	}
 	if i >= len(d) || d[i] != '"' {
-		m.pos = len(d) // '}' or malformed: done
-		return nil, nil, false
+		return nil, nil, 0, false
 	}
 	end, plain := stringEnd(d, i)
 	if end < 0 {
-		m.pos = len(d)
-		return nil, nil, false
+		return nil, nil, 0, false
 	}
 	if plain {
 		name = d[i+1 : end-1]
 	} else {
 		s, err := UnquoteString(d[i:end])
 		if err != nil {
-			m.pos = len(d)
-			return nil, nil, false
+			return nil, nil, 0, false
 		}
 		name = []byte(s)
 	}
 	i = skipSpace(d, end)
 	if i >= len(d) || d[i] != ':' {
-		m.pos = len(d)
-		return nil, nil, false
+		return nil, nil, 0, false
 	}
 	i = skipSpace(d, i+1)
 	vend := valueEnd(d, i)
 	if vend <= i {
-		m.pos = len(d)
-		return nil, nil, false
+		return nil, nil, 0, false
 	}
-	m.pos = vend
-	return name, d[i:vend], true
+	return name, d[i:vend], vend, true
 }
 
 // skipSpace skips the white space JSON allows from i.

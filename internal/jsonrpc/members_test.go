@@ -11,13 +11,11 @@ import (
 func walk(data []byte) (map[string]json.RawMessage, int) {
 	got := map[string]json.RawMessage{}
 	n := 0
-	for it := ObjectMembers(data); ; n++ {
-		name, v, ok := it.Next()
-		if !ok {
-			return got, n
-		}
+	for name, v := range Members(data) {
 		got[string(name)] = v
+		n++
 	}
+	return got, n
 }
 
 // membersSeeds are objects whose names and values exercise the walk:
@@ -90,9 +88,8 @@ func TestMembersAllocs(t *testing.T) {
 }
 
 func walkCount(data []byte) (n int) {
-	for it := ObjectMembers(data); ; n++ {
-		if _, _, ok := it.Next(); !ok {
-			return n
-		}
+	for range Members(data) {
+		n++
 	}
+	return n
 }

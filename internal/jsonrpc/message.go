@@ -299,11 +299,7 @@ func decodeValue(data []byte, valid bool) (*Message, error) {
 	// one copy of the value, which the caller may reuse.
 	data = bytes.Clone(data)
 	var f msgMembers
-	for it := ObjectMembers(data); ; {
-		name, v, ok := it.Next()
-		if !ok {
-			break
-		}
+	for name, v := range Members(data) {
 		f.set(name, v)
 	}
 	var m Message
