@@ -165,9 +165,12 @@ func pprofFlat(path string) (*flatProfile, error) {
 // parsePprofFlat reads `go tool pprof -top`'s text: the header's
 // duration and total samples, and each function's own time.
 func parsePprofFlat(out string) (*flatProfile, error) {
+	header, rows, ok := pprofTable(out)
+	if !ok {
+		return nil, fmt.Errorf("no table in pprof's output")
+	}
 	fp := &flatProfile{}
-	table := false
-	for _, line := range strings.Split(out, "\n") {
+	for _, line := range header {
 		if d, ok := strings.CutPrefix(line, "Duration: "); ok {
 			// "8.01s, Total samples = 6.50s (81.14%)"
 			dur, rest, _ := strings.Cut(d, ", ")
@@ -177,24 +180,15 @@ func parsePprofFlat(out string) (*flatProfile, error) {
 				fp.samples, _ = parseSeconds(tot)
 			}
 		}
-		f := strings.Fields(line)
-		if len(f) == 5 && f[0] == "flat" {
-			table = true
-			continue
-		}
-		if !table || len(f) < 6 {
-			continue
-		}
-		v, err := parseSeconds(f[0])
+	}
+	for _, r := range rows {
+		v, err := parseSeconds(r.f[0])
 		if err != nil {
-			return nil, fmt.Errorf("pprof line %q: %w", line, err)
+			return nil, fmt.Errorf("pprof row of %q: %w", r.fn, err)
 		}
 		if v > 0 {
-			fp.funcs = append(fp.funcs, flatCost{strings.Join(f[5:], " "), v})
+			fp.funcs = append(fp.funcs, flatCost{r.fn, v})
 		}
-	}
-	if !table {
-		return nil, fmt.Errorf("no table in pprof's output")
 	}
 	return fp, nil
 }

@@ -268,36 +268,54 @@ func pprofTop(path string, cum bool, only string, n int, extra ...string) (strin
 	if err != nil {
 		return "", nil, fmt.Errorf("go tool pprof %s: %w", filepath.Base(path), err)
 	}
+	header, rows, _ := pprofTable(string(out))
 	var total string
-	var lines []profLine
-	table := false
-	for _, line := range strings.Split(string(out), "\n") {
+	for _, line := range header {
 		if i := strings.Index(line, "% of "); i > 0 && total == "" && strings.HasPrefix(line, "Showing nodes accounting for") {
 			total = strings.TrimSpace(line[i+len("% of "):])
 		}
 		if d, ok := strings.CutPrefix(line, "Duration: "); ok && strings.Contains(d, "Total samples") {
 			total = strings.TrimSpace(d) // CPU: the samples and their share of one core
 		}
-		f := strings.Fields(line)
-		if len(f) == 5 && f[0] == "flat" {
-			table = true
-			continue
-		}
-		if !table || len(f) < 6 {
-			continue
-		}
-		fn := strings.Join(f[5:], " ")
+	}
+	var lines []profLine
+	for _, r := range rows {
 		// With only, keep this module's functions, without the
 		// middleware wrappers every request passes through.
-		if only != "" && (!strings.Contains(fn, only) || strings.Contains(fn, "-fm") || strings.Contains(fn, ".func")) {
+		if only != "" && (!strings.Contains(r.fn, only) || strings.Contains(r.fn, "-fm") || strings.Contains(r.fn, ".func")) {
 			continue
 		}
-		lines = append(lines, profLine{Flat: f[0], FlatPct: f[1], Cum: f[3], CumPct: f[4], Func: fn})
+		lines = append(lines, profLine{Flat: r.f[0], FlatPct: r.f[1], Cum: r.f[3], CumPct: r.f[4], Func: r.fn})
 		if len(lines) == n {
 			break
 		}
 	}
 	return total, lines, nil
+}
+
+// pprofRow is a row of `go tool pprof -top`'s table: its figures (flat,
+// flat%, sum%, cum, cum%) and its function's name, which may hold
+// spaces.
+type pprofRow struct {
+	f  [5]string
+	fn string
+}
+
+// pprofTable splits `go tool pprof -top`'s text into the lines above
+// its table and the table's rows; ok is false when it has no table.
+func pprofTable(out string) (header []string, rows []pprofRow, ok bool) {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 5 && f[0] == "flat":
+			ok = true
+		case !ok:
+			header = append(header, line)
+		case len(f) >= 6:
+			rows = append(rows, pprofRow{f: [5]string(f[:5]), fn: strings.Join(f[5:], " ")})
+		}
+	}
+	return header, rows, ok
 }
 
 func renderProfile(b *strings.Builder, res *suiteResult) {
