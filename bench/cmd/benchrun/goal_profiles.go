@@ -225,7 +225,9 @@ func renderGoalProfiles(b *strings.Builder, res *suiteResult) {
 		p("---:|")
 	}
 	p("\n")
-	cells := func(name string, value func(*cpuBreakdown) (float64, bool)) {
+	// cells writes a row: each scenario's cell holds value of each
+	// target's profile, formatted by format, or a dash.
+	cells := func(name string, format func(float64) string, value func(*cpuBreakdown) (float64, bool)) {
 		p("| %s |", name)
 		for _, sc := range gp.Scenarios {
 			var vs []string
@@ -235,7 +237,7 @@ func renderGoalProfiles(b *strings.Builder, res *suiteResult) {
 					v, ok = value(r)
 				}
 				if ok {
-					vs = append(vs, micros(v))
+					vs = append(vs, format(v))
 				} else {
 					vs = append(vs, "—")
 				}
@@ -250,28 +252,17 @@ func renderGoalProfiles(b *strings.Builder, res *suiteResult) {
 		if (bk.key == "ours" || bk.key == "peer") && !profiled(gp.Targets, ours, bk.key == "ours") {
 			continue
 		}
-		cells(bk.name, func(r *cpuBreakdown) (float64, bool) {
+		cells(bk.name, micros, func(r *cpuBreakdown) (float64, bool) {
 			if bk.key == "ours" && !ours[r.Target] || bk.key == "peer" && ours[r.Target] {
 				return 0, false
 			}
 			return r.bucket(bk.key), true
 		})
 	}
-	cells("**total (profile)**", func(r *cpuBreakdown) (float64, bool) { return r.total(), true })
-	cells("whole process, whole run (`/proc`)", func(r *cpuBreakdown) (float64, bool) { return r.ProcessMicros, r.ProcessMicros > 0 })
-	p("| ops/s during the profile |")
-	for _, sc := range gp.Scenarios {
-		var vs []string
-		for _, k := range gp.Targets {
-			if r := sc.run(k); r != nil && r.Err == "" {
-				vs = append(vs, rate(r.Throughput))
-			} else {
-				vs = append(vs, "—")
-			}
-		}
-		p(" %s |", strings.Join(vs, " / "))
-	}
-	p("\n\n")
+	cells("**total (profile)**", micros, func(r *cpuBreakdown) (float64, bool) { return r.total(), true })
+	cells("whole process, whole run (`/proc`)", micros, func(r *cpuBreakdown) (float64, bool) { return r.ProcessMicros, r.ProcessMicros > 0 })
+	cells("ops/s during the profile", rate, func(r *cpuBreakdown) (float64, bool) { return r.Throughput, true })
+	p("\n")
 	p("The buckets, by function name (the first that matches):\n\n")
 	for _, bk := range cpuBuckets {
 		p("- *%s*: %s.\n", bk.name, bk.what)
