@@ -64,7 +64,7 @@ func TestTaskSweepTakesOverOnce(t *testing.T) {
 	wg.Wait()
 	r, err := be.Tasks.Get(t.Context(), rec.ID)
 	if err != nil || r.Status != cluster.TaskCompleted || r.Attempt != 2 {
-		t.Fatalf("got %+v, %v; want completed by attempt 2", r.Status, err)
+		t.Fatalf("got %+v, %v; want completed by attempt 2", r, err)
 	}
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("taken over %d times, want once", n)
