@@ -121,6 +121,22 @@ type TaskUpdate struct {
 	// the update applied, in the same round trip where the backend
 	// allows; never when Update fails.
 	Release *TaskClaim
+	// Take, when not nil, is the claim of a take-over: taken (as
+	// Claims.Claim would) by the update that applies, and only while
+	// nobody holds it or TakeFrom or Take.Owner does; another holder
+	// refuses the update (ErrTaskRunner). TakeFrom is the holder the
+	// caller found gone (its process lost its lease), whose claim a
+	// take-over may drop even when refused. Of concurrent take-overs
+	// conditioned on one runner, the one whose update applies holds the
+	// claim, and the others never touch it. A refused update
+	// (ErrNotFound, ErrTaskFinal, ErrTaskRunner, ErrTaskKey) leaves no
+	// claim of Take.Owner; after any other error it may have been
+	// taken. Where the claim's key cannot go with the task's change
+	// (Redis Cluster), the backend takes it first, on the same
+	// condition, and releases it when the update is refused. Not with
+	// Release.
+	Take     *TaskClaim
+	TakeFrom string
 	// Announce, when not nil, is published on the bus (as Bus.Publish
 	// would) once the update applied, in the same round trip where the
 	// backend allows; never when Update fails. A retried call that finds
@@ -132,12 +148,26 @@ type TaskUpdate struct {
 	Announce *Notice
 }
 
-// TaskClaim names a claim (Claims) that a task's change takes (Create)
-// or releases (TaskUpdate.Release): Key, held by Owner, for TTL once
-// taken.
+// TaskClaim names a claim (Claims) that a task's change takes (Create,
+// TaskUpdate.Take) or releases (TaskUpdate.Release): Key, held by Owner,
+// for TTL once taken.
 type TaskClaim struct {
 	Key, Owner string
 	TTL        time.Duration
+}
+
+// CheckClaims reports a Take that has no positive TTL or comes with
+// a Release: what a backend refuses before it changes anything.
+func (u TaskUpdate) CheckClaims() error {
+	switch {
+	case u.Take == nil:
+		return nil
+	case u.Release != nil:
+		return errors.New("a task update takes a claim and releases one")
+	case u.Take.TTL <= 0:
+		return errors.New("claim " + strconv.Quote(u.Take.Key) + ": ttl must be positive")
+	}
+	return nil
 }
 
 // ErrTaskKey: an input request key was used before in this task.

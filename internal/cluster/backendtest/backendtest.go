@@ -49,6 +49,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) *cluster.Backend) {
 		{"Limiter", s.testLimiter},
 		{"SessionLeases", s.testSessionLeases},
 		{"Tasks", s.testTasks},
+		{"TaskTakeOver", s.testTaskTakeOver},
 		{"TaskList", s.testTaskList},
 	} {
 		t.Run(group.name, func(t *testing.T) {

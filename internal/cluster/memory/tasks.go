@@ -135,6 +135,9 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 	if err := s.check(ctx, "Tasks.Update"); err != nil {
 		return cluster.Task{}, err
 	}
+	if err := u.CheckClaims(); err != nil {
+		return cluster.Task{}, fmt.Errorf("task %q: %w", id, err)
+	}
 	t, err := s.updateTask(id, u)
 	if err == nil && u.Announce != nil {
 		// The change is recorded either way: a lost announcement is what
@@ -146,7 +149,8 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 	return t, err
 }
 
-// updateTask applies u to task id and releases u.Release.
+// updateTask applies u to task id with the claim it takes (u.Take) or
+// releases (u.Release), in one critical section.
 func (s *store) updateTask(id string, u cluster.TaskUpdate) (cluster.Task, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -155,16 +159,41 @@ func (s *store) updateTask(id string, u cluster.TaskUpdate) (cluster.Task, error
 	if r == nil {
 		return cluster.Task{}, taskNotFound(id)
 	}
+	if c := u.Take; c != nil {
+		// Checked before the record changes: a refused take refuses
+		// the update.
+		if err := s.mayTakeLocked(c, u.TakeFrom, now); err != nil {
+			return cluster.Task{}, fmt.Errorf("task %q: %w", id, err)
+		}
+	}
 	if err := applyTaskUpdate(r, u, now); err != nil {
 		return cluster.Task{}, fmt.Errorf("task %q: %w", id, err)
 	}
 	if u.SetRunner != nil {
 		s.indexLocked(r.t.Runner, id, r.expires)
 	}
+	if c := u.Take; c != nil {
+		if err := s.claimLocked(c.Key, c.Owner, c.TTL, now); err != nil {
+			return cluster.Task{}, err // not reached: mayTakeLocked made room
+		}
+	}
 	if c := u.Release; c != nil {
 		s.releaseClaimLocked(c.Key, c.Owner, now)
 	}
 	return copyTask(r.t), nil
+}
+
+// mayTakeLocked checks that c may be taken (see cluster.TaskUpdate.Take)
+// and that a new claim fits; s.mu is held.
+func (s *store) mayTakeLocked(c *cluster.TaskClaim, from string, now time.Time) error {
+	h := s.holderLocked(c.Key, now)
+	if h == nil {
+		return s.roomLocked(now)
+	}
+	if h.owner != from && h.owner != c.Owner {
+		return fmt.Errorf("claim %q held by another: %w", c.Key, cluster.ErrTaskRunner)
+	}
+	return nil
 }
 
 // applyTaskUpdate checks every condition first, then changes r: the

@@ -70,11 +70,7 @@ func (m *claims) Claim(ctx context.Context, key, owner string, ttl time.Duration
 	if ttl <= 0 {
 		return "", fmt.Errorf("claim %q: ttl must be positive", key)
 	}
-	rk, index, member := b.keys.claim(key)
-	keys := []string{rk}
-	if index != "" {
-		keys = append(keys, index)
-	}
+	keys, member := b.keys.claimKeys(key)
 	prev, err := b.script(ctx, claimScript, keys, owner, ms(ttl), member).Text()
 	if err != nil {
 		return "", b.fail(ctx, "claim", err)
@@ -87,11 +83,7 @@ func (m *claims) Renew(ctx context.Context, key, owner string, ttl time.Duration
 	if ttl <= 0 {
 		return false, fmt.Errorf("claim %q: ttl must be positive", key)
 	}
-	rk, index, _ := b.keys.claim(key)
-	keys := []string{rk}
-	if index != "" {
-		keys = append(keys, index)
-	}
+	keys, _ := b.keys.claimKeys(key)
 	r, err := b.script(ctx, renewScript, keys, owner, ms(ttl)).Int64()
 	if err != nil {
 		return false, b.fail(ctx, "renew claim", err)
@@ -101,15 +93,35 @@ func (m *claims) Renew(ctx context.Context, key, owner string, ttl time.Duration
 
 func (m *claims) Release(ctx context.Context, key, owner string) error {
 	b := (*backend)(m)
-	rk, index, member := b.keys.claim(key)
-	keys := []string{rk}
-	if index != "" {
-		keys = append(keys, index)
-	}
+	keys, member := b.keys.claimKeys(key)
 	if err := b.script(ctx, releaseScript, keys, owner, member).Err(); err != nil {
 		return b.fail(ctx, "release claim", err)
 	}
 	return nil
+}
+
+// claimIf makes c.Owner the holder of c.Key for c.TTL when nobody holds
+// it, or from or c.Owner does (cluster.TaskUpdate.Take), and reports
+// whether it did.
+func (m *claims) claimIf(ctx context.Context, c *cluster.TaskClaim, from string) (bool, error) {
+	b := (*backend)(m)
+	keys, member := b.keys.claimKeys(c.Key)
+	r, err := b.script(ctx, claimIfScript, keys, c.Owner, ms(c.TTL), member, from).Int64()
+	if err != nil {
+		return false, b.fail(ctx, "claim", err)
+	}
+	return r == 1, nil
+}
+
+// claimKeys returns the KEYS of a claim's scripts: its Redis key, and
+// its session claim index when it has one; and its member there.
+func (k keys) claimKeys(key string) (keys []string, member string) {
+	rk, index, member := k.claim(key)
+	keys = []string{rk}
+	if index != "" {
+		keys = append(keys, index)
+	}
+	return keys, member
 }
 
 func (m *claims) Holder(ctx context.Context, key string) (string, error) {

@@ -49,6 +49,21 @@ end
 return prev or ''
 `)
 
+// KEYS: claim [, session claim index]. ARGV: owner, ttl ms, index
+// member, the holder it may replace. Takes the claim as claimScript
+// does, only while nobody holds it, or owner (a retry) or the holder
+// named does. Returns 1 when it took the claim, else 0.
+var claimIfScript = script(`
+local prev = redis.call('GET', KEYS[1])
+if prev and prev ~= ARGV[1] and prev ~= ARGV[4] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if KEYS[2] then
+  redis.call('SADD', KEYS[2], ARGV[3])
+  extend(KEYS[2], tonumber(ARGV[2]))
+end
+return 1
+`)
+
 // KEYS: claim [, session claim index]. ARGV: owner, ttl ms. Returns 1
 // when owner held the claim.
 var renewScript = script(renewClaim + `

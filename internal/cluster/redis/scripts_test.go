@@ -48,6 +48,7 @@ var allScripts = map[string]*goredis.Script{
 	"registrySwapScript":    registrySwapScript,
 	"registryToggleScript":  registryToggleScript,
 	"claimScript":           claimScript,
+	"claimIfScript":         claimIfScript,
 	"renewScript":           renewScript,
 	"renewManyScript":       renewManyScript,
 	"releaseScript":         releaseScript,

@@ -74,12 +74,16 @@ return redis.call('HGETALL', KEYS[1])
 // KEYS: task [, claim]. ARGV: token, if runner, status, message, result,
 // error, set runner (0/1), runner, next attempt (0/1), clear inputs
 // (0/1), then n adds, n pairs, n responds, n pairs, n consumes, n keys,
-// then (optional) the claim's owner, a channel and a message. Returns
+// then (optional) the claim's owner, a channel and a message, and
+// (optional) the claim's ttl ms and the holder it may replace. Returns
 // the hash as a flat list, or -1 (not found), -2 (terminal), -3
-// (runner), -4 (key used). Once the update applied, the claim (of a key
-// without a session claim index) is released when the owner holds it
-// (releaseScript), and the message published on the channel when one is
-// given; a retry that finds its change applied does neither again.
+// (runner, or the claim to take held by another), -4 (key used). With a
+// ttl the claim (of a key without a session claim index) is taken with
+// the update, which applies only while nobody holds it, or its owner or
+// the holder it may replace does (cluster.TaskUpdate.Take); without one
+// it is released once the update applied, when the owner holds it
+// (releaseScript). The message is published on the channel when one is
+// given; a retry that finds its change applied does none of it again.
 var taskUpdateScript = script(`
 local k = KEYS[1]
 if redis.call('EXISTS', k) == 0 then return -1 end
@@ -100,6 +104,11 @@ for j = 1, nresp do resps[j] = {ARGV[i], ARGV[i + 1]}; i = i + 2 end
 local ncons = tonumber(ARGV[i]); i = i + 1
 local cons = {}
 for j = 1, ncons do cons[j] = ARGV[i]; i = i + 1 end
+local take = KEYS[2] and (ARGV[i + 3] or '') ~= ''
+if take then
+  local h = redis.call('GET', KEYS[2])
+  if h and h ~= ARGV[i] and h ~= ARGV[i + 4] then return -3 end
+end
 if nadd > 0 then
   if final then return -2 end
   for _, a in ipairs(adds) do
@@ -156,7 +165,11 @@ if not terminal(status) then
   end
 end
 redis.call('HSET', k, 'tok', ARGV[1], 'updated', now_ms())
-if KEYS[2] and redis.call('GET', KEYS[2]) == ARGV[i] then redis.call('DEL', KEYS[2]) end
+if take then
+  redis.call('SET', KEYS[2], ARGV[i], 'PX', ARGV[i + 3])
+elseif KEYS[2] and redis.call('GET', KEYS[2]) == ARGV[i] then
+  redis.call('DEL', KEYS[2])
+end
 if ARGV[i + 1] and ARGV[i + 1] ~= '' then redis.call('PUBLISH', ARGV[i + 1], ARGV[i + 2]) end
 return redis.call('HGETALL', k)
 `)
@@ -265,6 +278,9 @@ func (m *tasks) Get(ctx context.Context, id string) (cluster.Task, error) {
 
 func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cluster.Task, error) {
 	b := (*backend)(m)
+	if err := u.CheckClaims(); err != nil {
+		return cluster.Task{}, fmt.Errorf("task %q: %w", id, err)
+	}
 	setRunner, runner := "0", ""
 	if u.SetRunner != nil {
 		setRunner, runner = "1", *u.SetRunner
@@ -283,7 +299,11 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 		args = append(args, key)
 	}
 	keys := []string{b.keys.task(id)}
-	claimKey, claimOwner, _ := b.foldClaim(u.Release)
+	claim := u.Release
+	if u.Take != nil {
+		claim = u.Take
+	}
+	claimKey, claimOwner, claimTTL := b.foldClaim(claim)
 	channel, notice := b.inScript(u.Announce)
 	if claimKey != "" {
 		keys = append(keys, claimKey)
@@ -291,21 +311,35 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 	if claimKey != "" || channel != "" {
 		args = append(args, claimOwner, channel, notice)
 	}
+	if claimKey != "" && u.Take != nil {
+		args = append(args, claimTTL, u.TakeFrom)
+	}
+	// A take the script cannot hold goes first, on the same condition
+	// (claimIfScript), and is let go of when the update is refused.
+	alone := u.Take != nil && claimKey == ""
+	if alone {
+		took, err := (*claims)(b).claimIf(ctx, u.Take, u.TakeFrom)
+		if err != nil {
+			return cluster.Task{}, err
+		}
+		if !took {
+			return cluster.Task{}, fmt.Errorf("task %q: claim %q held by another: %w", id, u.Take.Key, cluster.ErrTaskRunner)
+		}
+	}
 	res, err := b.runDurable(ctx, taskUpdateScript, keys, args...).Result()
 	if err != nil {
 		return cluster.Task{}, b.fail(ctx, "update task", err)
 	}
 	if code, ok := res.(int64); ok {
-		switch code {
-		case -1:
-			return cluster.Task{}, fmt.Errorf("task %q: %w", id, cluster.ErrNotFound)
-		case -2:
-			return cluster.Task{}, fmt.Errorf("task %q: %w", id, cluster.ErrTaskFinal)
-		case -3:
-			return cluster.Task{}, fmt.Errorf("task %q: %w", id, cluster.ErrTaskRunner)
-		default:
-			return cluster.Task{}, fmt.Errorf("task %q: %w", id, cluster.ErrTaskKey)
+		err := taskRefusal(id, code)
+		if alone {
+			if rerr := (*claims)(b).Release(ctx, u.Take.Key, u.Take.Owner); rerr != nil {
+				// The claim may stay: not a refusal, so the caller
+				// lets go of it.
+				return cluster.Task{}, fmt.Errorf("%w (after %v)", rerr, err)
+			}
 		}
+		return cluster.Task{}, err
 	}
 	t, err := taskReply(id, "update", res)
 	if err != nil {
@@ -330,6 +364,20 @@ func (m *tasks) Update(ctx context.Context, id string, u cluster.TaskUpdate) (cl
 		}
 	}
 	return t, nil
+}
+
+// taskRefusal is the error of taskUpdateScript's answer code.
+func taskRefusal(id string, code int64) error {
+	switch code {
+	case -1:
+		return fmt.Errorf("task %q: %w", id, cluster.ErrNotFound)
+	case -2:
+		return fmt.Errorf("task %q: %w", id, cluster.ErrTaskFinal)
+	case -3:
+		return fmt.Errorf("task %q: %w", id, cluster.ErrTaskRunner)
+	default:
+		return fmt.Errorf("task %q: %w", id, cluster.ErrTaskKey)
+	}
 }
 
 // inScript returns the channel and message for a script to PUBLISH a
