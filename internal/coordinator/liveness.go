@@ -128,28 +128,37 @@ func (n *Node) aliveInstance(ctx context.Context, instance string) (bool, error)
 // liveHolder returns the holder of the claim key, or "" when nobody
 // holds it or the process of its holder lost its membership lease.
 func (n *Node) liveHolder(ctx context.Context, key string) (string, error) {
-	holder, err := n.be.Claims.Holder(ctx, key)
-	if err != nil || holder == "" {
-		return holder, err
-	}
-	inst := instanceOf(holder)
-	if inst == "" {
-		return holder, nil
-	}
-	alive, err := n.aliveInstance(ctx, inst)
-	if err != nil || !alive {
+	holder, live, err := n.claimHolder(ctx, key)
+	if err != nil || !live {
 		return "", err
 	}
 	return holder, nil
 }
 
+// claimHolder returns the holder of the claim key as the store has it
+// ("" when nobody holds it), and whether it lives: its process holds
+// its membership lease, or it names none.
+func (n *Node) claimHolder(ctx context.Context, key string) (holder string, live bool, err error) {
+	holder, err = n.be.Claims.Holder(ctx, key)
+	if err != nil || holder == "" {
+		return holder, false, err
+	}
+	inst := instanceOf(holder)
+	if inst == "" {
+		return holder, true, nil
+	}
+	live, err = n.aliveInstance(ctx, inst)
+	return holder, live && err == nil, err
+}
+
 // claimHold is this process's hold on a claim: the claim lives as long
 // as the process's membership lease (see liveHolder), its key's safety
 // TTL is slid by the node-wide upkeep once taken, and release lets go of
-// it (retrying while the store fails). The claim is taken on its own
-// (take) or by the store with a change that takes it (the store is
-// handed claim, then taken is called); a change that releases it
-// (cluster.TaskUpdate.Release) is followed by releasedWith.
+// it (retrying while the store fails). The claim is taken by the store
+// with a change that takes it (cluster.TaskStore.Create,
+// cluster.TaskUpdate.Take: the store is handed claim, then taken is
+// called); a change that releases it (cluster.TaskUpdate.Release) is
+// followed by releasedWith.
 type claimHold struct {
 	n     *Node
 	claim cluster.TaskClaim
@@ -161,15 +170,6 @@ type claimHold struct {
 // yet.
 func (n *Node) newClaimHold(key string) *claimHold {
 	return &claimHold{n: n, claim: cluster.TaskClaim{Key: key, Owner: n.newConnID(), TTL: n.claimTTL()}}
-}
-
-// take claims the key on its own.
-func (c *claimHold) take(ctx context.Context) error {
-	if _, err := c.n.be.Claims.Claim(ctx, c.claim.Key, c.claim.Owner, c.claim.TTL); err != nil {
-		return err
-	}
-	c.taken()
-	return nil
 }
 
 // taken starts renewing the claim, which the store now holds. A claim

@@ -297,7 +297,7 @@ func (n *Node) finish(r *TaskRun, res json.RawMessage, rerr *jsonrpc.Error) {
 			r.hold.releasedWith()
 			n.told(rec)
 			return
-		case errors.Is(err, cluster.ErrTaskFinal), errors.Is(err, cluster.ErrTaskRunner), errors.Is(err, cluster.ErrNotFound):
+		case taskRefused(err):
 			return
 		}
 		select {
@@ -519,7 +519,8 @@ func (r *TaskRun) Input(ctx context.Context, request []byte) ([]byte, error) {
 }
 
 // handOver gives up the idempotent tasks running here (drain timed out):
-// their runner becomes "", so the next reader takes them over.
+// their runner becomes "" and their hold is released with the change, so
+// the next reader takes them over.
 func (n *Node) handOver(ctx context.Context) {
 	n.tasks.mu.Lock()
 	var runs []*TaskRun
@@ -531,7 +532,8 @@ func (n *Node) handOver(ctx context.Context) {
 	n.tasks.mu.Unlock()
 	none := ""
 	for _, r := range runs {
-		if _, err := n.changeTask(ctx, r.Task.ID, cluster.TaskUpdate{IfRunner: n.instance, SetRunner: &none}); err == nil {
+		if _, err := n.changeTask(ctx, r.Task.ID, cluster.TaskUpdate{IfRunner: n.instance, SetRunner: &none, Release: &r.hold.claim}); err == nil {
+			r.hold.releasedWith()
 			r.cancel()
 		}
 	}

@@ -39,13 +39,13 @@ func (n *Node) reapTask(ctx context.Context, t cluster.Task) (cluster.Task, erro
 	if cluster.TaskTerminal(t.Status) || t.Runner == n.instance && n.runsHere(t.ID) {
 		return t, nil
 	}
-	if t.Runner != "" {
-		// The run's hold lives as long as its process's membership
-		// lease, and ends at once when the run let go of it.
-		holder, err := n.liveHolder(ctx, taskKey(t.ID))
-		if err != nil || holder != "" {
-			return t, nil
-		}
+	// The run's hold lives as long as its process's membership lease,
+	// and ends at once when the run let go of it (also when it handed
+	// the task over, runner ""). A take-over takes it before or as the
+	// record names its new runner.
+	gone, live, err := n.claimHolder(ctx, taskKey(t.ID))
+	if err != nil || live {
+		return t, nil
 	}
 	opts := n.tasks.options()
 	var f TaskFunc
@@ -53,18 +53,21 @@ func (n *Node) reapTask(ctx context.Context, t cluster.Task) (cluster.Task, erro
 		f = opts.Resolve(t)
 	}
 	if f != nil {
+		// The hold is taken with the change, by the one reaper whose
+		// change applies: one that lost holds nothing and lets go of
+		// nothing.
 		me := n.instance
 		hold := n.holdTask(t.ID)
-		if err := hold.take(ctx); err != nil {
-			hold.release()
-			return t, err
-		}
 		rec, err := n.changeTask(ctx, t.ID, cluster.TaskUpdate{IfRunner: t.Runner, SetRunner: &me, NextAttempt: true,
-			ClearInputs: true, Status: cluster.TaskWorking, Message: fmt.Sprintf("attempt %d, taken over from a lost node", t.Attempt+1)})
+			ClearInputs: true, Status: cluster.TaskWorking, Message: fmt.Sprintf("attempt %d, taken over from a lost node", t.Attempt+1),
+			Take: &hold.claim, TakeFrom: gone})
 		if err != nil {
-			hold.release()
+			if !taskRefused(err) {
+				hold.release() // the store may have taken it
+			}
 			return n.reread(ctx, t, err)
 		}
+		hold.taken()
 		n.run(rec, f, hold)
 		n.told(rec)
 		return rec, nil
@@ -88,6 +91,13 @@ func (n *Node) reread(ctx context.Context, t cluster.Task, err error) (cluster.T
 		return n.be.Tasks.Get(ctx, t.ID)
 	}
 	return t, err
+}
+
+// taskRefused reports an update the store refused, which changed
+// nothing and took no claim (cluster.TaskUpdate.Take).
+func taskRefused(err error) bool {
+	return errors.Is(err, cluster.ErrTaskRunner) || errors.Is(err, cluster.ErrTaskFinal) ||
+		errors.Is(err, cluster.ErrNotFound) || errors.Is(err, cluster.ErrTaskKey)
 }
 
 func (n *Node) runsHere(id string) bool {

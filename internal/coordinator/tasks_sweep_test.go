@@ -84,3 +84,42 @@ func TestTaskSweepTakesOverOnce(t *testing.T) {
 		}
 	}
 }
+
+// A drained node's hand-over releases the run's hold with the change,
+// so another node takes the task over although the handler ignores its
+// cancellation and has not returned; the hand-over sends no release of
+// its own.
+func TestTaskHandOverReleasesTheHold(t *testing.T) {
+	counter := &releaseCounter{}
+	_, nodes := startNodesAs(t, []string{"inc", "inc"}, 0, func(be *cluster.Backend) {
+		counter.Claims = be.Claims
+		be.Claims = counter
+	})
+	a, b := nodes[0], nodes[1]
+	b.Tasks.Configure(coordinator.TaskOptions{Resolve: func(rec cluster.Task) coordinator.TaskFunc {
+		return func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+			return json.RawMessage(`"on b"`), nil
+		}
+	}})
+	stuck := make(chan struct{})
+	defer close(stuck)
+	rec, err := a.Tasks.Start(t.Context(), newTaskRecord(true), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+		<-stuck
+		return nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	a.Drain(ctx)
+	if n := counter.n.Load(); n != 0 {
+		t.Errorf("%d claim releases by the hand-over, want 0 (the change releases the hold)", n)
+	}
+	wctx, wcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer wcancel()
+	r, err := b.Tasks.Wait(wctx, rec.ID, 10*time.Millisecond, terminal)
+	if err != nil || r.Status != cluster.TaskCompleted || string(r.Result) != `"on b"` || r.Attempt != 2 {
+		t.Fatalf("after the hand-over: %q %s attempt %d, %v", r.Status, r.Result, r.Attempt, err)
+	}
+}
