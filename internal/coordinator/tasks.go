@@ -28,9 +28,12 @@ import (
 //     membership lease, see holdTask) fails the task with CodeNodeLost, or, for an
 //     idempotent task under its attempt bound, takes it over: it becomes
 //     the runner (conditioned on the dead runner, so only one reader wins)
-//     and runs the request again here.
+//     and takes the run's hold with that change (cluster.TaskUpdate.Take,
+//     so a reader that lost never touches it), and runs the request
+//     again here.
 //   - Drain waits for the running tasks, then hands the idempotent ones
-//     over (their runner becomes "", which readers treat as gone).
+//     over (their runner becomes "" and their hold is released with the
+//     change, so readers treat them as gone).
 
 // TaskFunc runs a task's request: run.Input asks the client for input
 // (the task is input_required until the answer arrives through any
