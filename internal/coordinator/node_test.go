@@ -62,6 +62,12 @@ func startNodesAs(t *testing.T, incarnations []string, cacheTTL time.Duration, w
 	for _, w := range wrap {
 		w(be)
 	}
+	return be, startNodesOn(t, be, incarnations, cacheTTL)
+}
+
+// startNodesOn starts a node of each incarnation on be, as startNodesAs.
+func startNodesOn(t *testing.T, be *cluster.Backend, incarnations []string, cacheTTL time.Duration) []testNode {
+	t.Helper()
 	var out []testNode
 	for i, inc := range incarnations {
 		id := string(rune('a' + i))
@@ -87,7 +93,7 @@ func startNodesAs(t *testing.T, incarnations []string, cacheTTL time.Duration, w
 			waitFor(t, "every node to count every other", func() bool { return a.KnowsMember(b.Instance()) })
 		}
 	}
-	return be, out
+	return out
 }
 
 func newSession(t *testing.T, st *session.Store) string {

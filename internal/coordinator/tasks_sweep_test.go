@@ -9,9 +9,13 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/cluster/redis"
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/redistest"
 )
 
 // A lost node's idempotent task, swept by b while c's readers reap it and
@@ -20,6 +24,29 @@ import (
 // is dropped once the task moved.
 func TestTaskSweepTakesOverOnce(t *testing.T) {
 	be, nodes := startNodes(t, 3)
+	sweepTakesOverOnce(t, be, nodes)
+}
+
+// The same on a Redis Cluster of three shards, where the run's claim is
+// in another slot than the task's record: the take-over's claim goes
+// first, on the condition that the holder found gone still has it.
+func TestTaskSweepOnClusterTakesOverOnce(t *testing.T) {
+	srvs := redistest.StartCluster(t, 3)
+	opts, err := redis.ParseURL("redis-cluster://" + srvs[0].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := goredis.NewUniversalClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	be, err := redis.New(t.Context(), client, redis.Options{Prefix: "sweep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	sweepTakesOverOnce(t, be, startNodesOn(t, be, []string{"inc", "inc", "inc"}, 0))
+}
+
+func sweepTakesOverOnce(t *testing.T, be *cluster.Backend, nodes []testNode) {
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	var runs atomic.Int32
 	resolve := coordinator.TaskOptions{Resolve: func(rec cluster.Task) coordinator.TaskFunc {
