@@ -1,12 +1,17 @@
 package redis_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
@@ -36,7 +41,14 @@ func TestClusterFailoverRecovers(t *testing.T) {
 	addrs := all[:3] // the nodes' URL names the primaries
 	prefix := fmt.Sprintf("t%d", prefixes.Add(1))
 	// Two nodes, each on a client of its own.
-	reader := backend(t, clusterClient(t, addrs), redis.Options{Prefix: prefix, ShardedPubSub: redis.ShardedOn, PingInterval: time.Second, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	readerClient := clusterClient(t, addrs).(*goredis.ClusterClient)
+	dials := &dialCounter{}
+	readerClient.OnNewNode(func(n *goredis.Client) { n.AddHook(dials) })
+	_ = readerClient.ForEachShard(t.Context(), func(_ context.Context, n *goredis.Client) error {
+		n.AddHook(dials)
+		return nil
+	})
+	reader := backend(t, readerClient, redis.Options{Prefix: prefix, ShardedPubSub: redis.ShardedOn, PingInterval: time.Second, Logger: zerolog.New(zerolog.NewTestWriter(t))})
 	sender := backend(t, clusterClient(t, addrs), redis.Options{Prefix: prefix, ShardedPubSub: redis.ShardedOn})
 	classic := backend(t, clusterClient(t, addrs), redis.Options{Prefix: prefix, ShardedPubSub: redis.ShardedOff})
 	ctx := t.Context()
@@ -132,6 +144,16 @@ func TestClusterFailoverRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	wholeAgain("kill -9 of "+victim.Addr(), ok)
+	// Once whole, nothing of the reader's is sent to the dead address.
+	before := dials.to(victim.Addr())
+	for range 10 {
+		if err := whole(); err != nil {
+			t.Fatalf("after the kill, once whole: %v", err)
+		}
+	}
+	if n := dials.to(victim.Addr()) - before; n > 0 {
+		t.Errorf("the reader dialed the killed primary %d times once whole", n)
+	}
 
 	// Graceful: the replica of another primary takes its slots over.
 	var other *redistest.Server
@@ -151,3 +173,69 @@ func TestClusterFailoverRecovers(t *testing.T) {
 	}
 	wholeAgain("CLUSTER FAILOVER of "+other.Addr(), ok)
 }
+
+// dialCounter counts the dials of a client's connections by address.
+type dialCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (d *dialCounter) to(addr string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n[addr]
+}
+
+func (d *dialCounter) DialHook(next goredis.DialHook) goredis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d.mu.Lock()
+		if d.n == nil {
+			d.n = map[string]int{}
+		}
+		d.n[addr]++
+		d.mu.Unlock()
+		return next(ctx, network, addr)
+	}
+}
+
+func (d *dialCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+
+func (d *dialCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// The failures that ask for a reload of the slot map: a connection's,
+// and a Cluster's answers while it changes hands; not a missing key, a
+// context that ended, nor a command's own error.
+func TestStaleMap(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for _, c := range []struct {
+		err   error
+		stale bool
+	}{
+		{nil, false},
+		{goredis.Nil, false},
+		{context.Canceled, false},
+		{fmt.Errorf("redis ping: %w", context.DeadlineExceeded), false},
+		{refused, true},
+		{fmt.Errorf("redis heartbeat: %w: %w", cluster.ErrUnavailable, refused), true},
+		{io.EOF, true},
+		{replyError("CLUSTERDOWN The cluster is down"), true},
+		{replyError("TRYAGAIN Multiple keys request during rehashing of slot"), true},
+		{replyError("LOADING Redis is loading the dataset in memory"), true},
+		{replyError("READONLY You can't write against a read only replica."), true},
+		{replyError("MOVED 3999 127.0.0.1:6381"), true},
+		{replyError("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
+		{replyError("ERR Error running script"), false},
+	} {
+		if got := redis.StaleMap(c.err); got != c.stale {
+			t.Errorf("StaleMap(%v) = %v, want %v", c.err, got, c.stale)
+		}
+	}
+}
+
+// replyError is an error reply of a Redis server.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
