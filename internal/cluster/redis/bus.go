@@ -166,7 +166,7 @@ func newHub(b *backend, root *hub, first ...string) *hub {
 	}
 	h.ctx, h.cancel = context.WithCancel(h.mark(context.Background()))
 	h.hook(h.ctx)
-	h.ps = h.open(first...)
+	h.ps, _ = h.open(first...) // a failure shows in the receive loop
 	for _, name := range first {
 		h.sent[name] = true
 	}
@@ -453,8 +453,27 @@ func (h *hub) restored() {
 }
 
 // replace swaps in a fresh pub/sub connection subscribed to every
-// channel in use.
+// channel in use. A shard's hub that could not subscribe them all (its primary is gone
+// and no replica took over yet) tries again every replaceRetry, with the
+// slot map reloaded in between, until it has, or until Close.
 func (h *hub) replace() {
+	for !h.swap() {
+		h.b.reloadMap()
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-time.After(replaceRetry):
+		}
+	}
+}
+
+// replaceRetry is how soon a shard's hub tries again to subscribe its
+// channels on a fresh connection.
+const replaceRetry = 250 * time.Millisecond
+
+// swap puts a fresh PubSub in place of the hub's and reports whether it
+// subscribed every channel.
+func (h *hub) swap() bool {
 	h.subMu.Lock()
 	defer h.subMu.Unlock()
 	old := h.ps
@@ -462,24 +481,34 @@ func (h *hub) replace() {
 	for name := range h.sent {
 		names = append(names, name)
 	}
-	h.ps = h.open(names...)
+	ps, all := h.open(names...)
+	h.ps = ps
 	clear(h.unsent) // the old connection's answers are not read
 	_ = old.Close()
+	return all
 }
 
 // open returns a new PubSub subscribed to names: SSUBSCRIBEd on a shard
 // hub (go-redis dials the shard that owns the first channel's slot), one
 // channel per command, since the channels of a shard are of several
-// slots.
-func (h *hub) open(names ...string) *goredis.PubSub {
+// slots. A shard's hub reports whether every one was sent on a working
+// connection (a classic hub's PubSub subscribes them all again when it
+// reconnects).
+func (h *hub) open(names ...string) (*goredis.PubSub, bool) {
 	if !h.sharded {
-		return h.b.client.Subscribe(h.ctx, names...)
+		return h.b.client.Subscribe(h.ctx, names...), true
 	}
+	ps := h.b.client.(*goredis.ClusterClient).SSubscribe(h.ctx)
 	if len(names) == 0 {
-		return h.b.client.(*goredis.ClusterClient).SSubscribe(h.ctx)
+		return ps, true
 	}
-	cc := h.b.client.(*goredis.ClusterClient)
-	ps := cc.SSubscribe(h.ctx, names[0])
+	if err := ps.SSubscribe(h.ctx, names[0]); err != nil {
+		// Not connected (the shard's primary is gone, a replica not
+		// elected yet). Each further SSUBSCRIBE would dial the dead
+		// address again (with go-redis's dial retries, half a second
+		// each), holding every subscription of the hub behind them.
+		return ps, false
+	}
 	home, _ := h.b.masterOf(h.ctx, names[0])
 	for _, name := range names[1:] {
 		if at, _ := h.b.masterOf(h.ctx, name); at != home {
@@ -489,9 +518,11 @@ func (h *hub) open(names ...string) *goredis.PubSub {
 			h.b.log.Warn().Str("channel", name).Str("shard", at).Msg("a sharded channel's slot moved to another shard: not followed until the node restarts")
 			continue
 		}
-		_ = ps.SSubscribe(h.ctx, name)
+		if err := ps.SSubscribe(h.ctx, name); err != nil {
+			return ps, false // lost meanwhile: as above
+		}
 	}
-	return ps
+	return ps, true
 }
 
 // dropped reports whether m is a shard's end of a subscription this hub
@@ -549,5 +580,11 @@ func (h *hub) close() {
 func (h *hub) ready() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return !h.broken && !h.closed
+	return (!h.broken || h.unused()) && !h.closed
 }
+
+// unused reports whether the hub is a shard's that holds no
+// subscription now (they all ended; the hub lives on until Close): it
+// can miss nothing, and nothing may come on its connection to show that
+// it was dialed again. The caller holds h.mu.
+func (h *hub) unused() bool { return h.sharded && len(h.chans) == 0 }
