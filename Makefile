@@ -65,7 +65,8 @@ chart-apiserver:
 # stable ids, a SIGTERM rolling restart, Redis restarts (no persistence,
 # AOF), toxiproxy latency and a cut, a Sentinel failover, a node cut off
 # from Redis, a rolling upgrade from the previous release and back (on a
-# Redis server and on a Redis Cluster).
+# Redis server and on a Redis Cluster), a Redis Cluster primary's failover
+# (kill -9, then CLUSTER FAILOVER on a replica).
 # Prints the table of docs/RELIABILITY.md; fails on a hung call or a lost
 # or duplicated event. Installs nginx and redis-server when missing;
 # builds the previous release once (scripts/previous.sh).

@@ -153,6 +153,7 @@ var scenarios = []scenario{
 	{"upgrade", "rolling upgrade from the previous release (-previous) to this build under load, each node drained and replaced with its id (nginx following /readyz), then the same downgrade; the second leg of sampling, MRTR, task and session-change exchanges aimed at the other release", upgradeSetup, upgrade},
 	{"upgrade-cluster", "the same on a one-node Redis Cluster (nodes on redis-cluster://): the nodes of this build read sharded channels and publish sharded once every node runs this build, classic again as the previous release returns",
 		func(e *env, o *clustertest.Options) { upgradeSetup(e, o); onCluster(o) }, upgrade},
+	clusterFailover(10*time.Second, 20*time.Second),
 }
 
 // rolling restarts every node in turn with SIGTERM. With follow, the

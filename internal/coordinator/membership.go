@@ -13,7 +13,8 @@ import (
 
 // Start joins the node to the cluster: it subscribes to its reply topic,
 // to the broadcast topic and to its acknowledgement topic (AckTopic), takes its membership lease and renews it
-// every LeaseTTL/3 on one goroutine, which also runs Config.Refresh. The
+// every LeaseTTL/3 (a renewal that failed is tried again after
+// heartbeatRetry) on one goroutine, which also runs Config.Refresh. The
 // node-wide upkeep (runUpkeep) reloads the view of live instances at the
 // same pace.
 func (n *Node) Start() error {
@@ -52,8 +53,11 @@ func (n *Node) Start() error {
 	n.Go(n.runUpkeep)
 	n.Go(n.sweepTasks)
 	n.Go(func(ctx context.Context) {
-		t := time.NewTicker(n.leaseTTL / 3)
+		every := n.leaseTTL / 3
+		t := time.NewTimer(every)
 		defer t.Stop()
+		var warned time.Time    // the last failure logged
+		refreshed := time.Now() // by the heartbeat goroutine's own pace
 		for {
 			select {
 			case <-ctx.Done():
@@ -62,22 +66,37 @@ func (n *Node) Start() error {
 				n.refresh(ctx)
 			case <-t.C:
 				start := time.Now()
+				next := every
 				if err := n.be.Members.Heartbeat(ctx, n.instance, n.leaseTTL); err != nil {
-					if ctx.Err() == nil {
+					// Tried again soon: the store may be back in a moment (a
+					// Cluster whose replica took over), and the lease runs
+					// out LeaseTTL after the last renewal.
+					next = min(every, heartbeatRetry)
+					if ctx.Err() == nil && time.Since(warned) >= every {
 						n.log.Warn().Err(err).Msg("membership heartbeat failed")
+						warned = time.Now()
 					}
 				} else {
 					if gap := time.Since(renewed); gap > n.leaseTTL {
 						n.leaseLapsed(gap)
 					}
 					renewed = start
+					warned = time.Time{}
 				}
-				n.refresh(ctx)
+				if time.Since(refreshed) >= every-heartbeatRetry/2 { // not at each retry
+					n.refresh(ctx)
+					refreshed = time.Now()
+				}
+				t.Reset(next)
 			}
 		}
 	})
 	return nil
 }
+
+// heartbeatRetry is how soon a heartbeat that failed is tried again
+// (LeaseTTL/3 when that is sooner).
+const heartbeatRetry = 250 * time.Millisecond
 
 // predecessors drops the membership leases of the earlier processes of
 // this node id (a node restarted with the same id, after kill -9): they

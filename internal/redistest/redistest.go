@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,9 @@ type Options struct {
 	Sentinel Sentinel
 	// TLS, when set, makes the server speak TLS only (see TLS).
 	TLS *TLS
+	// Replicas is, for StartClusterWith, how many replicas each primary
+	// gets (see replicas.go).
+	Replicas int
 }
 
 // Sentinel describes what a Sentinel started by StartSentinel watches.
@@ -79,6 +83,8 @@ type Server struct {
 	// cluster_state:ok at start.
 	slots [2]int
 	shard bool
+	// replica: a replica of a StartClusterWith shard, which owns no slots.
+	replica bool
 
 	mu        sync.Mutex
 	cmd       *exec.Cmd
@@ -132,17 +138,28 @@ func StartCluster(t testing.TB, shards int) []*Server {
 }
 
 // StartClusterWith is StartCluster with opts for every shard (Cluster is
-// implied).
+// implied). With opts.Replicas each primary gets that many replicas:
+// the servers are the primaries in slot order, then the replicas of the
+// first primary, of the second, and so on (Replicas says which are whose
+// as the roles change), and the nodes run with a cluster-node-timeout
+// of 2 s unless opts.Args name one, so that a replica takes over a
+// killed primary within about 3 s.
 func StartClusterWith(t testing.TB, shards int, opts Options) []*Server {
 	t.Helper()
 	opts.Cluster = true
 	if shards < 1 {
 		t.Fatalf("redistest: a cluster needs at least one shard")
 	}
+	if opts.Replicas > 0 && !slices.Contains(opts.Args, "--cluster-node-timeout") {
+		opts.Args = append([]string{"--cluster-node-timeout", "2000"}, opts.Args...)
+	}
 	var out []*Server
 	for i := range shards {
 		lo, hi := i*16384/shards, (i+1)*16384/shards-1
 		out = append(out, startWith(t, opts, [2]int{lo, hi}))
+	}
+	for range shards * opts.Replicas {
+		out = append(out, startWith(t, opts, [2]int{-1, -1}))
 	}
 	for _, s := range out[1:] {
 		if line, err := out[0].Do(fmt.Sprintf("CLUSTER MEET 127.0.0.1 %d", s.port)); err != nil || line != "+OK" {
@@ -151,8 +168,13 @@ func StartClusterWith(t testing.TB, shards int, opts Options) []*Server {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for _, s := range out {
-		want := fmt.Sprintf("cluster_known_nodes:%d", shards)
+		want := fmt.Sprintf("cluster_known_nodes:%d", len(out))
 		if err := s.waitClusterInfo(deadline, "cluster_state:ok", want); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+	}
+	if opts.Replicas > 0 {
+		if err := replicate(out[:shards], out[shards:], opts.Replicas, deadline); err != nil {
 			t.Fatalf("redistest: %v", err)
 		}
 	}
@@ -173,6 +195,7 @@ func startWith(t testing.TB, opts Options, shard ...[2]int) *Server {
 	s := &Server{t: t, bin: bin, opts: opts, dir: dir, slots: [2]int{0, 16383}}
 	if len(shard) == 1 {
 		s.slots, s.shard = shard[0], true
+		s.replica = shard[0][0] < 0
 	}
 	t.Cleanup(func() {
 		s.Kill()
@@ -329,16 +352,11 @@ func (s *Server) Do(cmd string) (string, error) {
 // the first line of each reply: a command that would cut the harness off
 // (a CONFIG SET of the TLS authorities) may be followed by others.
 func (s *Server) DoAll(cmds ...string) ([]string, error) {
-	c, err := s.dial()
+	c, r, err := s.send(cmds...)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte(strings.Join(cmds, "\r\n") + "\r\n")); err != nil {
-		return nil, err
-	}
-	r := bufio.NewReader(c)
 	var out []string
 	for range cmds {
 		line, err := r.ReadString('\n')
@@ -348,6 +366,21 @@ func (s *Server) DoAll(cmds ...string) ([]string, error) {
 		out = append(out, strings.TrimSpace(line))
 	}
 	return out, nil
+}
+
+// send writes inline commands on a new connection, which it returns
+// with a reader of the replies (2 s to read them).
+func (s *Server) send(cmds ...string) (net.Conn, *bufio.Reader, error) {
+	c, err := s.dial()
+	if err != nil {
+		return nil, nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte(strings.Join(cmds, "\r\n") + "\r\n")); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, bufio.NewReader(c), nil
 }
 
 // dial connects to the server as the harness: over TLS with a
@@ -373,6 +406,9 @@ func (s *Server) dial() (net.Conn, error) {
 // already did) and, unless it is a shard of a larger cluster, waits for
 // cluster_state:ok.
 func (s *Server) ownSlots(deadline time.Time) error {
+	if s.replica {
+		return nil
+	}
 	if line, err := s.Do(fmt.Sprintf("CLUSTER ADDSLOTSRANGE %d %d", s.slots[0], s.slots[1])); err != nil {
 		return fmt.Errorf("CLUSTER ADDSLOTSRANGE: %w", err)
 	} else if line != "+OK" && !strings.Contains(line, "busy") {

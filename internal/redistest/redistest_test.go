@@ -134,3 +134,48 @@ func TestTLS(t *testing.T) {
 		t.Fatal("a client without a certificate got an answer")
 	}
 }
+
+// A Cluster with a replica per primary: kill -9 of a primary promotes its
+// replica, and CLUSTER FAILOVER on the old primary (back as a replica)
+// hands the slots back.
+func TestClusterReplicasFailover(t *testing.T) {
+	all := redistest.StartClusterWith(t, 3, redistest.Options{Replicas: 1})
+	if len(all) != 6 {
+		t.Fatalf("%d servers, want 6", len(all))
+	}
+	for i, s := range all {
+		if want := i < 3; s.Primary() != want {
+			t.Fatalf("server %d (%s): primary %v, want %v", i, s.Addr(), s.Primary(), want)
+		}
+	}
+	p := all[1]
+	if r := p.Replicas(all); len(r) != 1 || r[0] != all[4] {
+		t.Fatalf("replicas of %s: %v, want %s", p.Addr(), r, all[4].Addr())
+	}
+	killed := time.Now()
+	promoted, ok, err := redistest.KillPrimary(all, p, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s took over %v after the kill", promoted.Addr(), ok.Sub(killed).Round(time.Millisecond))
+	if promoted != all[4] {
+		t.Fatalf("promoted %s, want %s", promoted.Addr(), all[4].Addr())
+	}
+	p.Restart() // back as a replica of the new primary
+	if err := redistest.WaitClusterOK(all, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(promoted.Replicas(all)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not come back as a replica of %s", p.Addr(), promoted.Addr())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := p.Failover(all, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Primary() || promoted.Primary() {
+		t.Fatalf("after CLUSTER FAILOVER: %s primary %v, %s primary %v", p.Addr(), p.Primary(), promoted.Addr(), promoted.Primary())
+	}
+}

@@ -103,6 +103,10 @@ type hub struct {
 	subMu sync.Mutex
 	ps    *goredis.PubSub
 	sent  map[string]bool // channels SUBSCRIBEd on ps
+	// unsent counts the SUNSUBSCRIBEs of a shard's hub sent on ps and
+	// not answered yet, by channel: an unsubscription answered beyond
+	// them is the server's own (dropped).
+	unsent map[string]int
 
 	mu        sync.Mutex
 	closed    bool
@@ -149,6 +153,7 @@ func newHub(b *backend, root *hub, first ...string) *hub {
 	h := &hub{
 		b: b, root: root, sharded: root != nil, done: make(chan struct{}),
 		sent:     make(map[string]bool),
+		unsent:   make(map[string]int),
 		chans:    make(map[string]*channel),
 		waiters:  make(map[uint64]chan struct{}),
 		start:    time.Now(),
@@ -161,7 +166,7 @@ func newHub(b *backend, root *hub, first ...string) *hub {
 	}
 	h.ctx, h.cancel = context.WithCancel(h.mark(context.Background()))
 	h.hook(h.ctx)
-	h.ps = h.open(first...)
+	h.ps, _ = h.open(first...) // a failure shows in the receive loop
 	for _, name := range first {
 		h.sent[name] = true
 	}
@@ -239,6 +244,7 @@ func (h *hub) remove(name string, hd *handler) {
 	if empty && h.sent[name] && !closed {
 		delete(h.sent, name)
 		if h.sharded {
+			h.unsent[name]++
 			_ = h.ps.SUnsubscribe(h.ctx, name)
 		} else {
 			_ = h.ps.Unsubscribe(h.ctx, name)
@@ -355,6 +361,7 @@ func (h *hub) run() {
 				continue
 			}
 			h.lost(err)
+			h.b.reloadSlots(h.ctx, err)
 			select {
 			case <-h.ctx.Done():
 				return
@@ -362,14 +369,17 @@ func (h *hub) run() {
 			}
 			backoff = min(2*backoff, 250*time.Millisecond)
 			var refused goredis.Error
-			if errors.As(err, &refused) {
+			if h.sharded || errors.As(err, &refused) {
 				// The server refused a command on a connection that still
 				// works (a SUBSCRIBE sent on reconnecting, refused by a
 				// server still loading after a failover or by an ACL):
 				// go-redis would keep the connection without those
 				// subscriptions, and the next PONG would pass for a
 				// recovery. Start over on a fresh connection that
-				// subscribes every channel again.
+				// subscribes every channel again. A shard's hub always
+				// does: go-redis would SSUBSCRIBE every channel in one
+				// command, which a shard refuses (CROSSSLOT) when they
+				// are of several slots, as a shard's channels are.
 				h.replace()
 				continue
 			}
@@ -384,6 +394,16 @@ func (h *hub) run() {
 			h.dispatch(m.Channel, m.Payload)
 		case *goredis.Pong:
 			h.pong(m.Payload)
+		case *goredis.Subscription:
+			if h.dropped(m) {
+				// The shard no longer serves the channel's slot (its
+				// primary handed it to a replica, CLUSTER FAILOVER, or
+				// the slot moved) and ended the subscription itself:
+				// subscribe everything again where the slots are now.
+				h.lost(errors.New("the shard ended a subscription: " + m.Channel))
+				h.b.reloadMap()
+				h.replace()
+			}
 		}
 	}
 }
@@ -433,8 +453,27 @@ func (h *hub) restored() {
 }
 
 // replace swaps in a fresh pub/sub connection subscribed to every
-// channel in use.
+// channel in use. A shard's hub that could not subscribe them all (its primary is gone
+// and no replica took over yet) tries again every replaceRetry, with the
+// slot map reloaded in between, until it has, or until Close.
 func (h *hub) replace() {
+	for !h.swap() {
+		h.b.reloadMap()
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-time.After(replaceRetry):
+		}
+	}
+}
+
+// replaceRetry is how soon a shard's hub tries again to subscribe its
+// channels on a fresh connection.
+const replaceRetry = 250 * time.Millisecond
+
+// swap puts a fresh PubSub in place of the hub's and reports whether it
+// subscribed every channel.
+func (h *hub) swap() bool {
 	h.subMu.Lock()
 	defer h.subMu.Unlock()
 	old := h.ps
@@ -442,17 +481,68 @@ func (h *hub) replace() {
 	for name := range h.sent {
 		names = append(names, name)
 	}
-	h.ps = h.open(names...)
+	ps, all := h.open(names...)
+	h.ps = ps
+	clear(h.unsent) // the old connection's answers are not read
 	_ = old.Close()
+	return all
 }
 
 // open returns a new PubSub subscribed to names: SSUBSCRIBEd on a shard
-// hub (go-redis dials the shard that owns the first channel's slot).
-func (h *hub) open(names ...string) *goredis.PubSub {
-	if h.sharded {
-		return h.b.client.(*goredis.ClusterClient).SSubscribe(h.ctx, names...)
+// hub (go-redis dials the shard that owns the first channel's slot), one
+// channel per command, since the channels of a shard are of several
+// slots. A shard's hub reports whether every one was sent on a working
+// connection (a classic hub's PubSub subscribes them all again when it
+// reconnects).
+func (h *hub) open(names ...string) (*goredis.PubSub, bool) {
+	if !h.sharded {
+		return h.b.client.Subscribe(h.ctx, names...), true
 	}
-	return h.b.client.Subscribe(h.ctx, names...)
+	ps := h.b.client.(*goredis.ClusterClient).SSubscribe(h.ctx)
+	if len(names) == 0 {
+		return ps, true
+	}
+	if err := ps.SSubscribe(h.ctx, names[0]); err != nil {
+		// Not connected (the shard's primary is gone, a replica not
+		// elected yet). Each further SSUBSCRIBE would dial the dead
+		// address again (with go-redis's dial retries, half a second
+		// each), holding every subscription of the hub behind them.
+		return ps, false
+	}
+	home, _ := h.b.masterOf(h.ctx, names[0])
+	for _, name := range names[1:] {
+		if at, _ := h.b.masterOf(h.ctx, name); at != home {
+			// Its slot moved to another shard (resharding), which
+			// the hub does not follow: subscribed here it would be
+			// refused (MOVED) at every try.
+			h.b.log.Warn().Str("channel", name).Str("shard", at).Msg("a sharded channel's slot moved to another shard: not followed until the node restarts")
+			continue
+		}
+		if err := ps.SSubscribe(h.ctx, name); err != nil {
+			return ps, false // lost meanwhile: as above
+		}
+	}
+	return ps, true
+}
+
+// dropped reports whether m is a shard's end of a subscription this hub
+// holds, which it did not ask for: the shard no longer serves the
+// channel's slot.
+func (h *hub) dropped(m *goredis.Subscription) bool {
+	if !h.sharded || m.Kind != "sunsubscribe" {
+		return false
+	}
+	h.subMu.Lock()
+	defer h.subMu.Unlock()
+	if n := h.unsent[m.Channel]; n > 0 { // the answer to the hub's own
+		if n == 1 {
+			delete(h.unsent, m.Channel)
+		} else {
+			h.unsent[m.Channel] = n - 1
+		}
+		return false
+	}
+	return h.sent[m.Channel]
 }
 
 func (h *hub) dispatch(name, payload string) {
@@ -490,5 +580,11 @@ func (h *hub) close() {
 func (h *hub) ready() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return !h.broken && !h.closed
+	return (!h.broken || h.unused()) && !h.closed
 }
+
+// unused reports whether the hub is a shard's that holds no
+// subscription now (they all ended; the hub lives on until Close): it
+// can miss nothing, and nothing may come on its connection to show that
+// it was dialed again. The caller holds h.mu.
+func (h *hub) unused() bool { return h.sharded && len(h.chans) == 0 }

@@ -149,6 +149,10 @@ func (h *hub) current() bool {
 	}
 	for wait := true; ; wait = false {
 		h.mu.Lock()
+		if h.unused() {
+			h.mu.Unlock()
+			return !h.closed
+		}
 		up := !h.broken && !h.closed
 		fresh := h.fresh > 0 && time.Since(h.start)-h.fresh < cluster.BusFresh
 		rc := h.raw

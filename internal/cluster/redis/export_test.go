@@ -26,3 +26,7 @@ func SendAloneThrough(be *cluster.Backend, s goredis.Scripter) {
 	b := (*backend)(be.Bus.(*bus))
 	b.batch.alone = s
 }
+
+// StaleMap is staleMap: whether an error asks for a reload of a
+// Cluster's slot map.
+var StaleMap = staleMap

@@ -103,9 +103,13 @@
 // even that, first restart the nodes with ShardedOff, then roll the old
 // version out.
 // A slot that moves to another shard (resharding) is not followed by the
-// sharded subscriptions of its channels (the server ends them): reshard
+// sharded subscriptions of its channels (the server ends them, and the
+// hub subscribes again only the channels still on its shard): reshard
 // with every node in mode off, or restart the nodes after it. A failover
-// is followed: go-redis re-dials the shard that now owns the slots.
+// is followed: the backend reloads the slot map when a connection or a
+// command fails (topology.go), and a shard's hub subscribes its channels
+// again on the shard's new primary, also when the old one ended them
+// (CLUSTER FAILOVER).
 //
 // Every key of one session shares the slot of {S}, so one Lua script
 // updates a session's keys atomically even on Cluster. The global keys
@@ -296,6 +300,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 		stop:   make(chan struct{}),
 	}
 	b.batch = newBatcher(b)
+	b.followTopology()
 	var rnd [9]byte
 	_, _ = rand.Read(rnd[:])
 	b.tokPrefix = base64.RawURLEncoding.EncodeToString(rnd[:]) + "."

@@ -102,14 +102,15 @@ func TestContract(t *testing.T) {
 	})
 }
 
-// clusterClient connects to the Cluster of srvs through ParseURL.
-func clusterClient(t testing.TB, srvs []*redistest.Server) goredis.UniversalClient {
+// clusterClient connects to the Cluster of srvs through ParseURL, with
+// the URL's options in query ("?route_by_latency=true") when given.
+func clusterClient(t testing.TB, srvs []*redistest.Server, query ...string) goredis.UniversalClient {
 	t.Helper()
 	var addrs []string
 	for _, s := range srvs {
 		addrs = append(addrs, s.Addr())
 	}
-	opts, err := redis.ParseURL("redis-cluster://" + strings.Join(addrs, ","))
+	opts, err := redis.ParseURL("redis-cluster://" + strings.Join(addrs, ",") + strings.Join(query, ""))
 	if err != nil {
 		t.Fatal(err)
 	}

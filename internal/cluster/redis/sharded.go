@@ -136,8 +136,10 @@ func (b *backend) subscribe(ctx context.Context, classic, sharded string, fn fun
 // shards holds the hubs of the sharded channels: one pub/sub connection
 // per shard that owns a channel in use, since a sharded subscription
 // must be made on the shard that owns the channel's slot. A hub is made
-// on its first channel and kept until Close; go-redis re-dials the
-// shard owning its first channel's slot, so a hub follows a failover.
+// on its first channel and kept until Close; after a loss it dials the
+// shard owning its first channel's slot by the reloaded slot map, so a
+// hub follows a failover (a new channel of that shard then gets a hub of
+// the new primary's address).
 type shards struct {
 	b    *backend
 	mu   sync.Mutex
@@ -145,11 +147,10 @@ type shards struct {
 }
 
 func (s *shards) subscribe(ctx context.Context, name string, fn func(string), hint func()) (func(), error) {
-	n, err := s.b.client.(*goredis.ClusterClient).MasterForKey(ctx, name)
+	addr, err := s.b.masterOf(ctx, name)
 	if err != nil {
 		return nil, s.b.fail(ctx, "ssubscribe", err)
 	}
-	addr := n.Options().Addr
 	s.mu.Lock()
 	h := s.hubs[addr]
 	if h == nil {
