@@ -243,8 +243,8 @@ func median(cs []Cell) Cell {
 }
 
 // workload appends progress-call-sized streams: each stream is opened by
-// its first append and ended by its 11th (10 notifications and the
-// result), as a paced progress call's POST stream is.
+// its first append and ended by its 12th (10 notifications, a log
+// message and the result), as a paced progress call's POST stream is.
 type workload struct {
 	c   *goredis.Client
 	sha string
@@ -254,8 +254,9 @@ type workload struct {
 // event is a progress notification as the node stores it.
 const event = `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"bench-7-3","progress":4,"total":10,"message":"step 4"}}`
 
-// eventsPerStream is a progress call of 10 notifications and its result.
-const eventsPerStream = 11
+// eventsPerStream is a progress call of the demo tool: 10 notifications,
+// its closing log message and the result.
+const eventsPerStream = 12
 
 // stream is one stream's producer state.
 type stream struct {

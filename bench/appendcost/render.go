@@ -10,8 +10,8 @@ import (
 // Command reproduces a measurement.
 const Command = "cd bench && go run ./cmd/appendcost"
 
-// cell returns mode mi's figures of the variant named name.
-func (r *Result) cell(mode, name string) (Cell, bool) {
+// Cell returns the figures of the variant named name in mode.
+func (r *Result) Cell(mode, name string) (Cell, bool) {
 	mi := slices.Index(r.Modes, mode)
 	if mi < 0 || mi >= len(r.Cells) {
 		return Cell{}, false
@@ -42,13 +42,13 @@ func (r *Result) WriteTables(w io.Writer) {
 	for _, v := range r.Variants {
 		p("| %s | %s | ", v.Name, v.What)
 		for _, m := range r.Modes {
-			c, ok := r.cell(m, v.Name)
+			c, ok := r.Cell(m, v.Name)
 			if !ok {
 				p("— | ")
 				continue
 			}
 			ratio := ""
-			if base, ok := r.cell(m, "as is"); ok && base.ProcUs > 0 && v.Name != "as is" {
+			if base, ok := r.Cell(m, "as is"); ok && base.ProcUs > 0 && v.Name != "as is" {
 				ratio = fmt.Sprintf(", %.2f×", c.ProcUs/base.ProcUs)
 			}
 			p("%.1f%s (script %.1f) | ", c.ProcUs, ratio, c.ScriptUs)
@@ -58,7 +58,7 @@ func (r *Result) WriteTables(w io.Writer) {
 	p("\nThe script as is, per appended event: what Redis ran (INFO commandstats: calls per event, µs per call), the requests it read (INFO stats `total_reads_processed`) and its CPU outside the EVALSHA (the /proc figure less the EVALSHA's own time: reading, parsing, replying, waiting in epoll).\n\n")
 	p("| mode | Redis CPU µs/event | main thread µs/event | EVALSHA's own µs | outside the script µs | requests read/event | commands per event (µs per call) |\n|---|---:|---:|---:|---:|---:|---|\n")
 	for _, m := range r.Modes {
-		c, ok := r.cell(m, "as is")
+		c, ok := r.Cell(m, "as is")
 		if !ok {
 			continue
 		}
