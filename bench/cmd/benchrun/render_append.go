@@ -104,9 +104,13 @@ func renderAppendCost(b *strings.Builder, res *suiteResult) {
 			continue
 		}
 		cell := cellOf
-		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s |", t.Label, cellOf(f.counted, "%.2f", f.evalsha),
+		by := f.byCommand
+		if by == "" {
+			by = "—"
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s |", t.Label, cellOf(f.counted, "%.2f", f.evalsha),
 			cell(f.measured, "%.0f", f.redisUs), cell(f.counted, "%.1f", f.commands), cell(f.counted, "%.2f", f.rtts),
-			cell(f.counted, "%.2f", f.reads), cell(f.measured, "%.0f", f.nodeUs)))
+			cell(f.counted, "%.2f", f.reads), cell(f.measured, "%.0f", f.nodeUs), by))
 	}
 	if len(rows) == 0 && (ac == nil || ac.Err != "") {
 		return
@@ -117,7 +121,7 @@ func renderAppendCost(b *strings.Builder, res *suiteResult) {
 	}
 	if len(rows) > 0 {
 		p("*paced-progress* is the resume scenario's call neither cut nor resumed: `progress {steps: 10, delayMs: 20}` on 16 sessions, so that each of the call's %d events (10 notifications, the tool's closing log message and the result) is appended to the stream's history on its own, in one EVALSHA. Per event: Redis's CPU from `/proc` (as *+Redis* above) and the nodes' CPU, per call ÷ %d; the commands Redis executed (`INFO commandstats`), the round trips (MONITOR) and the requests it read (`INFO stats`) in the short counted run, ÷ the appends (EVALSHA) it saw, which are more than %d per completed call (calls in flight at the window's edges).\n\n", pacedEvents, pacedEvents, pacedEvents)
-		p("| Configuration | EVALSHA per completed call (counted run) | Redis CPU µs/event | commands/event | round trips/event | requests read/event | node CPU µs/event |\n|---|---:|---:|---:|---:|---:|---:|\n")
+		p("| Configuration | EVALSHA per completed call (counted run) | Redis CPU µs/event | commands/event | round trips/event | requests read/event | node CPU µs/event | round trips by command per completed call |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, r := range rows {
 			p("%s\n", r)
 		}
@@ -145,6 +149,11 @@ func renderAppendCost(b *strings.Builder, res *suiteResult) {
 			one.ProcUs, one.ScriptUs, one.ProcUs-one.ScriptUs, trivialOne.ProcUs, pipe.ProcUs, pipe.ProcUs/one.ProcUs, pipe.Reads)
 		p("- *Paced 20 ms apart, an append costs %.1f µs, %.1f× back to back*, and the same script's own time goes from %.1f to %.1f µs for the same commands (see the breakdown). A script that only returns 1 costs %.1f µs paced (%.2f× the append); Redis's idle cron adds %.1f µs per event at 50 events per second.\n",
 			paced.ProcUs, paced.ProcUs/one.ProcUs, one.ScriptUs, paced.ScriptUs, trivialPaced.ProcUs, trivialPaced.ProcUs/paced.ProcUs, ac.IdleUsPerSec/50)
+		if f := pacedOn(res, "redis"); f.measured {
+			if p16, ok := ac.Cell(appendcost.ModePaced16, "as is"); ok && p16.ProcUs >= 0.7*f.redisUs {
+				p("- *On the node the append is the cost.* An event of the paced progress call (16 sessions) costs Redis %.0f µs on one node; the script replayed alone on 16 streams each paced 20 ms apart costs %.1f µs per append: the node's other traffic during the call (its round trips by command above) adds little.\n", f.redisUs, p16.ProcUs)
+			}
+		}
 		if trivialPaced.ProcUs > 15 {
 			p("- *No shorter script reaches 15 µs per event appended on its own*: a script that does nothing costs %.1f µs when it arrives alone. The lever is fewer requests per event — the appends of several streams, or several events, in one round trip, as the pipeline row shows (%.1f µs per append) — not the script body.\n", trivialPaced.ProcUs, pipe.ProcUs)
 		}
