@@ -108,6 +108,9 @@ func run(ctx context.Context) int {
 	}
 	page, plots := underRoot(r, *outPage), underRoot(r, *outPlots)
 
+	// The peers' versions are read before a render too: the page names
+	// them.
+	readPeerVersions(r)
 	if *render != "" {
 		b, err := os.ReadFile(*render)
 		if err != nil {
@@ -131,7 +134,6 @@ func run(ctx context.Context) int {
 		cmdline = "cd bench && go run ./cmd/benchrun " + strings.Join(os.Args[1:], " ")
 	}
 	res := &suiteResult{Command: strings.TrimSpace(cmdline), Started: start.UTC(), Settings: st, PeakRSS: map[string][]int64{}}
-	readPeerVersions(r)
 	res.Machine = describeMachine()
 	dir, err := os.MkdirTemp("", "benchrun-")
 	if err != nil {
