@@ -66,6 +66,18 @@ func (r *Result) WriteTables(w io.Writer) {
 	}
 }
 
+// CommandsUs is the time per call of the commands other than the
+// EVALSHA: those its script ran.
+func (c Cell) CommandsUs() float64 {
+	var us float64
+	for n, cc := range c.Commands {
+		if n != "EVALSHA" {
+			us += cc.Calls * cc.UsecPC
+		}
+	}
+	return us
+}
+
 // commands lists the commands per call, most frequent first.
 func (c Cell) commands() string {
 	names := make([]string, 0, len(c.Commands))

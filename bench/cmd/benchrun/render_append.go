@@ -83,6 +83,22 @@ func pacedGoal(res *suiteResult) goal {
 	return g
 }
 
+// bestBody is the lowest ratio to the script as is, back to back, of the
+// variants that leave out a part of its body.
+func bestBody(ac *appendcost.Result) float64 {
+	best := 1.0
+	base, ok := ac.Cell(appendcost.ModeOne, "as is")
+	if !ok || base.ProcUs <= 0 {
+		return best
+	}
+	for _, name := range []string{"no LRU touch", "no token string", "HSET of 2 fields"} {
+		if c, ok := ac.Cell(appendcost.ModeOne, name); ok {
+			best = min(best, c.ProcUs/base.ProcUs)
+		}
+	}
+	return best
+}
+
 // cellOf formats v, or is "—" when not ok.
 func cellOf(ok bool, format string, v float64) string {
 	if !ok {
@@ -134,7 +150,7 @@ func renderAppendCost(b *strings.Builder, res *suiteResult) {
 		p("The replay of the append script failed: `%s`.\n\n", oneLine(ac.Err))
 		return
 	}
-	p("The append script replayed (`%s`, %s): `bench/appendcost` starts a `redis-server` of its own (%s) and sends it the backend's append script (`appendBatchScript`, loaded once, run by EVALSHA) with the keys and arguments `AppendBatch` sends for a progress call's POST stream (opened by its first append, ended by its 12th, a 130-byte notification each), and variants of the script with the same keys and arguments, each %s per round in %d rounds, the variants of a round one right after the other: back to back on one connection; from 16 connections at once; 16 streams' appends in one pipeline (what the batcher sends when 16 streams' appends wait together); one stream paced 20 ms apart; 16 streams each paced 20 ms apart (%s each). Figures are the round with the median CPU. *Redis µs/call* is the redis-server's CPU per call from `/proc/PID/stat`, × its ratio to the script as is in the same mode; *script* is the EVALSHA's own time from `INFO commandstats`, the script's work inside Redis. With nothing sent, Redis's main thread used %.0f µs of CPU per second (its cron, 10 times a second).\n\n",
+	p("The append script replayed (`%s`, %s): `bench/appendcost` starts a `redis-server` of its own (%s) and sends it the backend's append script (`appendBatchScript`, loaded once, run by EVALSHA) with the keys and arguments `AppendBatch` sends for a progress call's POST stream (opened by its first append, ended by its 12th, a 130-byte notification each), and variants of the script with the same keys and arguments, each %s per round in %d rounds, the variants of a round one right after the other: back to back on one connection; from 16 connections at once; 16 streams' appends in one pipeline (what the batcher sends when 16 streams' appends wait together); one stream paced 20 ms apart; 16 streams each paced 20 ms apart (%s each). Figures are the round with the median CPU. Each cell is the redis-server's CPU per call in µs from `/proc/PID/stat`, its ratio to the script as is in the same mode, and (*script*) the EVALSHA's own time from `INFO commandstats`, the script's work inside Redis. With nothing sent, Redis's main thread used %.0f µs of CPU per second (its timers, `hz` 10).\n\n",
 		appendcost.Command, ac.Started.Format("2006-01-02 15:04 UTC"), ac.Redis, ac.Options.Window, ac.Options.Rounds, ac.Options.Paced, ac.IdleUsPerSec)
 	ac.WriteTables(b)
 	p("\n")
@@ -145,9 +161,9 @@ func renderAppendCost(b *strings.Builder, res *suiteResult) {
 	trivialOne, ok5 := ac.Cell(appendcost.ModeOne, "trivial script")
 	if ok1 && ok2 && ok3 && ok4 && ok5 {
 		p("What the numbers support:\n\n")
-		p("- *The round trip, not the script body, is most of a back-to-back append.* Of %.1f µs per append on one connection, the EVALSHA's own time is %.1f µs and %.1f µs go to reading, parsing and answering the request; a script that only returns 1 with the same arguments costs %.1f µs. In one pipeline of 16 streams the same script costs %.1f µs per append, %.2f× (%.2f requests read per append).\n",
-			one.ProcUs, one.ScriptUs, one.ProcUs-one.ScriptUs, trivialOne.ProcUs, pipe.ProcUs, pipe.ProcUs/one.ProcUs, pipe.Reads)
-		p("- *Paced 20 ms apart, an append costs %.1f µs, %.1f× back to back*, and the same script's own time goes from %.1f to %.1f µs for the same commands (see the breakdown). A script that only returns 1 costs %.1f µs paced (%.2f× the append); Redis's idle cron adds %.1f µs per event at 50 events per second.\n",
+		p("- *Back to back, the request around the script is %.0f%% of an append, and the commands are little of the script.* Of %.1f µs per append on one connection, the EVALSHA's own time is %.1f µs and %.1f µs go to reading, parsing and answering the request; of the script's %.1f µs, the commands it runs take %.1f µs (the breakdown's calls × µs per call), the rest is Lua around them. A script that only returns 1 with the same arguments costs %.1f µs; the variants without a part of the body save at most %.0f%%. In one pipeline of 16 streams the same script costs %.1f µs per append, %.2f× (%.2f requests read per append).\n",
+			100*(one.ProcUs-one.ScriptUs)/one.ProcUs, one.ProcUs, one.ScriptUs, one.ProcUs-one.ScriptUs, one.ScriptUs, one.CommandsUs(), trivialOne.ProcUs, 100*(1-bestBody(ac)), pipe.ProcUs, pipe.ProcUs/one.ProcUs, pipe.Reads)
+		p("- *Paced 20 ms apart, an append costs %.1f µs, %.1f× back to back*, and the same script's own time goes from %.1f to %.1f µs for the same commands (see the breakdown). A script that only returns 1 costs %.1f µs paced (%.2f× the append). Both include Redis's idle CPU, %.1f µs per event at 50 events per second.\n",
 			paced.ProcUs, paced.ProcUs/one.ProcUs, one.ScriptUs, paced.ScriptUs, trivialPaced.ProcUs, trivialPaced.ProcUs/paced.ProcUs, ac.IdleUsPerSec/50)
 		if f := pacedOn(res, "redis"); f.measured {
 			if p16, ok := ac.Cell(appendcost.ModePaced16, "as is"); ok && p16.ProcUs >= 0.7*f.redisUs {
