@@ -107,7 +107,7 @@ func (c *config) settings() map[string]any {
 	switch c.scenario {
 	case "echo", "tasks":
 		m["text_bytes"] = len(c.text)
-	case "progress":
+	case "progress", "paced-progress":
 		m["steps"], m["delay_ms"] = c.steps, c.delayMs
 	case "sampling":
 		m["reply_to"] = c.replyTo
@@ -119,7 +119,7 @@ func (c *config) settings() map[string]any {
 	return m
 }
 
-var scenarios = []string{"echo", "progress", "sampling", "churn", "fanout", "resume", "idle", "tasks"}
+var scenarios = []string{"echo", "progress", "paced-progress", "sampling", "churn", "fanout", "resume", "idle", "tasks"}
 
 // sharingScenarios are the scenarios whose workers can share sessions
 // (--sessions).
@@ -139,6 +139,10 @@ unless noted:
   echo      tools/call echo {text}: one request, one JSON answer.
   progress  tools/call progress {steps, delayMs} with a progressToken: the
             answer streams --steps progress notifications over SSE.
+  paced-progress
+            progress with --delay-ms 20 by default: the resume scenario's
+            call, neither cut nor resumed, so that each event is appended
+            to the stream's history on its own.
   sampling  tools/call sample: the server asks the client for one sampling
             round trip. Before 2026-07-28 each session also holds its GET
             stream open, the request arrives on the call's SSE stream (or
@@ -244,8 +248,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured warm-up before the measured window")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "time limit of one operation (and of opening sessions and streams)")
 	fs.StringVar(&c.text, "text", "hello", "echo: the text sent and expected back")
-	fs.IntVar(&c.steps, "steps", 10, "progress, resume: progress notifications per call")
-	fs.IntVar(&c.delayMs, "delay-ms", -1, "progress, resume: pause between steps in the tool; -1: 0 for progress, 20 for resume")
+	fs.IntVar(&c.steps, "steps", 10, "progress, paced-progress, resume: progress notifications per call")
+	fs.IntVar(&c.delayMs, "delay-ms", -1, "progress, paced-progress, resume: pause between steps in the tool; -1: 0 for progress, 20 for paced-progress and resume")
 	fs.IntVar(&c.streams, "streams", 100, "fanout, idle: number of open streams")
 	fs.StringVar(&c.replyTo, "reply-to", "next", "sampling, resume: send the reply / resuming GET to the same endpoint as the call (same) or the next one (next); sampling: alternate between the two per operation, and report their paired difference (alternate)")
 	fs.IntVar(&c.cutAfter, "cut-after", 3, "resume: progress notifications received before the stream is cut")
@@ -279,7 +283,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.delayMs < 0 {
 		c.delayMs = 0
-		if c.scenario == "resume" {
+		if c.scenario == "resume" || c.scenario == "paced-progress" {
 			c.delayMs = 20
 		}
 	}
@@ -362,7 +366,7 @@ func (c *config) validate() error {
 
 func newScenario(c *config) scenario {
 	switch c.scenario {
-	case "progress":
+	case "progress", "paced-progress":
 		return &progressScenario{}
 	case "sampling":
 		return &samplingScenario{}

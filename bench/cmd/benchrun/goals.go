@@ -262,6 +262,7 @@ func computeGoals(res *suiteResult) []goal {
 		}
 		out = append(out, g)
 	}
+	out = append(out, pacedGoal(res))
 	// Fan-out of one list_changed to 1000 streams.
 	{
 		n := res.Settings.FanoutStreams

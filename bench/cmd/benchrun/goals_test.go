@@ -219,3 +219,22 @@ func TestCrossNodeReplyGoalIsPaired(t *testing.T) {
 		t.Fatalf("headline %q", h)
 	}
 }
+
+// The goal of an event appended on its own divides the paced progress
+// call's Redis CPU by its 12 appends, and the counted run's figures by
+// the appends (EVALSHA) that run saw.
+func TestPacedGoal(t *testing.T) {
+	res := &suiteResult{Targets: []*target{{Key: "redis", Label: "mcpcluster, 1 node, Redis", Ours: true, Redis: true, Nodes: 1}}}
+	if g := pacedGoal(res); g.measured {
+		t.Fatalf("measured without a run: %+v", g)
+	}
+	res.Results = []*result{
+		withCPU(mainResult(pacedScenario, legacy, "redis", 70, 210), 1300, 1200),
+		rttResult(pacedScenario, legacy, "redis", "", 15),
+	}
+	g := pacedGoal(res)
+	if !g.measured || g.met || g.today != "100 µs per event (12 appends per call)" ||
+		!strings.Contains(g.reason, "1.00 Redis round trips, 1.0 commands and 0.00 requests read per event") {
+		t.Fatalf("paced goal: %+v", g)
+	}
+}

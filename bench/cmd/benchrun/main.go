@@ -34,6 +34,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mcpcluster/mcpcluster/bench/appendcost"
 )
 
 // suiteResult is everything a suite run measured; it is kept as JSON
@@ -52,6 +54,14 @@ type suiteResult struct {
 	// scenario, on our node and on mcp-go.
 	GoalProfiles *goalProfiles   `json:"goal_profiles,omitempty"`
 	Capacity     *capacityResult `json:"capacity,omitempty"`
+	// AppendCost is the append script and its variants replayed against
+	// a Redis of its own (bench/appendcost).
+	AppendCost *appendcost.Result `json:"append_cost,omitempty"`
+	// PacedFrom, when set, says where the paced progress runs and
+	// AppendCost come from when they were measured apart from the rest
+	// (a later run of their own, added to this one's results): its
+	// command line and time.
+	PacedFrom string `json:"paced_from,omitempty"`
 }
 
 func numCPU() int { return runtime.NumCPU() }
@@ -70,7 +80,7 @@ func run(ctx context.Context) int {
 		st       settings
 		budget   = flag.Duration("budget", 19*time.Minute, "time limit of the whole suite; runs that would start later are skipped")
 		only     = flag.String("only", "", "comma-separated configurations to run (mem, redis, redis3, redis-far, redis3-far, redis-wait, redis3-scale, gosdk, mcpgo, ceiling); default all")
-		scen     = flag.String("scenarios", "", "comma-separated scenarios or kinds of run to keep (echo, progress, sampling, churn, fanout, resume, tasks, idle, rtt, scale, profile, capacity, "+busyScenario+"); default all. echo includes the echo runs on one busy session ("+strconv.Itoa(busyCalls)+" calls in flight on one Mcp-Session-Id); "+busyScenario+" keeps only those (and their rtt runs)")
+		scen     = flag.String("scenarios", "", "comma-separated scenarios or kinds of run to keep (echo, progress, sampling, churn, fanout, resume, tasks, idle, rtt, scale, profile, capacity, appendcost, paced-progress, "+busyScenario+"); default all. echo includes the echo runs on one busy session ("+strconv.Itoa(busyCalls)+" calls in flight on one Mcp-Session-Id); "+busyScenario+" keeps only those (and their rtt runs)")
 		render   = flag.String("render", "", "render the page from a results.json of an earlier run instead of running")
 		command  = flag.String("command", "", "the command line to show in the page (default: this one)")
 		profile  = flag.String("profile", "", "SCENARIO/REVISION to profile on one node with Redis (default: the Redis scenario furthest from its goal in this run; none: no profiling at all, neither this profile nor the goal profiles)")
@@ -98,6 +108,9 @@ func run(ctx context.Context) int {
 	}
 	page, plots := underRoot(r, *outPage), underRoot(r, *outPlots)
 
+	// The peers' versions are read before a render too: the page names
+	// them.
+	readPeerVersions(r)
 	if *render != "" {
 		b, err := os.ReadFile(*render)
 		if err != nil {
@@ -121,7 +134,6 @@ func run(ctx context.Context) int {
 		cmdline = "cd bench && go run ./cmd/benchrun " + strings.Join(os.Args[1:], " ")
 	}
 	res := &suiteResult{Command: strings.TrimSpace(cmdline), Started: start.UTC(), Settings: st, PeakRSS: map[string][]int64{}}
-	readPeerVersions(r)
 	res.Machine = describeMachine()
 	dir, err := os.MkdirTemp("", "benchrun-")
 	if err != nil {
@@ -216,6 +228,13 @@ func run(ctx context.Context) int {
 		res.Capacity = measureCapacity(ctx, dir, logf)
 		if res.Capacity.Err != "" {
 			logf("capacity: %s", res.Capacity.Err)
+		}
+	}
+	if phase("appendcost") && ctx.Err() == nil {
+		logf("appendcost: the append script and its variants against a Redis of its own")
+		res.AppendCost = appendcost.Measure(ctx, appendcost.DefaultOptions())
+		if res.AppendCost.Err != "" {
+			logf("appendcost: %s", res.AppendCost.Err)
 		}
 	}
 	res.Machine.LoadEnd = loadAvg()

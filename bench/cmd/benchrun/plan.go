@@ -172,6 +172,15 @@ func plan(targets []*target, st settings) []spec {
 			}
 		}
 	}
+	// A progress call whose events are 20 ms apart, so that each is
+	// appended to the stream's history on its own: what one such append
+	// costs Redis, on the configurations with a loopback Redis of their
+	// own.
+	for _, t := range targets {
+		if pacedTarget(t) {
+			add("main", pacedScenario, legacy, t, "")
+		}
+	}
 	// Round trips are a property of the code path, counted once on
 	// loopback Redis; the far configurations reuse them.
 	for _, t := range targets {
@@ -196,6 +205,9 @@ func plan(targets []*target, st settings) []spec {
 				}
 			}
 		}
+		if pacedTarget(t) {
+			add("rtt", pacedScenario, legacy, t, "", "--redis-monitor")
+		}
 	}
 	// The fan-out at scale: 10,000 sessions over three nodes, a few
 	// toggles timed without MONITOR, then two counted with it.
@@ -210,6 +222,16 @@ func plan(targets []*target, st settings) []spec {
 		}
 	}
 	return out
+}
+
+// pacedScenario is the progress call with its events 20 ms apart
+// (mcpbench's paced-progress).
+const pacedScenario = "paced-progress"
+
+// pacedTarget reports whether the paced progress runs on t: our
+// configurations on a loopback Redis without a replica.
+func pacedTarget(t *target) bool {
+	return t.Ours && t.Redis && !t.Far && !t.ScaleOnly && !t.Replica
 }
 
 // suiteRunner executes specs against running targets.

@@ -107,3 +107,25 @@ func TestBusySessionRows(t *testing.T) {
 		t.Errorf("headline:\n%s", b.String())
 	}
 }
+
+// The paced progress runs (main and counted) are on our configurations
+// with a loopback Redis and no replica, on 2025-11-25 only.
+func TestPacedProgressPlan(t *testing.T) {
+	var targets []*target
+	for _, k := range []string{"mem", "redis", "redis3", "redis-far", "redis-wait", "gosdk"} {
+		targets = append(targets, &target{Key: k, Ours: k != "gosdk", Modern: true, Redis: strings.HasPrefix(k, "redis"),
+			Far: k == "redis-far", Replica: k == "redis-wait", Nodes: 1})
+	}
+	var got []string
+	for _, sp := range plan(targets, settings{FanoutStreams: 10, IdleStreams: 10}) {
+		if sp.Scenario == pacedScenario {
+			if sp.Revision != legacy {
+				t.Errorf("paced run on %s", sp.Revision)
+			}
+			got = append(got, sp.Kind+" "+sp.Target)
+		}
+	}
+	if want := []string{"main redis", "main redis3", "rtt redis", "rtt redis3"}; !slices.Equal(got, want) {
+		t.Fatalf("paced runs %v, want %v", got, want)
+	}
+}

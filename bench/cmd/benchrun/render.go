@@ -218,6 +218,7 @@ func renderPage(res *suiteResult, images map[string]string) string {
 	renderGoalProfiles(&b, res)
 	renderProfile(&b, res)
 	renderCapacity(&b, res)
+	renderAppendCost(&b, res)
 	renderIdle(&b, res)
 	renderPeak(&b, res)
 	renderProblems(&b, res)

@@ -134,7 +134,10 @@ return 1
 // in another slot) refresh is 1 when the caller must slide the owner
 // key, with the history, so that it outlives the history (see
 // ownerTTL).
-var appendBatchScript = script(touchLRU + `
+var appendBatchScript = script(appendBatchBody)
+
+// appendBatchBody is appendBatchScript's source after the prelude.
+const appendBatchBody = touchLRU + `
 local ttl, maxev = tonumber(ARGV[6]), tonumber(ARGV[4])
 local m = redis.call('HMGET', KEYS[1], 'done', 'last', 'toks', 'touched', 'f')
 local fields = {}
@@ -219,7 +222,7 @@ if m[5] then
 end
 if refresh and not opened and not KEYS[4] then return {first, 1} end
 return {first, 0}
-`)
+`
 
 // KEYS: meta, events. ARGV: after. Returns -1 when the stream is
 // unknown, else {owner, request, last, done, first kept seq, events after}
