@@ -21,6 +21,7 @@ type stats struct {
 	errs              map[string]int
 	hung              int
 	lost, dup         int
+	lostAnswered      int // of lost, those of calls that ended with an error
 	unclear           int // errors in internal terms (see unclear)
 	resumes, resumed  int // calls cut and resumed; of those, ended through the resume
 	resumeGets        int // GET requests made to resume
@@ -43,6 +44,19 @@ func (s *stats) add(f func(s *stats)) {
 	s.mu.Lock()
 	f(s)
 	s.mu.Unlock()
+}
+
+// countLost counts the events lost and duplicated on one stream;
+// answered says the client was told with an error that the stream or
+// its call ended.
+func (s *stats) countLost(lost, dup int, answered bool) {
+	s.add(func(s *stats) {
+		s.lost += lost
+		s.dup += dup
+		if answered {
+			s.lostAnswered += lost
+		}
+	})
 }
 
 // note keeps a bounded list of details about bad outcomes.
