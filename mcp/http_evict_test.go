@@ -1,0 +1,155 @@
+package mcp_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/mcptest"
+	"github.com/mcpcluster/mcpcluster/internal/redistest"
+	"github.com/mcpcluster/mcpcluster/mcp"
+)
+
+// A Redis whose maxmemory-policy evicts keys with a TTL (volatile-lru,
+// the managed services' default) evicts ours under memory pressure, one
+// key at a time. Each test deletes the keys of one kind in the middle of
+// a call, as an eviction does, and checks what the client gets, event by
+// event: the call ends with its result or a clear error within its
+// bound, and never waits for something that will not come.
+
+// evictBound is how long a call may take to end after a key it needs
+// vanished: a few heartbeats (LeaseTTL/3), well under the request
+// timeout the nodes of these tests wait for a reply (10 s).
+const evictBound = 5 * time.Second
+
+// evict deletes keys, as Redis's eviction would, and fails the test
+// unless every one of them was there.
+func evict(t *testing.T, srv *redistest.Server, keys ...string) {
+	t.Helper()
+	line, err := srv.Do("DEL " + strings.Join(keys, " "))
+	if err != nil || line != fmt.Sprintf(":%d", len(keys)) {
+		t.Fatalf("DEL %v: %q %v", keys, line, err)
+	}
+}
+
+// sampleWaiting starts two nodes on a Redis of the test's, opens a
+// sample call on the first and returns once the sampling request
+// arrived on the call's stream: the Redis, the other node, the session,
+// the stream and the request.
+func sampleWaiting(t *testing.T) (*redistest.Server, *node, *mcptest.Client, *mcptest.Stream, *jsonrpc.Message) {
+	t.Helper()
+	srv := redistest.Start(t)
+	a := redisNodeAt(t, srv.URL(), mcp.HTTPOptions{})
+	b := redisNodeAt(t, srv.URL(), mcp.HTTPOptions{})
+	c := session(t, a.url, mcp.Version20251125, samplingCaps)
+	st, _ := openLegacy(t, c, a.url, "tools/call", toolCall("sample", map[string]any{"prompt": "2+2?"}, false))
+	if !st.WaitFor(5*time.Second, countAtLeast("sampling/createMessage", 1)) {
+		t.Fatal("no sampling request")
+	}
+	for _, m := range st.Messages() {
+		if m.Method == "sampling/createMessage" {
+			return srv, b, c, st, m
+		}
+	}
+	panic("unreachable")
+}
+
+// replyAt posts the client's answer to asked on url and returns the
+// status.
+func replyAt(t *testing.T, c *mcptest.Client, url string, asked *jsonrpc.Message) int {
+	t.Helper()
+	r, _ := jsonrpc.Response(asked.ID, samplingReply)
+	b, err := jsonrpc.Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.PostRaw(context.Background(), url, b, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Status
+}
+
+// endsWithError waits for the stream's final response and fails the
+// test unless it came within evictBound and tells of an error (a
+// JSON-RPC error, or a tool result marked isError). It returns the
+// final message.
+func endsWithError(t *testing.T, st *mcptest.Stream, what string) *jsonrpc.Message {
+	t.Helper()
+	start := time.Now()
+	final := finalOf(t, st, evictBound, what)
+	if final == nil {
+		return nil
+	}
+	if final.Error == nil && !strings.Contains(string(final.Result), `"isError":true`) {
+		t.Errorf("%s: final %s, want an error", what, final.Result)
+	}
+	t.Logf("%s: ended after %v: %s %v", what, time.Since(start).Round(10*time.Millisecond), final.Result, final.Error)
+	return final
+}
+
+// The session of a sample call is evicted while its node waits for the
+// client's answer. Before, the answer's POST (on another node) got 404,
+// and the call waited for it until the request timeout: the client got
+// the sampling request, then nothing. The node waiting finds the
+// session gone at its next heartbeat and ends the call with an error.
+func TestEvictedSessionEndsTheWaitingCall(t *testing.T) {
+	srv, b, c, st, asked := sampleWaiting(t)
+
+	evict(t, srv, "mcp:{"+c.Session+"}:s")
+	if got := replyAt(t, c, b.url, asked); got != http.StatusNotFound {
+		t.Errorf("answer on the evicted session: %d, want 404", got)
+	}
+	endsWithError(t, st, "the sample call")
+	if ms := st.Messages(); len(ms) != 2 || ms[0].Method != "sampling/createMessage" {
+		t.Errorf("stream carried %s, want the sampling request and the final response", describeMsgs(ms))
+	}
+}
+
+// The membership of every node is evicted (one key holds the leases)
+// while a node waits for the client's answer. The answer reaches the
+// waiting node over the bus all the same, and the call completes; the
+// nodes' next heartbeats (every LeaseTTL/3) take their leases again.
+func TestEvictedMembershipIsTakenAgain(t *testing.T) {
+	srv, b, c, st, asked := sampleWaiting(t)
+
+	evict(t, srv, "mcp:nodes")
+	if got := replyAt(t, c, b.url, asked); got != http.StatusAccepted {
+		t.Errorf("answer: %d, want 202", got)
+	}
+	final := finalOf(t, st, evictBound, "the sample call")
+	if final == nil || final.Error != nil || !strings.Contains(string(final.Result), `"4"`) {
+		t.Errorf("final %v, want the answer", final)
+	}
+	deadline := time.Now().Add(evictBound)
+	for {
+		line, err := srv.Do("ZCARD mcp:nodes")
+		if err == nil && line == ":2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leases after %v: %q %v, want both nodes'", evictBound, line, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// describeMsgs names the messages of a stream, for a failure.
+func describeMsgs(ms []*jsonrpc.Message) string {
+	var p []string
+	for _, m := range ms {
+		switch {
+		case m.Method != "":
+			p = append(p, m.Method)
+		case m.Error != nil:
+			p = append(p, fmt.Sprintf("error %d %q", m.Error.Code, m.Error.Message))
+		default:
+			p = append(p, fmt.Sprintf("result %.80s", m.Result))
+		}
+	}
+	return "[" + strings.Join(p, ", ") + "]"
+}
