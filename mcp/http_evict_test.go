@@ -138,6 +138,69 @@ func TestEvictedMembershipIsTakenAgain(t *testing.T) {
 	}
 }
 
+// The history of a POST stream is evicted while a client follows it on
+// another node (it resumed there after a cut). The producer's next
+// append finds the meta gone and the call fails; before, the follower
+// waited for events that would not come until its poll a minute later.
+// The append tells the followers to read again: they find the stream
+// gone and end it at once with the call's error.
+func TestEvictedHistoryEndsTheResumedStream(t *testing.T) {
+	for _, kind := range []string{"meta", "events", "both"} {
+		t.Run(kind, func(t *testing.T) {
+			srv := redistest.Start(t)
+			a := redisNodeAt(t, srv.URL(), mcp.HTTPOptions{})
+			b := redisNodeAt(t, srv.URL(), mcp.HTTPOptions{})
+			c := session(t, a.url, mcp.Version20251125, nil)
+			live, _ := openLegacy(t, c, a.url, "tools/call", toolCall("gate", map[string]any{"phases": []int{2, 2}}, true))
+			a.probe.waitReached(t, 0)
+			if !live.WaitFor(5*time.Second, countAtLeast("notifications/progress", 2)) {
+				t.Fatal("no progress 1 and 2")
+			}
+			meta, events, _ := streamKeys(t, c, live)
+			last := lastEventID(t, live)
+			live.Close()
+			resumed := getStream(t, c, b.url, last)
+			time.Sleep(200 * time.Millisecond) // following
+			switch kind {
+			case "meta":
+				evict(t, srv, meta)
+			case "events":
+				evict(t, srv, events)
+			default:
+				evict(t, srv, meta, events)
+			}
+			a.probe.release <- struct{}{} // progress 3 and 4, then the result
+			select {
+			case <-resumed.Done():
+			case <-time.After(evictBound):
+				t.Fatalf("the resumed stream still open %v after its history vanished; it carried %s", evictBound, describeMsgs(resumed.Messages()))
+			}
+			ms := resumed.Messages()
+			if kind == "events" {
+				// The meta still says where the stream ends: the
+				// appends go on after it, and this client, which had
+				// the events before, misses nothing (a resume from
+				// before them is told the history is gone).
+				if vs := mcptest.ProgressValues(ms); fmt.Sprint(vs) != "[3 4]" {
+					t.Errorf("progress %v, want [3 4]", vs)
+				}
+				if f := mcptest.Final(ms); f == nil || f.Error != nil {
+					t.Errorf("final %v, want the result", f)
+				}
+				return
+			}
+			if vs := mcptest.ProgressValues(ms); len(vs) != 0 {
+				t.Errorf("progress %v after the history vanished, want none", vs)
+			}
+			final := mcptest.Final(ms)
+			if final == nil {
+				t.Fatalf("the resumed stream ended without the call's error; it carried %s", describeMsgs(ms))
+			}
+			checkUserError(t, "final", final.Error)
+		})
+	}
+}
+
 // describeMsgs names the messages of a stream, for a failure.
 func describeMsgs(ms []*jsonrpc.Message) string {
 	var p []string
