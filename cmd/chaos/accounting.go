@@ -59,6 +59,15 @@ func (s *stats) countLost(lost, dup int, answered bool) {
 	})
 }
 
+// lostCell is the row's count of lost events, with those of streams
+// whose client was told with an error when there are any.
+func (s *stats) lostCell() string {
+	if s.lostAnswered > 0 {
+		return fmt.Sprintf("%d (%d with an error to the client)", s.lost, s.lostAnswered)
+	}
+	return strconv.Itoa(s.lost)
+}
+
 // note keeps a bounded list of details about bad outcomes.
 func (s *stats) note(format string, args ...any) {
 	s.add(func(s *stats) {

@@ -37,6 +37,16 @@ const (
 // what Redis evicted is gone, and the client must be told.
 var evictionTolerated = map[string]bool{"redis-evict": true}
 
+// lostUntold is the events lost that fail the scenario: all of them,
+// or in a scenario of evictionTolerated those of streams whose client
+// was not told with an error.
+func (r result) lostUntold() int {
+	if evictionTolerated[r.sc.name] {
+		return r.st.lost - r.st.lostAnswered
+	}
+	return r.st.lost
+}
+
 // memoryScenario returns the run of a memory scenario under policy.
 func memoryScenario(policy string) func(ctx context.Context, e *env) {
 	return func(ctx context.Context, e *env) {
