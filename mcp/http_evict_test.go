@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 	"github.com/mcpcluster/mcpcluster/mcp"
+	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
 )
 
 // A Redis whose maxmemory-policy evicts keys with a TTL (volatile-lru,
@@ -198,6 +200,43 @@ func TestEvictedHistoryEndsTheResumedStream(t *testing.T) {
 			}
 			checkUserError(t, "final", final.Error)
 		})
+	}
+}
+
+// A Redis whose policy may evict the deployment's keys: the node
+// serves, but is not ready, and says why; the metrics show the policy
+// and the keys Redis evicted. An operator who accepts evictions keeps
+// the node ready (the warning and the metrics stay); one who refuses
+// them gets no backend at all.
+func TestEvictingRedisMakesTheNodeUnready(t *testing.T) {
+	srv := redistest.StartWith(t, redistest.Options{Args: []string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"}})
+	for _, tc := range []struct {
+		eviction string
+		ready    bool
+	}{{"", false}, {"accept", true}} {
+		t.Run("eviction="+tc.eviction, func(t *testing.T) {
+			be, err := redisbackend.Open(t.Context(), srv.URL(), &redisbackend.Options{Eviction: tc.eviction})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = be.Close() })
+			n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{Backend: be}})
+			err = n.h.Ready(t.Context())
+			if (err == nil) != tc.ready || err != nil && !strings.Contains(err.Error(), "maxmemory-policy volatile-lru") {
+				t.Errorf("Ready: %v, want ready %v (else the policy as the reason)", err, tc.ready)
+			}
+			if got := gauge(t, n, "mcp_redis_evicting"); got != 1 {
+				t.Errorf("mcp_redis_evicting %v, want 1", got)
+			}
+			c := session(t, n.url, mcp.Version20251125, nil)
+			if got := resultText(t, c.Call("tools/call", toolCall("echo", map[string]any{"text": "hi"}, false), nil)); got != "hi" {
+				t.Errorf("echo on the unready node: %q", got)
+			}
+		})
+	}
+	_, err := redisbackend.Open(t.Context(), srv.URL(), &redisbackend.Options{Eviction: "refuse"})
+	if !errors.Is(err, redisbackend.ErrEvictionPolicy) {
+		t.Errorf("Open under refuse: %v, want ErrEvictionPolicy", err)
 	}
 }
 
