@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // Upkeep is the periodic chores of one open stream.
@@ -359,7 +360,7 @@ func (n *Node) checkWaiting(ctx context.Context) {
 	}
 	for i, ok := range live {
 		if !ok {
-			n.log.Warn().Str("session", ids[i]).Msg("session vanished from the store while its requests waited for the client: they fail")
+			n.log.Warn().Str("session", telemetry.SessionTag(ids[i])).Msg("session vanished from the store while its requests waited for the client: they fail")
 			n.Waiters.FailSession(ids[i], ErrSessionVanished)
 		}
 	}
