@@ -255,3 +255,31 @@ func describeMsgs(ms []*jsonrpc.Message) string {
 	}
 	return "[" + strings.Join(p, ", ") + "]"
 }
+
+// The record of a running task is evicted while its client waits on
+// tasks/result. The runner's outcome finds no record to write to; the
+// reader must not wait for it past the bound.
+func TestEvictedTaskEndsItsReader(t *testing.T) {
+	srv := redistest.Start(t)
+	gate := make(chan struct{})
+	n := newNode(t, &nodeOptions{HTTP: mcp.HTTPOptions{Backend: redisBackend(t, srv.URL())}, Setup: legacyTaskTools(gate, make(chan struct{}, 1))})
+	c := session(t, n.url, mcp.Version20251125, nil)
+	task := startLegacyTask(t, c, "job", false)
+	id, _ := task["taskId"].(string)
+	got := make(chan *mcptest.Response, 1)
+	go func() { got <- c.Call("tasks/result", map[string]any{"taskId": id}, nil) }()
+	time.Sleep(300 * time.Millisecond) // waiting
+	evict(t, srv, "mcp:t:{"+id+"}")
+	close(gate) // the job ends: its outcome has no record to go to
+	select {
+	case resp := <-got:
+		f := resp.Final()
+		if f == nil || f.Error == nil {
+			t.Errorf("tasks/result: %.300s, want an error (the task's record is gone)", resp.Body)
+		} else {
+			t.Logf("tasks/result: %d %q", f.Error.Code, f.Error.Message)
+		}
+	case <-time.After(evictBound):
+		t.Fatalf("tasks/result still waiting %v after the task's record vanished and its job ended", evictBound)
+	}
+}
