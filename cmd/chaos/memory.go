@@ -78,8 +78,12 @@ func memoryScenario(policy string) func(ctx context.Context, e *env) {
 			} else {
 				written++
 			}
-			if i%200 == 100 {
-				once.Do(func() { unready = readyReasons(e) })
+			if time.Until(stop) < memoryFill/4 { // past the nodes' policy check (--redis-eviction-check, 15 s)
+				once.Do(func() {
+					unready = readyReasons(e)
+					m := readMetrics(e.c.Nodes[0])
+					unready = append(unready, fmt.Sprintf("%s's mcp_redis_evicting %v, mcp_redis_evicted_keys %v", e.c.Nodes[0].ID, m["mcp_redis_evicting"], m["mcp_redis_evicted_keys"]))
+				})
 			}
 			time.Sleep(fillEvery)
 		}
@@ -103,7 +107,7 @@ func memoryScenario(policy string) func(ctx context.Context, e *env) {
 		b, _ := strconv.Atoi(before)
 		a, _ := strconv.Atoi(after)
 		e.mu.Lock()
-		e.notes = append(e.notes, fmt.Sprintf("fill: %d keys of %d bytes written, %d refused; Redis evicted %d keys; nodes not ready during the fill: %s",
+		e.notes = append(e.notes, fmt.Sprintf("fill: %d keys of %d bytes written, %d refused; Redis evicted %d keys; 19 s into the fill: %s",
 			written, fillValue, refused, a-b, strings.Join(unready, "; ")))
 		e.mu.Unlock()
 		sleep(ctx, time.Hour)
