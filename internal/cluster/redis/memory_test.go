@@ -24,15 +24,17 @@ func TestMemoryPolicy(t *testing.T) {
 		name     string
 		args     []string
 		evicting bool
+		cluster  bool // a one-node Redis Cluster: the policy of each primary is read
 	}{
-		{"default", nil, false},
-		{"volatile-lru without maxmemory", []string{"--maxmemory-policy", "volatile-lru"}, false},
-		{"noeviction with maxmemory", []string{"--maxmemory", "64mb", "--maxmemory-policy", "noeviction"}, false},
-		{"volatile-lru", []string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"}, true},
-		{"allkeys-lfu", []string{"--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lfu"}, true},
+		{"default", nil, false, false},
+		{"volatile-lru without maxmemory", []string{"--maxmemory-policy", "volatile-lru"}, false, false},
+		{"noeviction with maxmemory", []string{"--maxmemory", "64mb", "--maxmemory-policy", "noeviction"}, false, false},
+		{"volatile-lru", []string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"}, true, false},
+		{"allkeys-lfu", []string{"--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lfu"}, true, false},
+		{"volatile-ttl on Cluster", []string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl"}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := redistest.StartWith(t, redistest.Options{Args: tc.args})
+			srv := redistest.StartWith(t, redistest.Options{Args: tc.args, Cluster: tc.cluster})
 			var log mcptest.LogBuffer
 			b := backend(t, client(t, srv, ""), redis.Options{Logger: zerolog.New(&log)})
 			m := b.Memory()
@@ -81,4 +83,17 @@ func TestMemoryPolicyChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the policy back to noeviction", func() bool { return !b.Memory().Evicting })
+}
+
+// On a Redis Cluster every primary's policy is read: one shard of two
+// that may evict is enough.
+func TestMemoryPolicyEveryPrimary(t *testing.T) {
+	shards := redistest.StartCluster(t, 2)
+	if _, err := shards[1].DoAll("CONFIG SET maxmemory 64mb", "CONFIG SET maxmemory-policy allkeys-lru"); err != nil {
+		t.Fatal(err)
+	}
+	b := backend(t, client(t, shards[0], ""), redis.Options{})
+	if m := b.Memory(); !m.Evicting || m.Policy != "allkeys-lru" {
+		t.Errorf("Memory() = %+v, want the second shard's allkeys-lru", m)
+	}
 }
