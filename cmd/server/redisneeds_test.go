@@ -42,7 +42,9 @@ start-up instead (a policy changed later then fails readiness), and ` + "`accept
 same at warn and stays ready. Keys Redis evicted (` + "`evicted_keys`" + ` of INFO stats, summed over
 the primaries) are exported as ` + "`mcp_redis_evicted_keys`" + ` and, when they grew since the last
 check, logged at warn at most once a minute (` + "`\"Redis evicted keys: sessions, streams and tasks\n" +
-	"of this deployment may be gone\"`" + `, with ` + "`evicted_since_last_check`" + `).
+	"of this deployment may be gone\"`" + `, with ` + "`evicted_since_last_warning`" + `). A Redis that refuses ` + "`INFO`" + `
+(an ACL user without it) is told of once at warn, and the node runs without the check.
+ACL users of the deployment need ` + "`+info`" + ` for it.
 
 **Memory.** What each item costs Redis, measured on Redis 7.0 (jemalloc) as the growth
 of ` + "`INFO memory`" + `'s ` + "`used_memory`" + ` over a batch of items made by one node (the keys' own

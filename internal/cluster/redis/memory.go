@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -61,11 +60,12 @@ var ErrEvictionPolicy = errors.New("redis backend: the maxmemory-policy may evic
 
 // memoryWatch holds what the checks read.
 type memoryWatch struct {
-	mu      sync.Mutex
-	state   cluster.StoreMemory
-	evicted int64     // evicted_keys summed over the primaries at the last check
-	logged  time.Time // the last warning about evictions
-	read    atomic.Bool
+	mu         sync.Mutex
+	state      cluster.StoreMemory
+	read       bool      // a check read the servers
+	warned     time.Time // the last warning about evictions
+	warnedKeys int64     // evicted_keys then (or at the first check)
+	unreadable bool      // the servers refused INFO (told once)
 }
 
 // serverMemory is what INFO says of one primary.
@@ -105,7 +105,11 @@ func (b *backend) readMemory(ctx context.Context) ([]serverMemory, error) {
 	default:
 		return nil, nil // a ring: not read
 	}
-	if err != nil {
+	var refused goredis.Error
+	switch {
+	case errors.As(err, &refused) && !goredis.HasErrorPrefix(err, "LOADING"):
+		return nil, fmt.Errorf("redis info memory: %w", err)
+	case err != nil:
 		return nil, b.fail(ctx, "info memory", err)
 	}
 	return out, nil
@@ -139,14 +143,28 @@ func infoMemory(ctx context.Context, c *goredis.Client) (serverMemory, error) {
 
 // checkMemory reads the primaries' memory settings, records them, and
 // logs a policy that may evict (at start, and when it changes) and
-// evictions since the last check (at most once a minute). At start
-// (first) under EvictionRefuse an evicting policy is ErrEvictionPolicy.
+// evictions since the last warning (at most once a minute). At start
+// (first) under EvictionRefuse an evicting policy is ErrEvictionPolicy;
+// a server that refuses INFO is told of once, and the node goes on.
 func (b *backend) checkMemory(ctx context.Context, first bool) error {
 	servers, err := b.readMemory(ctx)
-	if err != nil {
-		if first {
-			return err
+	var refused goredis.Error
+	switch {
+	case errors.As(err, &refused) && !errors.Is(err, cluster.ErrUnavailable):
+		// The server answered with an error: INFO is not allowed (an
+		// ACL without it, a renamed command). The node runs without
+		// knowing the policy, as it did before it checked.
+		b.memory.mu.Lock()
+		told := b.memory.unreadable
+		b.memory.unreadable = true
+		b.memory.mu.Unlock()
+		if !told {
+			b.log.Warn().Err(err).Msg("Redis's maxmemory-policy cannot be read (INFO refused): make sure it is noeviction, or keys of this deployment may be evicted")
 		}
+		return nil
+	case err != nil && first:
+		return err
+	case err != nil:
 		b.log.Debug().Err(err).Msg("memory policy not read")
 		return nil
 	}
@@ -166,14 +184,17 @@ func (b *backend) checkMemory(ctx context.Context, first bool) error {
 	}
 	st.EvictedKeys = evicted
 	w.mu.Lock()
-	was, grown, seen := w.state.Evicting, evicted-w.evicted, w.read.Load()
-	w.state, w.evicted = st, evicted
-	logEvictions := seen && grown > 0 && time.Since(w.logged) >= time.Minute
-	if logEvictions {
-		w.logged = time.Now()
+	was := w.state.Evicting
+	if !w.read || evicted < w.warnedKeys { // the first check, or a server restarted
+		w.warnedKeys = evicted
 	}
+	grown := evicted - w.warnedKeys
+	logEvictions := grown > 0 && time.Since(w.warned) >= time.Minute
+	if logEvictions {
+		w.warned, w.warnedKeys = time.Now(), evicted
+	}
+	w.state, w.read = st, true
 	w.mu.Unlock()
-	w.read.Store(true)
 	if st.Evicting && (first || !was) {
 		ev := b.log.Error()
 		if st.Accepted {
@@ -185,7 +206,7 @@ func (b *backend) checkMemory(ctx context.Context, first bool) error {
 		b.log.Info().Str("maxmemory_policy", st.Policy).Msg("Redis no longer evicts keys")
 	}
 	if logEvictions {
-		b.log.Warn().Int64("evicted_since_last_check", grown).Int64("evicted_keys", evicted).Str("maxmemory_policy", st.Policy).
+		b.log.Warn().Int64("evicted_since_last_warning", grown).Int64("evicted_keys", evicted).Str("maxmemory_policy", st.Policy).
 			Msg("Redis evicted keys: sessions, streams and tasks of this deployment may be gone")
 	}
 	if first && st.Evicting && b.opts.Eviction == EvictionRefuse {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster/redis"
@@ -95,5 +96,25 @@ func TestMemoryPolicyEveryPrimary(t *testing.T) {
 	b := backend(t, client(t, shards[0], ""), redis.Options{})
 	if m := b.Memory(); !m.Evicting || m.Policy != "allkeys-lru" {
 		t.Errorf("Memory() = %+v, want the second shard's allkeys-lru", m)
+	}
+}
+
+// An ACL user the deployment runs as may lack INFO: the node starts,
+// says once that it cannot read the policy, and reports nothing.
+func TestMemoryPolicyUnreadable(t *testing.T) {
+	srv := redistest.StartWith(t, redistest.Options{Args: []string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"}})
+	if line, err := srv.Do("ACL SETUSER node on >pw ~* &* +@all -info"); err != nil || line != "+OK" {
+		t.Fatalf("ACL SETUSER: %q %v", line, err)
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), Username: "node", Password: "pw"})
+	t.Cleanup(func() { _ = c.Close() })
+	var log mcptest.LogBuffer
+	b := backend(t, c, redis.Options{Logger: zerolog.New(&log), EvictionCheck: 20 * time.Millisecond})
+	time.Sleep(100 * time.Millisecond) // a few checks
+	if m := b.Memory(); m.Evicting || !m.Checked.IsZero() {
+		t.Errorf("Memory() = %+v, want nothing read", m)
+	}
+	if n := strings.Count(log.String(), "cannot be read"); n != 1 {
+		t.Errorf("told %d times that the policy cannot be read, want once: %s", n, log.String())
 	}
 }
