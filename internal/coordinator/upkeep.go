@@ -286,9 +286,9 @@ func (n *Node) slideHistories(ctx context.Context) {
 
 // everyHeartbeat is the node-wide work done at the pace of heartbeats
 // (every LeaseTTL/3): the view of live instances is reloaded, the
-// resumed streams whose
-// owner is gone are ended, the server→client requests of sessions that
-// vanished are failed, and failed writes are retried.
+// resumed streams whose owner is gone are ended, the server→client
+// requests of sessions that vanished are failed, and failed writes are
+// retried.
 func (n *Node) everyHeartbeat(ctx context.Context) {
 	if err := n.refreshMembers(ctx); err == nil {
 		for _, w := range n.upkeep.watched(func(owner string) bool { return !n.members.has(owner) }) {
