@@ -12,6 +12,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 	"github.com/mcpcluster/mcpcluster/internal/mcptest"
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
+	"github.com/mcpcluster/mcpcluster/internal/sse"
 	"github.com/mcpcluster/mcpcluster/mcp"
 	"github.com/mcpcluster/mcpcluster/mcp/redisbackend"
 )
@@ -127,17 +128,10 @@ func TestEvictedMembershipIsTakenAgain(t *testing.T) {
 	if final == nil || final.Error != nil || !strings.Contains(string(final.Result), `"4"`) {
 		t.Errorf("final %v, want the answer", final)
 	}
-	deadline := time.Now().Add(evictBound)
-	for {
+	mcptest.Eventually(t, evictBound, "both nodes' leases", func() bool {
 		line, err := srv.Do("ZCARD mcp:nodes")
-		if err == nil && line == ":2" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leases after %v: %q %v, want both nodes'", evictBound, line, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && line == ":2"
+	})
 }
 
 // The history of a POST stream is evicted while a client follows it on
@@ -237,6 +231,45 @@ func TestEvictingRedisMakesTheNodeUnready(t *testing.T) {
 	_, err := redisbackend.Open(t.Context(), srv.URL(), &redisbackend.Options{Eviction: "refuse"})
 	if !errors.Is(err, redisbackend.ErrEvictionPolicy) {
 		t.Errorf("Open under refuse: %v, want ErrEvictionPolicy", err)
+	}
+}
+
+// The claim of a client following a POST stream on another node (it
+// resumed there) is evicted: the producer, which keeps the request
+// going only while some connection follows it, finds no follower at its
+// next look (every ResumeGrace) and fails the request, and the follower
+// gets that error (-31004, request cancelled) after the events before
+// it: a clear end, not a wait, though the client was there.
+func TestEvictedFollowClaimEndsTheCallWithAnError(t *testing.T) {
+	srv := redistest.Start(t)
+	opts := mcp.HTTPOptions{ResumeGrace: time.Second}
+	a := redisNodeAt(t, srv.URL(), opts)
+	b := redisNodeAt(t, srv.URL(), opts)
+	c := session(t, a.url, mcp.Version20251125, nil)
+	live, _ := openLegacy(t, c, a.url, "tools/call", toolCall("gate", map[string]any{"phases": []int{2, 2}}, true))
+	a.probe.waitReached(t, 0)
+	if !live.WaitFor(5*time.Second, countAtLeast("notifications/progress", 2)) {
+		t.Fatal("no progress 1 and 2")
+	}
+	last := lastEventID(t, live)
+	id, err := sse.ParseEventID(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.Close()
+	resumed := getStream(t, c, b.url, last)
+	claim := "mcp:{" + c.Session + "}:c:follow:" + id.Stream
+	mcptest.Eventually(t, evictBound, "the follower's claim", func() bool { line, _ := srv.Do("EXISTS " + claim); return line == ":1" })
+	evict(t, srv, claim)
+	final := finalOf(t, resumed, evictBound, "the resumed call")
+	if final != nil && final.Error == nil {
+		t.Errorf("final %s, want the request's error", final.Result)
+	}
+	if vs := mcptest.ProgressValues(resumed.Messages()); len(vs) != 0 {
+		t.Errorf("progress %v on the resumed stream, want none (the gate was not opened)", vs)
+	}
+	if final != nil {
+		t.Logf("final: %d %q", final.Error.Code, final.Error.Message)
 	}
 }
 
