@@ -228,7 +228,10 @@ func TestEvictingRedisMakesTheNodeUnready(t *testing.T) {
 			}
 		})
 	}
-	_, err := redisbackend.Open(t.Context(), srv.URL(), &redisbackend.Options{Eviction: "refuse"})
+	refusing, err := redisbackend.Open(t.Context(), srv.URL(), &redisbackend.Options{Eviction: "refuse"})
+	if err == nil {
+		_ = refusing.Close()
+	}
 	if !errors.Is(err, redisbackend.ErrEvictionPolicy) {
 		t.Errorf("Open under refuse: %v, want ErrEvictionPolicy", err)
 	}

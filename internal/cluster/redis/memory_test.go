@@ -45,7 +45,10 @@ func TestMemoryPolicy(t *testing.T) {
 			if warned := strings.Contains(log.String(), "may evict"); warned != tc.evicting {
 				t.Errorf("warned %v, want %v: %s", warned, tc.evicting, log.String())
 			}
-			_, err := redis.New(t.Context(), client(t, srv, ""), redis.Options{Prefix: "refused", Eviction: redis.EvictionRefuse})
+			refusing, err := redis.New(t.Context(), client(t, srv, ""), redis.Options{Prefix: "refused", Eviction: redis.EvictionRefuse})
+			if err == nil {
+				_ = refusing.Close()
+			}
 			if refused := errors.Is(err, redis.ErrEvictionPolicy); refused != tc.evicting {
 				t.Errorf("under refuse: %v, want refused %v", err, tc.evicting)
 			}
