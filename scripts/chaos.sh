@@ -10,7 +10,7 @@
 # passed as -previous when the run includes that scenario.
 #
 # Usage: scripts/chaos.sh [cmd/chaos flags]
-#   scripts/chaos.sh                 every scenario (make chaos, ~19 min)
+#   scripts/chaos.sh                 every scenario (make chaos, ~23 min)
 #   scripts/chaos.sh -short          kill -9 and a Redis restart (~3 min)
 #   scripts/chaos.sh -scenarios aof  one scenario; -h lists the flags
 #   scripts/chaos.sh -scenarios upgrade -duration 45s

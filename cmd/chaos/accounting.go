@@ -21,6 +21,7 @@ type stats struct {
 	errs              map[string]int
 	hung              int
 	lost, dup         int
+	lostAnswered      int // of lost, those of calls that ended with an error
 	unclear           int // errors in internal terms (see unclear)
 	resumes, resumed  int // calls cut and resumed; of those, ended through the resume
 	resumeGets        int // GET requests made to resume
@@ -43,6 +44,28 @@ func (s *stats) add(f func(s *stats)) {
 	s.mu.Lock()
 	f(s)
 	s.mu.Unlock()
+}
+
+// countLost counts the events lost and duplicated on one stream;
+// answered says the client was told with an error that the stream or
+// its call ended.
+func (s *stats) countLost(lost, dup int, answered bool) {
+	s.add(func(s *stats) {
+		s.lost += lost
+		s.dup += dup
+		if answered {
+			s.lostAnswered += lost
+		}
+	})
+}
+
+// lostCell is the row's count of lost events, with those of streams
+// whose client was told with an error when there are any.
+func (s *stats) lostCell() string {
+	if s.lostAnswered > 0 {
+		return fmt.Sprintf("%d (%d with an error to the client)", s.lost, s.lostAnswered)
+	}
+	return strconv.Itoa(s.lost)
 }
 
 // note keeps a bounded list of details about bad outcomes.

@@ -209,7 +209,7 @@ func (c *client) call(s *session, name string, args map[string]any, steps int) (
 	}
 	lost, dup := tr.result(steps, final != nil && final.Error == nil)
 	if lost > 0 || dup > 0 {
-		c.st.add(func(s *stats) { s.lost += lost; s.dup += dup })
+		c.st.countLost(lost, dup, final != nil && final.Error != nil || final == nil && how != "hung")
 		c.st.note("%s id %d (session %.8s): %d lost, %d duplicated; seqs %v progress %v", name, id, sessionID(s), lost, dup, describeSeqs(tr), describeProgress(tr))
 	}
 	return final, how
@@ -418,7 +418,7 @@ func sampleResult() map[string]any {
 func (c *client) getStream(ctx context.Context, s *session) {
 	tr := newTracker()
 	c.st.add(func(s *stats) { s.getStreams++ })
-	first := true
+	first, refused := true, false // refused: the node answered a resume with an error
 	for ctx.Err() == nil {
 		req := c.newRequest(ctx, http.MethodGet, s, nil, "", "")
 		req.Header.Set("Accept", "text/event-stream")
@@ -434,6 +434,7 @@ func (c *client) getStream(ctx context.Context, s *session) {
 			sleep(ctx, 250*time.Millisecond)
 			continue
 		}
+		refused = refused || resp.StatusCode >= 400 && resp.StatusCode < 500
 		if resp.StatusCode == http.StatusNotFound {
 			// Session or stream gone (Redis without persistence
 			// restarted): nothing left to resume.
@@ -449,7 +450,7 @@ func (c *client) getStream(ctx context.Context, s *session) {
 	}
 	lost, dup := tr.result(0, false)
 	if lost > 0 || dup > 0 {
-		c.st.add(func(s *stats) { s.lost += lost; s.dup += dup })
+		c.st.countLost(lost, dup, refused)
 		c.st.note("GET stream (session %.8s): %d lost, %d duplicated; seqs %v", s.id, lost, dup, describeSeqs(tr))
 	}
 }

@@ -47,6 +47,7 @@ type env struct {
 	faults  []time.Time
 	steps   int          // the upgrade scenario's replacements done
 	checks  []string     // a scenario's own checks that failed
+	notes   []string     // a scenario's own figures, for the report
 	acked   ackedFigures // the lagged Sentinel failovers' (acked.go)
 	sharded bool         // upgrade-cluster: every node of this build read sharded channels
 }
@@ -150,6 +151,8 @@ var scenarios = []scenario{
 			e.fault()
 			cut(e, 10*time.Second, 0)
 		}},
+	{"redis-evict", "Redis under volatile-lru: maxmemory set 3 MiB above use and keys without a TTL written past it for 25 s (Redis evicts the cluster's keys), then freed", nil, memoryScenario("volatile-lru")},
+	{"redis-oom", "Redis under noeviction: the same fill (Redis refuses the writes that need memory), then freed", nil, memoryScenario("noeviction")},
 	{"upgrade", "rolling upgrade from the previous release (-previous) to this build under load, each node drained and replaced with its id (nginx following /readyz), then the same downgrade; the second leg of sampling, MRTR, task and session-change exchanges aimed at the other release", upgradeSetup, upgrade},
 	{"upgrade-cluster", "the same on a one-node Redis Cluster (nodes on redis-cluster://): the nodes of this build read sharded channels and publish sharded once every node runs this build, classic again as the previous release returns",
 		func(e *env, o *clustertest.Options) { upgradeSetup(e, o); onCluster(o) }, upgrade},
@@ -331,7 +334,7 @@ func main() {
 		}
 	}
 	for _, r := range results {
-		if r.st.hung > 0 || r.st.lost > 0 || r.st.dup > 0 || r.st.unclear > 0 || len(r.failures) > 0 {
+		if r.st.hung > 0 || r.lostUntold() > 0 || r.st.dup > 0 || r.st.unclear > 0 || len(r.failures) > 0 {
 			fmt.Fprintln(os.Stderr, "chaos: FAIL: hung calls, lost/duplicated events, errors in internal terms or a failed check of the scenario")
 			os.Exit(1)
 		}
@@ -428,6 +431,7 @@ func runScenario(sc scenario, cfg config) result {
 	}
 	e.mu.Lock()
 	r.failures = append(r.failures, e.checks...)
+	st.notes = append(st.notes, e.notes...)
 	r.acked = e.acked
 	e.mu.Unlock()
 	// Stop nginx (its keep-alive connections to the nodes hold a goroutine
@@ -549,8 +553,8 @@ func (r result) row() string {
 	if len(errs) == 0 {
 		errs = append(errs, "none")
 	}
-	return fmt.Sprintf("| %s | %d | %d | %s | **%d** | **%d** | **%d** | **%d** | %d/%d | %d | %s | %s | %s |",
-		r.sc.name, st.started, st.completed, strings.Join(errs, ", "), st.hung, st.lost, st.dup, st.unclear,
+	return fmt.Sprintf("| %s | %d | %d | %s | **%d** | **%s** | **%d** | **%d** | %d/%d | %d | %s | %s | %s |",
+		r.sc.name, st.started, st.completed, strings.Join(errs, ", "), st.hung, st.lostCell(), st.dup, st.unclear,
 		st.resumed, st.resumes, st.getReconnects, r.recovery.Round(100*time.Millisecond), figures(r.before), figures(r.after))
 }
 

@@ -139,13 +139,9 @@ func redisFigures(rc *goredis.Client) (keys, memMiB float64) {
 	if n, err := rc.DBSize(ctx).Result(); err == nil {
 		keys = float64(n)
 	}
-	if s, err := rc.Info(ctx, "memory").Result(); err == nil {
-		for _, line := range strings.Split(s, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-				b, _ := strconv.ParseFloat(v, 64)
-				memMiB = b / (1 << 20)
-			}
-		}
+	if v, ok := redisInfo(rc, "memory")["used_memory"]; ok {
+		b, _ := strconv.ParseFloat(v, 64)
+		memMiB = b / (1 << 20)
 	}
 	return keys, memMiB
 }

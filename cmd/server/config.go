@@ -47,6 +47,8 @@ type Config struct {
 	RedisWaitTO     time.Duration
 	RedisPipelines  int
 	RedisPipeCalls  int
+	RedisEviction   string
+	RedisEvictCheck time.Duration
 	NodeID          string
 	StateKey        string
 	StateKeyFile    string
@@ -218,6 +220,8 @@ func settings() []setting {
 		{"redis-wait-timeout", "MCP_REDIS_WAIT_TIMEOUT", dur(clusterredis.DefaultWaitTimeout), "how long a write waits for --redis-wait-replicas", durationSetter(func(c *Config) *time.Duration { return &c.RedisWaitTO })},
 		{"redis-pipelines", "MCP_REDIS_PIPELINES", strconv.Itoa(clusterredis.DefaultPipelines), "round trips of the node's script calls (appends, session and task writes) in flight at once; calls made while that many are in flight wait and share the next round trip as one pipeline, so a busy node sends one round trip for many streams. 0 sends every call alone, at once", intSetter(func(c *Config) *int { return &c.RedisPipelines })},
 		{"redis-pipeline-calls", "MCP_REDIS_PIPELINE_CALLS", strconv.Itoa(clusterredis.DefaultMaxPipelineCalls), "most script calls one shared round trip carries (--redis-pipelines)", intSetter(func(c *Config) *int { return &c.RedisPipeCalls })},
+		{"redis-eviction", "MCP_REDIS_EVICTION", string(clusterredis.EvictionUnready), "what the node does when Redis's maxmemory-policy may evict its keys (every key has a TTL, so volatile-lru, the managed services' default, and the other volatile-* and allkeys-* policies evict ours first under memory pressure: sessions, streams and tasks vanish); a maxmemory of 0 never evicts. unready logs an error and fails /readyz with the policy as the reason, serving what it is sent; refuse stops the node at start-up; accept logs a warning and stays ready. The policy of every primary is read with INFO memory (which managed services allow where CONFIG GET is refused) at start and every --redis-eviction-check, and Redis's evicted_keys growing is logged (at most once a minute) and exported (mcp_redis_evicted_keys)", stringSetter(func(c *Config) *string { return &c.RedisEviction })},
+		{"redis-eviction-check", "MCP_REDIS_EVICTION_CHECK", dur(clusterredis.DefaultEvictionCheck), "how often the node reads Redis's maxmemory-policy and evicted_keys again (--redis-eviction)", durationSetter(func(c *Config) *time.Duration { return &c.RedisEvictCheck })},
 		{"node-id", "MCP_NODE_ID", "", "id of this node in logs, metrics and request ids (default: random); a restarted process may reuse it, since each start also draws an incarnation", stringSetter(func(c *Config) *string { return &c.NodeID })},
 		{"state-key", "MCP_STATE_KEY", "", "shared key sealing MRTR requestState: 32 bytes as 64 hex chars or base64 (comma-separated for rotation, newest first); every node of a cluster needs the same, and a node with a Redis URL refuses to start without one. Prefer the environment variable or --state-key-file: a flag's value is visible to every user through ps", stringSetter(func(c *Config) *string { return &c.StateKey })},
 		{"state-key-file", "MCP_STATE_KEY_FILE", "", "file holding the state key in the form of --state-key (keys separated by commas or newlines, newest first), e.g. a mounted secret", stringSetter(func(c *Config) *string { return &c.StateKeyFile })},
@@ -365,6 +369,9 @@ func (c *Config) Validate() error {
 	}
 	if err := (&redisbackend.Options{ShardedPubSub: c.RedisSharded}).Validate(); err != nil {
 		bad("redis-sharded-pubsub", "must be auto, on or off, not %q", c.RedisSharded)
+	}
+	if err := (&redisbackend.Options{Eviction: c.RedisEviction}).Validate(); err != nil {
+		bad("redis-eviction", "must be unready, refuse or accept, not %q", c.RedisEviction)
 	}
 	c.validateRedis(bad)
 	if c.Tools != "demo" && c.Tools != "conformance" {

@@ -33,6 +33,7 @@ func configurationDoc() string {
 		}
 		fmt.Fprintf(&b, "| `--%s` | `%s` | `%s` | %s |\n", s.flag, s.env, def, strings.ReplaceAll(s.help, "|", `\|`))
 	}
+	b.WriteString(redisNeedsDoc)
 	return b.String()
 }
 

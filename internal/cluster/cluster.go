@@ -65,6 +65,10 @@ type Backend struct {
 	// state that bus messages invalidate. It implies Ready. nil means
 	// always (a backend whose bus is in-process).
 	Current func() bool
+	// Memory reports, without I/O, what the backend last read of the
+	// store's memory policy (see StoreMemory); nil for a store that
+	// never evicts what it holds.
+	Memory func() StoreMemory
 	// Name is "memory" or "redis".
 	Name string
 	// FollowPoll is how long a follower goes without re-reading a
@@ -79,6 +83,30 @@ type Backend struct {
 	// the process (false) answers at once: a goroutine to overlap its
 	// calls only queues the caller behind the node's other work.
 	Remote bool
+}
+
+// StoreMemory is what a backend read of its store's memory policy.
+// Every key of the deployment has a time to live, so a store that
+// evicts such keys under memory pressure (Redis's volatile-* and
+// allkeys-* policies with a maxmemory) loses sessions, streams, claims,
+// leases and tasks to it.
+type StoreMemory struct {
+	// Policy is the eviction policy (Redis's maxmemory_policy) and
+	// MaxMemory the limit in bytes (0: none): of a server that may
+	// evict when there is one, else of the first server read.
+	Policy    string
+	MaxMemory int64
+	// Evicting is true when a server's policy may evict the
+	// deployment's keys.
+	Evicting bool
+	// Accepted is true when the operator accepted an evicting policy:
+	// the node stays ready.
+	Accepted bool
+	// EvictedKeys is the keys the servers evicted since they started
+	// (Redis's evicted_keys, summed).
+	EvictedKeys int64
+	// Checked is when the policy was read (zero: never yet).
+	Checked time.Time
 }
 
 // BusFresh bounds how old the newest bus message a node is known to

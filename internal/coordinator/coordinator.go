@@ -253,6 +253,19 @@ func (c *Coordinator) failWhere(match func(*Waiter) bool, err error) {
 	}
 }
 
+// Sessions returns the sessions with pending waiters.
+func (c *Coordinator) Sessions() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.bySession))
+	for s := range c.bySession {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Pending returns the number of pending waiters.
 func (c *Coordinator) Pending() int {
 	c.mu.Lock()

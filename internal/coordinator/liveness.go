@@ -117,12 +117,30 @@ func (n *Node) refreshMembers(ctx context.Context) error {
 // from the node's view when it lists it (the view is at most LeaseTTL/3
 // old, so a lapsed lease is seen within LeaseTTL/3 of lapsing), else from
 // the store (an instance that joined since the view was loaded). This
-// process is always alive to itself.
+// process is always alive to itself. An instance the store does not
+// list is taken for alive when this node's own lease is missing too:
+// the leases were lost together (Redis evicted their key, or lost its
+// data), and each comes back at its holder's next heartbeat, so the
+// store's answer proves nothing about the instance (see trustMembers).
 func (n *Node) aliveInstance(ctx context.Context, instance string) (bool, error) {
 	if instance == n.instance || n.members.has(instance) {
 		return true, nil
 	}
-	return n.be.Members.Alive(ctx, instance)
+	alive, err := n.be.Members.Alive(ctx, instance)
+	if err != nil || alive {
+		return alive, err
+	}
+	trusted, err := n.trustMembers(ctx)
+	return !trusted, err
+}
+
+// trustMembers reports whether the store's membership can tell a lost
+// instance: it lists this node's own lease. When the leases vanish
+// together (an evicting Redis, one restarted without its data), every
+// node looks lost until its next heartbeat, and judging others then
+// would end their streams and take over their tasks while they run.
+func (n *Node) trustMembers(ctx context.Context) (bool, error) {
+	return n.be.Members.Alive(ctx, n.instance)
 }
 
 // liveHolder returns the holder of the claim key, or "" when nobody

@@ -172,7 +172,8 @@ func (n *Node) BusCurrent() bool {
 var ErrBusDown = jsonrpc.NewError(jsonrpc.CodeUnavailable, "the cluster bus is reconnecting; retry shortly", nil)
 
 // Ready reports whether the node should receive traffic: not draining,
-// the bus up, and the shared store answering.
+// the bus up, the shared store answering, and not one that may evict
+// the deployment's keys (unless the operator accepted it).
 func (n *Node) Ready(ctx context.Context) error {
 	switch {
 	case n.draining.Load():
@@ -185,7 +186,20 @@ func (n *Node) Ready(ctx context.Context) error {
 			return fmt.Errorf("backend: %w", err)
 		}
 	}
+	if n.be.Memory != nil {
+		if m := n.be.Memory(); m.Evicting && !m.Accepted {
+			return fmt.Errorf("the store may evict this deployment's keys (Redis maxmemory-policy %s, maxmemory %d): set maxmemory-policy noeviction, or accept evictions (--redis-eviction accept)", m.Policy, m.MaxMemory)
+		}
+	}
 	return nil
+}
+
+// boolGauge is a gauge's value of b.
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // NodeOf returns the node id of an instance name ("<node>.<incarnation>").

@@ -194,6 +194,12 @@ func NewNode(cfg Config) *Node {
 	n.fanOutDropped = cfg.Metrics.Counter("mcp_fanouts_dropped_total", "Notification fan-outs dropped because too many distinct ones waited for a slot.")
 	n.undecodable = cfg.Metrics.Counter("mcp_bus_undecodable_total", "Bus payloads skipped because they are not messages (malformed, or of a newer release).")
 	n.Waiters.OnUndecodable(n.skip)
+	if mem := cfg.Backend.Memory; mem != nil {
+		cfg.Metrics.GaugeFunc("mcp_redis_evicting", "1 while a Redis primary's maxmemory-policy may evict this deployment's keys (every key has a TTL), accepted or not.",
+			func() float64 { return boolGauge(mem().Evicting) })
+		cfg.Metrics.GaugeFunc("mcp_redis_evicted_keys", "Keys the Redis primaries evicted since they started (INFO stats evicted_keys, summed), as last read.",
+			func() float64 { return float64(mem().EvictedKeys) })
+	}
 	n.Tasks.Configure(TaskOptions{})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n

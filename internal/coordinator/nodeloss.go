@@ -116,13 +116,18 @@ type OwnerWatch struct {
 // restarted with the same id does not keep the streams of its previous
 // process open. A store that does not answer is no proof of loss. It
 // asks the store, not the node's view of live instances: the node-wide
-// watch calls it only for the owners its view misses.
+// watch calls it only for the owners its view misses. No owner is taken
+// for lost while the store misses this node's own lease too (see
+// trustMembers).
 func (n *Node) ownerLost(ctx context.Context, w *OwnerWatch) bool {
 	if w.Info.Owner == n.instance {
 		return false
 	}
 	alive, err := n.be.Members.Alive(ctx, w.Info.Owner)
 	if err != nil || alive {
+		return false
+	}
+	if trusted, err := n.trustMembers(ctx); err != nil || !trusted {
 		return false
 	}
 	id, err := jsonrpc.ParseKey(w.Info.Request)

@@ -2,11 +2,13 @@ package coordinator_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcpcluster/mcpcluster/internal/cluster"
 	"github.com/mcpcluster/mcpcluster/internal/coordinator"
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
@@ -18,18 +20,8 @@ func TestNodeOwnerLostEndsTheStream(t *testing.T) {
 	be, nodes := startNodes(t, 2)
 	a, b := nodes[0], nodes[1]
 	ctx := context.Background()
-	sid := newSession(t, a.sessions)
-	id := jsonrpc.StringID("r1")
-	unhold, err := a.OpenStream(ctx, sid, "stream1", id.Key())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unhold()
-	_, info, err := be.Events.Read(ctx, sid, "stream1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &coordinator.OwnerWatch{Session: sid, Stream: "stream1", Info: info}
+	w := heldStream(t, be, a)
+	sid, id := w.Session, jsonrpc.StringID("r1")
 	if b.OwnerLost(ctx, w) {
 		t.Fatal("a held stream of a live node was taken for lost")
 	}
@@ -181,4 +173,59 @@ func TestNodeClaimLapsesWithItsNodesLease(t *testing.T) {
 	if h, err := be.Claims.Holder(ctx, coordinator.GetKey(sid)); err != nil || h != conn.ID {
 		t.Fatalf("claim key: holder %q, %v; want it kept until its safety TTL", h, err)
 	}
+}
+
+// The membership key vanishes with every lease in it (Redis evicted it,
+// or lost its data): until each node's next heartbeat every node looks
+// lost. A node that misses its own lease judges no one then: a live
+// producer's resumed stream is not ended, its claims not taken for
+// free, and its tasks not swept.
+func TestLeasesLostTogetherJudgeNoOne(t *testing.T) {
+	be, nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	ctx := context.Background()
+	w := heldStream(t, be, a)
+	if _, err := a.Tasks.Start(ctx, newTaskRecord(false), 0, func(ctx context.Context, run *coordinator.TaskRun) (json.RawMessage, *jsonrpc.Error) {
+		<-ctx.Done()
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Both leases go at once, as with the key that holds them.
+	for _, n := range []testNode{a, b} {
+		if err := be.Members.Leave(ctx, n.Instance()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b.OwnerLost(ctx, w) {
+		t.Error("a live producer's stream was ended while every lease was missing")
+	}
+	if n, err := b.SweepTasks(ctx); err != nil || n != 0 {
+		t.Errorf("sweep while every lease was missing: %d reaped, %v; want none", n, err)
+	}
+	// Once b holds its lease again, a missing a is lost indeed.
+	if err := be.Members.Heartbeat(ctx, b.Instance(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if !b.OwnerLost(ctx, w) {
+		t.Error("the stream of a producer without a lease, judged by a node with one, was not ended")
+	}
+}
+
+// heldStream opens "stream1", the stream of request "r1" on a new
+// session, produced by n until the test ends, and returns its watch.
+func heldStream(t *testing.T, be *cluster.Backend, n testNode) *coordinator.OwnerWatch {
+	t.Helper()
+	ctx := context.Background()
+	sid := newSession(t, n.sessions)
+	unhold, err := n.OpenStream(ctx, sid, "stream1", jsonrpc.StringID("r1").Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(unhold)
+	_, info, err := be.Events.Read(ctx, sid, "stream1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &coordinator.OwnerWatch{Session: sid, Stream: "stream1", Info: info}
 }

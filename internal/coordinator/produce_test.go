@@ -257,6 +257,10 @@ func TestLeaseLapseFailsPendingWaiters(t *testing.T) {
 		_, err := w.Wait(ctx)
 		return err
 	}
+	// The waiters' session is live (a vanished one fails its waiters).
+	if err := be.Sessions.Create(t.Context(), "S1", map[string]string{"v": "1"}, time.Minute, 0, cluster.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	short, err := node.Waiters.Register("S1", "", node.Waiters.NewID(), "post")
 	if err != nil {
 		t.Fatal(err)

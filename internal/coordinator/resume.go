@@ -113,8 +113,8 @@ func (n *Node) Follow(ctx context.Context, session, stream string, conn *Conn) (
 // event, until its final event, ctx ends or fn fails (see cluster.Tail).
 // head is the history after seq that OpenGet or readResume returned: it
 // is replayed before the stream is followed. flush, when not nil, is
-// called after each round of events (see cluster.TailOptions.Flush).
-func (n *Node) Tail(ctx context.Context, session, stream string, after uint64, head cluster.History, fn func(cluster.Event) error, flush func() error) error {
-	_, err := cluster.TailWith(ctx, n.be.Events, session, stream, after, cluster.TailOptions{Poll: n.be.FollowPoll, Head: &head, Flush: flush}, fn)
-	return err
+// called after each round of events (see cluster.TailOptions.Flush). It
+// returns the stream's info as last read (see cluster.TailWith).
+func (n *Node) Tail(ctx context.Context, session, stream string, after uint64, head cluster.History, fn func(cluster.Event) error, flush func() error) (cluster.StreamInfo, error) {
+	return cluster.TailWith(ctx, n.be.Events, session, stream, after, cluster.TailOptions{Poll: n.be.FollowPoll, Head: &head, Flush: flush}, fn)
 }

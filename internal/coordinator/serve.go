@@ -2,9 +2,11 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
 // Flows 4 and 7 (DESIGN §3) as one call each: ServeGet serves a
@@ -220,8 +222,31 @@ func (n *Node) resumePost(ctx context.Context, o *StreamOpen, stream string, seq
 		jobs.Owner = &OwnerWatch{Session: sid, Stream: stream, Info: info}
 	}
 	n.addUpkeep(lctx, jobs)
-	n.endStream(sink, lctx, n.Tail(lctx, sid, stream, seq, r.head, n.historyEvents(sink, stream, r.head.Info.Last), sink.Flush))
+	info, err := n.Tail(lctx, sid, stream, seq, r.head, n.historyEvents(sink, stream, r.head.Info.Last), sink.Flush)
+	if errors.Is(err, cluster.ErrNotFound) && lctx.Err() == nil {
+		historyVanished(sink, stream, info)
+	}
+	n.endStream(sink, lctx, err)
 	return nil
+}
+
+// ErrHistoryVanished ends a resumed POST stream whose history vanished
+// from the store before its final response (an evicting Redis, or one
+// that lost its data): nothing more of the call can reach the client.
+var ErrHistoryVanished = jsonrpc.NewError(jsonrpc.CodeUnavailable,
+	"the shared state lost this request's stream before its response; its outcome is unknown: retry it", nil)
+
+// historyVanished writes the request's error to a resumed stream whose
+// history is gone (info as last read), after its last event.
+func historyVanished(sink Sink, stream string, info cluster.StreamInfo) {
+	id, err := jsonrpc.ParseKey(info.Request)
+	if err != nil || info.Done {
+		return
+	}
+	data, _ := jsonrpc.Encode(jsonrpc.ErrorResponse(id, ErrHistoryVanished))
+	if sink.Queue(stream, info.Last+1, data) == nil {
+		_ = sink.Flush()
+	}
 }
 
 // resumeOpening is what openResume found: the history to replay (or

@@ -58,6 +58,9 @@ func (n *Node) sweepOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if !slices.Contains(live, n.instance) {
+		return 0, nil // the leases vanished together: see trustMembers
+	}
 	budget := n.tasks.options().SweepBatch
 	if budget <= 0 {
 		budget = DefaultTaskSweepBatch

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
+	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
+	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
 // Upkeep is the periodic chores of one open stream.
@@ -284,7 +286,8 @@ func (n *Node) slideHistories(ctx context.Context) {
 
 // everyHeartbeat is the node-wide work done at the pace of heartbeats
 // (every LeaseTTL/3): the view of live instances is reloaded, the
-// resumed streams whose owner is gone are ended, and failed writes are
+// resumed streams whose owner is gone are ended, the server→client
+// requests of sessions that vanished are failed, and failed writes are
 // retried.
 func (n *Node) everyHeartbeat(ctx context.Context) {
 	if err := n.refreshMembers(ctx); err == nil {
@@ -294,6 +297,7 @@ func (n *Node) everyHeartbeat(ctx context.Context) {
 			}
 		}
 	}
+	n.checkWaiting(ctx)
 	now := time.Now()
 	for _, r := range n.upkeep.takeRetries() {
 		err := r.run(ctx)
@@ -331,4 +335,33 @@ func (n *Node) release(ctx context.Context, key, holder string) {
 // succeed later: the store was unreachable or slow.
 func retryable(err error) bool {
 	return errors.Is(err, cluster.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// ErrSessionVanished fails the server→client requests of a session that
+// is gone from the store while they wait (an evicting Redis, or one that
+// lost its data): the client's reply is refused (404), so it will not
+// come.
+var ErrSessionVanished = jsonrpc.NewError(jsonrpc.CodeUnavailable,
+	"the session is gone from the shared state, so the client's reply cannot arrive; start a new session and retry", nil)
+
+// checkWaiting slides, in one TouchMany, the sessions of this node's
+// pending server→client requests, and fails the requests of those that
+// are gone: a reply posted to any node is refused then, and the request
+// would wait for it until its timeout. It costs nothing while no
+// request waits.
+func (n *Node) checkWaiting(ctx context.Context) {
+	ids := n.Waiters.Sessions()
+	if len(ids) == 0 {
+		return
+	}
+	live, err := n.Sessions.TouchMany(ctx, ids)
+	if err != nil {
+		return
+	}
+	for i, ok := range live {
+		if !ok {
+			n.log.Warn().Str("session", telemetry.SessionTag(ids[i])).Msg("session vanished from the store while its requests waited for the client: they fail")
+			n.Waiters.FailSession(ids[i], ErrSessionVanished)
+		}
+	}
 }

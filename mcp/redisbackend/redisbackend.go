@@ -84,7 +84,29 @@ type Options struct {
 	// MaxPipelineCalls bounds the calls one shared round trip carries
 	// (default 128).
 	MaxPipelineCalls int
+	// Eviction is what a node does when Redis's maxmemory-policy may
+	// evict the deployment's keys: every key has a TTL, so with a
+	// maxmemory set, volatile-lru (the managed services' default) and
+	// the other volatile-* and allkeys-* policies evict ours first under
+	// memory pressure, and sessions, streams, claims and tasks vanish.
+	// "unready" (the default when empty) logs an error and fails the
+	// node's readiness (HTTPHandler.Ready) with the policy as the
+	// reason; "refuse" makes New and Open fail with an error matching
+	// ErrEvictionPolicy; "accept" logs a warning and stays ready. The
+	// policy of every primary is read with INFO memory at start and
+	// every EvictionCheck (default 15s; negative: at start only), and
+	// Redis's evicted_keys growing is logged, at most once a minute.
+	// Set maxmemory-policy noeviction: a full Redis then refuses writes,
+	// which the nodes answer with -31000 (retry later), and nothing is
+	// lost.
+	Eviction      string
+	EvictionCheck time.Duration
 }
+
+// ErrEvictionPolicy is the error of New and Open under Eviction
+// "refuse" when a primary's maxmemory-policy may evict the
+// deployment's keys.
+var ErrEvictionPolicy = clusterredis.ErrEvictionPolicy
 
 // New returns a backend on client that the nodes of one deployment
 // share. It checks that Redis answers: if not, the error matches
@@ -137,7 +159,8 @@ func Open(ctx context.Context, url string, opts *Options) (*mcp.Backend, error) 
 }
 
 // Validate reports a negative MaxSubscriptions, WaitReplicas,
-// WaitTimeout or MaxPipelineCalls, or an unknown ShardedPubSub, naming
+// WaitTimeout or MaxPipelineCalls, or an unknown ShardedPubSub or
+// Eviction, naming
 // the field. New and Open call it. A nil *Options is valid (the
 // defaults).
 func (o *Options) Validate() error {
@@ -154,6 +177,9 @@ func (o *Options) Validate() error {
 		if _, err := clusterredis.ParseShardedPubSub(o.ShardedPubSub); err != nil {
 			return fmt.Errorf("redisbackend: Options.ShardedPubSub: %w", err)
 		}
+		if _, err := clusterredis.ParseEviction(o.Eviction); err != nil {
+			return fmt.Errorf("redisbackend: Options.Eviction: %w", err)
+		}
 	}
 	return nil
 }
@@ -166,6 +192,7 @@ func newBackend(ctx context.Context, client redis.UniversalClient, opts *Options
 		o.ShardedPubSub = clusterredis.ShardedPubSub(opts.ShardedPubSub)
 		o.WaitReplicas, o.WaitTimeout = opts.WaitReplicas, opts.WaitTimeout
 		o.Pipelines, o.MaxPipelineCalls = opts.Pipelines, opts.MaxPipelineCalls
+		o.Eviction, o.EvictionCheck = clusterredis.Eviction(opts.Eviction), opts.EvictionCheck
 		switch {
 		case opts.Zerolog != nil:
 			o.Logger = *opts.Zerolog

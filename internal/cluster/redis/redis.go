@@ -225,6 +225,13 @@ type Options struct {
 	// MaxPipelineCalls bounds the calls one shared round trip carries
 	// (DefaultMaxPipelineCalls when 0).
 	MaxPipelineCalls int
+	// Eviction is what the node does when a primary's maxmemory-policy
+	// may evict the deployment's keys (EvictionUnready when empty; see
+	// memory.go), EvictionCheck how often the policy and evicted_keys
+	// are read again (DefaultEvictionCheck when 0; negative: at start
+	// only).
+	Eviction      Eviction
+	EvictionCheck time.Duration
 }
 
 // backend is shared by every seam.
@@ -251,6 +258,7 @@ type backend struct {
 	wg   sync.WaitGroup
 
 	tokPrefix string        // random, unique to this backend
+	memory    memoryWatch   // what the last memory check read (memory.go)
 	tokN      atomic.Uint64 // calls tokened so far
 }
 
@@ -285,6 +293,14 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 	if opts.ModeInterval <= 0 {
 		opts.ModeInterval = DefaultModeInterval
 	}
+	if opts.EvictionCheck == 0 {
+		opts.EvictionCheck = DefaultEvictionCheck
+	}
+	eviction, err := ParseEviction(string(opts.Eviction))
+	if err != nil {
+		return nil, fmt.Errorf("redis backend: %w", err)
+	}
+	opts.Eviction = eviction
 	mode, err := ParseShardedPubSub(string(opts.ShardedPubSub))
 	if err != nil {
 		return nil, fmt.Errorf("redis backend: %w", err)
@@ -305,6 +321,9 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 	_, _ = rand.Read(rnd[:])
 	b.tokPrefix = base64.RawURLEncoding.EncodeToString(rnd[:]) + "."
 	if err := b.ping(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.checkMemory(ctx, true); err != nil {
 		return nil, err
 	}
 	sharded, err := b.shardedReady(ctx)
@@ -329,6 +348,10 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 	if opts.JanitorInterval > 0 {
 		b.wg.Add(1)
 		go b.janitorLoop(opts.JanitorInterval)
+	}
+	if opts.EvictionCheck > 0 {
+		b.wg.Add(1)
+		go b.periodic(opts.EvictionCheck, nil, func(ctx context.Context) { _ = b.checkMemory(ctx, false) })
 	}
 	var once sync.Once
 	// On one server (or Sentinel) every follow message travels on the
@@ -362,6 +385,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 			})
 			return err
 		},
+		Memory:     b.memoryState,
 		Ping:       b.ping,
 		Ready:      b.ready,
 		Current:    b.current,

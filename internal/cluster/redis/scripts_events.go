@@ -109,7 +109,9 @@ return 1
 // open 0|1, owner node, request, next (the seq the first event must
 // get; 0: any), data... Returns {first, refresh}: the first event's seq
 // (the others follow it), -1 when the stream is unknown (and not to be
-// opened; with the owner key, only when no other session owns it), -2
+// opened; with the owner key, only when no other session owns it; a
+// batch with next, its producer's, then publishes a re-read hint to
+// the stream's followers, which find it gone), -2
 // when done, -3 when another session owns the stream, -4
 // when the history does not end right before next (cluster.Batch.Next).
 // The tokens of the stream's latest batches are kept with their first
@@ -148,6 +150,9 @@ if not m[1] then
       local o = redis.call('GET', KEYS[4])
       if o and o ~= ARGV[1] then return {-3, 0} end
     end
+    -- The stream vanished (expired, evicted): its followers re-read
+    -- now and end, instead of waiting for events that will not come.
+    if ARGV[13] ~= '0' then follow_publish(ARGV[8], ARGV[2], '0') end
     return {-1, 0}
   end
   if KEYS[4] then
