@@ -60,7 +60,7 @@ chart-apiserver:
 
 .PHONY: chaos chaos-short chaos-upgrade soak
 
-# The chaos harness (cmd/chaos, about 23 minutes): three nodes on Redis
+# The chaos harness (cmd/chaos, about 25 minutes): three nodes on Redis
 # behind nginx under a verifying load while faults hit them: kill -9 with
 # stable ids, a SIGTERM rolling restart, Redis restarts (no persistence,
 # AOF), toxiproxy latency and a cut, a Sentinel failover, a node cut off
