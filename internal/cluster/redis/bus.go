@@ -583,8 +583,11 @@ func (h *hub) ready() bool {
 	return (!h.broken || h.unused()) && !h.closed
 }
 
-// unused reports whether the hub is a shard's that holds no
-// subscription now (they all ended; the hub lives on until Close): it
-// can miss nothing, and nothing may come on its connection to show that
-// it was dialed again. The caller holds h.mu.
-func (h *hub) unused() bool { return h.sharded && len(h.chans) == 0 }
+// unused reports whether the hub holds no subscription now: a shard's
+// whose subscriptions all ended (it lives on until Close), or the
+// classic hub of a node that reads every topic sharded. It can miss
+// nothing, and nothing may come on its connection to show that it was
+// dialed again: a classic hub whose health PING was refused by a dead
+// primary's address, and whose receive loop then dialed a live node,
+// would wait out PingInterval for a first answer. The caller holds h.mu.
+func (h *hub) unused() bool { return len(h.chans) == 0 }

@@ -89,7 +89,7 @@ func clusterFailoverRecovers(t *testing.T, query string) {
 	// A node that read sharded channels of the victim's shard only for a
 	// while: its pub/sub connection to that shard holds none when the
 	// primary dies, and nothing comes on it after it is dialed again.
-	idle := backend(t, clusterClient(t, addrs), redis.Options{Prefix: prefix, ShardedPubSub: redis.ShardedOn})
+	idle := backend(t, clusterClient(t, addrs), redis.Options{Prefix: prefix, ShardedPubSub: redis.ShardedOn, Logger: zerolog.New(zerolog.NewTestWriter(t)).With().Str("backend", "idle").Logger()})
 	var stops []func()
 	for i := range topics {
 		if n, err := readerClient.MasterForKey(ctx, prefix+":bus:t"+strconv.Itoa(i)); err == nil && n.Options().Addr == victim.Addr() {
