@@ -408,26 +408,11 @@ func (m *meter) read(ctx context.Context) (reading, error) {
 }
 
 // commandStats reads calls and usec of each command from INFO
-// commandstats (cmdstat_evalsha:calls=3,usec=12,...).
+// commandstats, by the command's name in upper case.
 func commandStats(info map[string]string) map[string]CommandCost {
 	out := map[string]CommandCost{}
-	for k, v := range info {
-		name, ok := strings.CutPrefix(k, "cmdstat_")
-		if !ok {
-			continue
-		}
-		var cc CommandCost
-		for f := range strings.SplitSeq(v, ",") {
-			key, val, _ := strings.Cut(f, "=")
-			x, _ := strconv.ParseFloat(val, 64)
-			switch key {
-			case "calls":
-				cc.Calls = x
-			case "usec":
-				cc.UsecPC = x // the total until delta divides it
-			}
-		}
-		out[strings.ToUpper(name)] = cc
+	for name, c := range bench.ParseCommandCosts(info) {
+		out[strings.ToUpper(name)] = CommandCost{Calls: float64(c.Calls), UsecPC: float64(c.Usec)} // usec: the total until delta divides it
 	}
 	return out
 }
@@ -542,21 +527,11 @@ func startServer() (*server, error) {
 	s := &server{cmd: cmd, addr: addr, pid: cmd.Process.Pid, dir: dir}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for {
-		p, err := bench.DialRedis(ctx, "redis://"+addr)
-		if err == nil {
-			_, err = p.Do(ctx, "PING")
-			p.Close()
-		}
-		if err == nil {
-			return s, nil
-		}
-		if ctx.Err() != nil {
-			s.stop()
-			return nil, fmt.Errorf("redis-server does not answer PING: %w", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := bench.WaitRedis(ctx, "redis://"+addr); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("redis-server does not answer PING: %w", err)
 	}
+	return s, nil
 }
 
 func (s *server) stop() {

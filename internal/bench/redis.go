@@ -214,22 +214,71 @@ func (p *RedisProbe) ReadsProcessed(ctx context.Context) (int64, error) {
 
 // ParseCommandStats reads the calls= of each cmdstat_ field.
 func ParseCommandStats(info map[string]string) map[string]int64 {
-	out := map[string]int64{}
+	costs := ParseCommandCosts(info)
+	out := make(map[string]int64, len(costs))
+	for name, c := range costs {
+		out[name] = c.Calls
+	}
+	return out
+}
+
+// CommandCost is what INFO commandstats says of one command: the calls
+// since the server started (or CONFIG RESETSTAT) and the microseconds
+// they took in all.
+type CommandCost struct {
+	Calls, Usec int64
+}
+
+// ParseCommandCosts reads calls= and usec= of each cmdstat_ field
+// (cmdstat_evalsha:calls=3,usec=12,...), by the command's name in lower
+// case; a field whose calls= does not parse is left out.
+func ParseCommandCosts(info map[string]string) map[string]CommandCost {
+	out := map[string]CommandCost{}
 	for k, v := range info {
 		name, ok := strings.CutPrefix(k, "cmdstat_")
 		if !ok {
 			continue
 		}
-		for _, part := range strings.Split(v, ",") {
-			if n, ok := strings.CutPrefix(part, "calls="); ok {
-				c, err := strconv.ParseInt(n, 10, 64)
-				if err == nil {
-					out[strings.ToLower(name)] = c
-				}
+		var c CommandCost
+		calls := false
+		for part := range strings.SplitSeq(v, ",") {
+			key, val, _ := strings.Cut(part, "=")
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil {
+				continue
 			}
+			switch key {
+			case "calls":
+				c.Calls, calls = n, true
+			case "usec":
+				c.Usec = n
+			}
+		}
+		if calls {
+			out[strings.ToLower(name)] = c
 		}
 	}
 	return out
+}
+
+// WaitRedis waits until the Redis at rawURL answers PING, trying every
+// 50 ms until ctx ends; then it returns the last failure.
+func WaitRedis(ctx context.Context, rawURL string) error {
+	for {
+		p, err := DialRedis(ctx, rawURL)
+		if err == nil {
+			_, err = p.Do(ctx, "PING")
+			p.Close()
+		}
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // ConnectedClients returns INFO clients' connected_clients (this probe's

@@ -162,21 +162,11 @@ func startRedis(name, dir string) (*proc, string, error) {
 	url := "redis://" + addr
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for {
-		rp, err := bench.DialRedis(ctx, url)
-		if err == nil {
-			_, err = rp.Do(ctx, "PING")
-			rp.Close()
-		}
-		if err == nil {
-			return p, url, nil
-		}
-		if ctx.Err() != nil {
-			p.stop()
-			return nil, "", fmt.Errorf("%s does not answer PING: %w", name, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := bench.WaitRedis(ctx, url); err != nil {
+		p.stop()
+		return nil, "", fmt.Errorf("%s does not answer PING: %w", name, err)
 	}
+	return p, url, nil
 }
 
 // startReplica starts a redis-server that replicates the one at
