@@ -37,14 +37,15 @@ const maxWaitingFanOuts = 1024
 // Config.MaxFanOuts run at once and the same notification waits at most
 // once (see fanOutLimiter).
 func (n *Node) FanOut(method, uri string, data []byte) {
-	if !n.fanOuts.enter(method, uri) {
+	start, running := n.fanOuts.enter(method, uri)
+	if !start {
 		n.fanOutDropped()
 		return
 	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		if !n.fanOuts.acquire(n.ctx, method, uri) {
+		if !running && !n.fanOuts.acquire(n.ctx, method, uri) {
 			return
 		}
 		defer n.fanOuts.release()
@@ -121,7 +122,10 @@ func GetStreamID(sid string) string {
 // fanOutLimiter bounds the fan-outs of one node: at most max run at once,
 // and one waiting per notification (method and uri): a change arriving
 // while the same notification waits for its turn is already covered by
-// it, since a fan-out reads the session list when it starts. At most
+// it, since a fan-out reads the session list when it starts. A fan-out
+// that finds a free slot takes it at once and never counts as waiting,
+// so changes made one after another while slots are free each get their
+// own notification, however late their goroutines are scheduled. At most
 // maxWaiting distinct notifications wait; past that, more are dropped
 // (and counted).
 type fanOutLimiter struct {
@@ -136,17 +140,23 @@ func newFanOutLimiter(running, waiting int) *fanOutLimiter {
 	return &fanOutLimiter{slots: make(chan struct{}, running), maxWaiting: waiting, waiting: map[[2]string]bool{}}
 }
 
-// enter reports whether a fan-out of (method, uri) should be started:
-// false when the same one already waits, or too many wait.
-func (l *fanOutLimiter) enter(method, uri string) bool {
+// enter reports whether a fan-out of (method, uri) should be started
+// (false when the same one already waits, or too many wait), and whether
+// it already holds a slot (running); one that does not must acquire.
+func (l *fanOutLimiter) enter(method, uri string) (start, running bool) {
+	select {
+	case l.slots <- struct{}{}:
+		return true, true
+	default:
+	}
 	k := [2]string{method, uri}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.waiting[k] || len(l.waiting) >= l.maxWaiting {
-		return false
+		return false, false
 	}
 	l.waiting[k] = true
-	return true
+	return true, false
 }
 
 // acquire waits for a slot; the fan-out then no longer counts as waiting.
