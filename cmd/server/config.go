@@ -47,6 +47,7 @@ type Config struct {
 	RedisWaitTO     time.Duration
 	RedisPipelines  int
 	RedisPipeCalls  int
+	RedisLinger     time.Duration
 	RedisEviction   string
 	RedisEvictCheck time.Duration
 	NodeID          string
@@ -220,6 +221,7 @@ func settings() []setting {
 		{"redis-wait-timeout", "MCP_REDIS_WAIT_TIMEOUT", dur(clusterredis.DefaultWaitTimeout), "how long a write waits for --redis-wait-replicas", durationSetter(func(c *Config) *time.Duration { return &c.RedisWaitTO })},
 		{"redis-pipelines", "MCP_REDIS_PIPELINES", strconv.Itoa(clusterredis.DefaultPipelines), "round trips of the node's script calls (appends, session and task writes) in flight at once; calls made while that many are in flight wait and share the next round trip as one pipeline, so a busy node sends one round trip for many streams. 0 sends every call alone, at once", intSetter(func(c *Config) *int { return &c.RedisPipelines })},
 		{"redis-pipeline-calls", "MCP_REDIS_PIPELINE_CALLS", strconv.Itoa(clusterredis.DefaultMaxPipelineCalls), "most script calls one shared round trip carries (--redis-pipelines)", intSetter(func(c *Config) *int { return &c.RedisPipeCalls })},
+		{"redis-append-linger", "MCP_REDIS_APPEND_LINGER", "0s", "how long an event that does not end its stream (a progress notification, a log message, a server→client request) may wait for other calls to share its round trip to Redis when it would go alone; each such event reaches its client up to that much later, and Redis spends less CPU per paced event (docs/BENCHMARKS.md). 0 records it at once", durationSetter(func(c *Config) *time.Duration { return &c.RedisLinger })},
 		{"redis-eviction", "MCP_REDIS_EVICTION", string(clusterredis.EvictionUnready), "what the node does when Redis's maxmemory-policy may evict its keys (every key has a TTL, so volatile-lru, the managed services' default, and the other volatile-* and allkeys-* policies evict ours first under memory pressure: sessions, streams and tasks vanish); a maxmemory of 0 never evicts. unready logs an error and fails /readyz with the policy as the reason, serving what it is sent; refuse stops the node at start-up; accept logs a warning and stays ready. The policy of every primary is read with INFO memory (which managed services allow where CONFIG GET is refused) at start and every --redis-eviction-check, and Redis's evicted_keys growing is logged (at most once a minute) and exported (mcp_redis_evicted_keys)", stringSetter(func(c *Config) *string { return &c.RedisEviction })},
 		{"redis-eviction-check", "MCP_REDIS_EVICTION_CHECK", dur(clusterredis.DefaultEvictionCheck), "how often the node reads Redis's maxmemory-policy and evicted_keys again (--redis-eviction)", durationSetter(func(c *Config) *time.Duration { return &c.RedisEvictCheck })},
 		{"node-id", "MCP_NODE_ID", "", "id of this node in logs, metrics and request ids (default: random); a restarted process may reuse it, since each start also draws an incarnation", stringSetter(func(c *Config) *string { return &c.NodeID })},

@@ -31,18 +31,19 @@ type waitOptions struct {
 	Pipelines int
 	Calls     int
 	Eviction  time.Duration // how often the memory policy is read
+	Linger    time.Duration
 }
 
 func optionsOf(c *Config) optionSet {
 	b := c.backendOptions()
 	return optionSet{HTTP: c.httpOptions(), Server: c.serverOptions(), Stdio: c.stdioOptions(), MaxSubscriptions: c.MaxSubs, Redis: c.redisConn(),
-		Wait: waitOptions{b.WaitReplicas, b.WaitTimeout, b.Pipelines, b.MaxPipelineCalls, b.EvictionCheck}}
+		Wait: waitOptions{b.WaitReplicas, b.WaitTimeout, b.Pipelines, b.MaxPipelineCalls, b.EvictionCheck, b.AppendLinger}}
 }
 
 // documented is the option values the mcp package documents as defaults.
 func documented() optionSet {
 	return optionSet{HTTP: mcp.DefaultHTTPOptions(), Server: mcp.DefaultServerOptions(), Stdio: mcp.DefaultStdioOptions(), MaxSubscriptions: mcp.DefaultMaxSubscriptions,
-		Redis: clusterredis.DefaultConnOptions(), Wait: waitOptions{0, clusterredis.DefaultWaitTimeout, clusterredis.DefaultPipelines, clusterredis.DefaultMaxPipelineCalls, clusterredis.DefaultEvictionCheck}}
+		Redis: clusterredis.DefaultConnOptions(), Wait: waitOptions{0, clusterredis.DefaultWaitTimeout, clusterredis.DefaultPipelines, clusterredis.DefaultMaxPipelineCalls, clusterredis.DefaultEvictionCheck, 0}}
 }
 
 // numericFields lists the int and duration fields of v (a struct, walked

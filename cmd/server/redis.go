@@ -59,6 +59,9 @@ func (c *Config) validateRedis(bad func(name, format string, args ...any)) {
 	if c.RedisPipeCalls <= 0 {
 		bad("redis-pipeline-calls", "must be positive, not %d", c.RedisPipeCalls)
 	}
+	if c.RedisLinger < 0 {
+		bad("redis-append-linger", "must not be negative, not %s", c.RedisLinger)
+	}
 	for name, d := range map[string]time.Duration{"redis-dial-timeout": c.RedisDialTO, "redis-read-timeout": c.RedisReadTO, "redis-write-timeout": c.RedisWriteTO, "redis-wait-timeout": c.RedisWaitTO, "redis-eviction-check": c.RedisEvictCheck} {
 		if d <= 0 {
 			bad(name, "must be positive, not %s", d)
@@ -95,6 +98,7 @@ func (c *Config) backendOptions() clusterredis.Options {
 		WaitTimeout:      c.RedisWaitTO,
 		Pipelines:        cmp.Or(c.RedisPipelines, -1), // 0: every call alone
 		MaxPipelineCalls: c.RedisPipeCalls,
+		AppendLinger:     c.RedisLinger,
 		Eviction:         clusterredis.Eviction(c.RedisEviction),
 		EvictionCheck:    c.RedisEvictCheck,
 	}

@@ -84,6 +84,14 @@ type Options struct {
 	// MaxPipelineCalls bounds the calls one shared round trip carries
 	// (default 128).
 	MaxPipelineCalls int
+	// AppendLinger is how long an event that does not end its stream (a
+	// notification, a log message, a server→client request) may wait
+	// for other calls to share its round trip to Redis when it would go
+	// alone: a paced event is otherwise one lone request, which costs
+	// Redis several times its share of a pipeline. Each such event is
+	// recorded, and written to its client, up to that much later
+	// (default 0: at once; negative is refused).
+	AppendLinger time.Duration
 	// Eviction is what a node does when Redis's maxmemory-policy may
 	// evict the deployment's keys: every key has a TTL, so with a
 	// maxmemory set, volatile-lru (the managed services' default) and
@@ -159,7 +167,7 @@ func Open(ctx context.Context, url string, opts *Options) (*mcp.Backend, error) 
 }
 
 // Validate reports a negative MaxSubscriptions, WaitReplicas,
-// WaitTimeout or MaxPipelineCalls, or an unknown ShardedPubSub or
+// WaitTimeout, MaxPipelineCalls or AppendLinger, or an unknown ShardedPubSub or
 // Eviction, naming
 // the field. New and Open call it. A nil *Options is valid (the
 // defaults).
@@ -172,6 +180,9 @@ func (o *Options) Validate() error {
 	}
 	if o != nil && o.MaxPipelineCalls < 0 {
 		return fmt.Errorf("redisbackend: Options.MaxPipelineCalls: must not be negative, not %d", o.MaxPipelineCalls)
+	}
+	if o != nil && o.AppendLinger < 0 {
+		return fmt.Errorf("redisbackend: Options.AppendLinger: must not be negative, not %v", o.AppendLinger)
 	}
 	if o != nil {
 		if _, err := clusterredis.ParseShardedPubSub(o.ShardedPubSub); err != nil {
@@ -191,7 +202,7 @@ func newBackend(ctx context.Context, client redis.UniversalClient, opts *Options
 		o.MaxSubscriptions = opts.MaxSubscriptions
 		o.ShardedPubSub = clusterredis.ShardedPubSub(opts.ShardedPubSub)
 		o.WaitReplicas, o.WaitTimeout = opts.WaitReplicas, opts.WaitTimeout
-		o.Pipelines, o.MaxPipelineCalls = opts.Pipelines, opts.MaxPipelineCalls
+		o.Pipelines, o.MaxPipelineCalls, o.AppendLinger = opts.Pipelines, opts.MaxPipelineCalls, opts.AppendLinger
 		o.Eviction, o.EvictionCheck = clusterredis.Eviction(opts.Eviction), opts.EvictionCheck
 		switch {
 		case opts.Zerolog != nil:

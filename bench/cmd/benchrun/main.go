@@ -79,7 +79,7 @@ func run(ctx context.Context) int {
 		outPlots = flag.String("plots", "docs/bench", "directory of the plots and results.json, relative to the root")
 		st       settings
 		budget   = flag.Duration("budget", 19*time.Minute, "time limit of the whole suite; runs that would start later are skipped")
-		only     = flag.String("only", "", "comma-separated configurations to run (mem, redis, redis3, redis-far, redis3-far, redis-wait, redis3-scale, gosdk, mcpgo, ceiling); default all")
+		only     = flag.String("only", "", "comma-separated configurations to run (mem, redis, redis3, redis-far, redis3-far, redis-wait, redis-linger, redis3-scale, gosdk, mcpgo, ceiling); default all")
 		scen     = flag.String("scenarios", "", "comma-separated scenarios or kinds of run to keep (echo, progress, sampling, churn, fanout, resume, tasks, idle, rtt, scale, profile, capacity, appendcost, paced-progress, "+busyScenario+"); default all. echo includes the echo runs on one busy session ("+strconv.Itoa(busyCalls)+" calls in flight on one Mcp-Session-Id); "+busyScenario+" keeps only those (and their rtt runs)")
 		render   = flag.String("render", "", "render the page from a results.json of an earlier run instead of running")
 		command  = flag.String("command", "", "the command line to show in the page (default: this one)")

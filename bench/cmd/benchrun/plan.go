@@ -177,7 +177,7 @@ func plan(targets []*target, st settings) []spec {
 	// costs Redis, on the configurations with a loopback Redis of their
 	// own.
 	for _, t := range targets {
-		if pacedTarget(t) {
+		if pacedTarget(t) && t.supports(pacedScenario) {
 			add("main", pacedScenario, legacy, t, "")
 		}
 	}
@@ -189,7 +189,7 @@ func plan(targets []*target, st settings) []spec {
 		}
 		for _, sc := range []string{"echo", "progress", "sampling", "churn", "resume", "fanout", "tasks"} {
 			for _, rev := range []string{legacy, modern} {
-				if rev == modern && (sc == "churn" || sc == "resume") {
+				if rev == modern && (sc == "churn" || sc == "resume") || !t.supports(sc) || rev == modern && !t.Modern {
 					continue
 				}
 				args := []string{"--redis-monitor"}
@@ -205,7 +205,7 @@ func plan(targets []*target, st settings) []spec {
 				}
 			}
 		}
-		if pacedTarget(t) {
+		if pacedTarget(t) && t.supports(pacedScenario) {
 			add("rtt", pacedScenario, legacy, t, "", "--redis-monitor")
 		}
 	}

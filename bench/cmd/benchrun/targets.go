@@ -203,6 +203,10 @@ func startTargets(bins *binaries, dir string, want map[string]bool, logf func(st
 		// of waits for the replica (WAIT 1).
 		{Key: "redis-wait", Label: "mcpcluster, 1 node, Redis + replica, --redis-wait-replicas 1", Ours: true, Modern: true, Nodes: 1, Redis: true, Replica: true,
 			extraArgs: []string{"--redis-wait-replicas", "1"}},
+		// What --redis-append-linger buys and costs: the streamed calls
+		// with a 1 ms window for company.
+		{Key: "redis-linger", Label: "mcpcluster, 1 node, Redis, --redis-append-linger 1ms", Ours: true, Nodes: 1, Redis: true,
+			Scenarios: []string{"progress", "sampling", pacedScenario}, extraArgs: []string{"--redis-append-linger", "1ms"}},
 		// 10,000 sessions exceed a deployment's default cap on sessions
 		// (10,000) with the control session; a node's default cap on open
 		// streams (5,000) holds a third of them. They all come from one

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -29,6 +30,18 @@ import (
 // every script in it is safe to run twice (an append carries its batch
 // token and the sequence it starts at, a session's creation its token),
 // as when go-redis retries one script call.
+//
+// With Options.AppendLinger an append that does not end its stream and
+// finds nothing to share a round trip with waits up to that long for
+// company instead of going alone: a paced event (a progress
+// notification every few hundred ms) is otherwise one lone request,
+// and a lone request costs Redis several times a pipelined one (Redis
+// woken for it; docs/BENCHMARKS.md, "What an appended event costs
+// Redis"). The first call that does not linger, the MaxPipelineCalls-th
+// lingering call, the window's end or a round trip returning sends
+// every waiting call at once. An event waits at most the linger before
+// it is recorded and written, and the order of one stream's writes is
+// kept as before (its producer waits for each answer).
 //
 // With Options.WaitReplicas one WAIT ends the pipeline and covers every
 // durable write in it (WAIT counts the writes of its connection).
@@ -65,11 +78,13 @@ type batcher struct {
 	b        *backend
 	limit    int // round trips in flight at once; < 0: every call alone
 	maxCalls int
+	linger   time.Duration    // see Options.AppendLinger
 	alone    goredis.Scripter // sends a call that goes alone (the client)
 
 	mu       sync.Mutex
 	inflight int
 	queue    []*scriptCall
+	armed    bool // a linger window is open (its timer runs)
 
 	// trips and calls count round trips sent and the calls they carried.
 	trips, calls atomic.Uint64
@@ -82,12 +97,13 @@ type scriptCall struct {
 	keys    []string
 	args    []any
 	durable bool
+	linger  bool // may wait for company (see Options.AppendLinger)
 	cmd     *goredis.Cmd
 	done    chan struct{}
 }
 
 func newBatcher(b *backend) *batcher {
-	q := &batcher{b: b, limit: b.opts.Pipelines, maxCalls: b.opts.MaxPipelineCalls, alone: b.client}
+	q := &batcher{b: b, limit: b.opts.Pipelines, maxCalls: b.opts.MaxPipelineCalls, linger: max(b.opts.AppendLinger, 0), alone: b.client}
 	if q.limit == 0 {
 		q.limit = DefaultPipelines
 	}
@@ -106,8 +122,16 @@ func (b *backend) script(ctx context.Context, s *goredis.Script, keys []string, 
 // runDurable runs s and, when the writes must reach replicas
 // (Options.WaitReplicas), waits for them (see wait.go).
 func (b *backend) runDurable(ctx context.Context, s *goredis.Script, keys []string, args ...any) *goredis.Cmd {
-	return b.batch.run(ctx, &scriptCall{ctx: ctx, s: s, keys: keys, args: args, durable: b.opts.WaitReplicas > 0 && b.single})
+	return b.batch.run(ctx, &scriptCall{ctx: ctx, s: s, keys: keys, args: args, durable: b.durable()})
 }
+
+// runAppend is runDurable for an append: one that does not end its
+// stream may linger for company (Options.AppendLinger).
+func (b *backend) runAppend(ctx context.Context, final bool, s *goredis.Script, keys []string, args ...any) *goredis.Cmd {
+	return b.batch.run(ctx, &scriptCall{ctx: ctx, s: s, keys: keys, args: args, durable: b.durable(), linger: !final && b.batch.linger > 0})
+}
+
+func (b *backend) durable() bool { return b.opts.WaitReplicas > 0 && b.single }
 
 func (q *batcher) run(ctx context.Context, c *scriptCall) *goredis.Cmd {
 	if q.limit < 0 {
@@ -115,15 +139,25 @@ func (q *batcher) run(ctx context.Context, c *scriptCall) *goredis.Cmd {
 		return c.cmd
 	}
 	q.mu.Lock()
-	if q.inflight < q.limit && len(q.queue) == 0 {
+	if q.inflight < q.limit && (!c.linger || len(q.queue)+1 >= q.maxCalls) {
+		// A slot is free: the call goes now, with the lingering calls
+		// that wait (there are some only while a window is open).
+		batch := append(q.take(q.maxCalls-1), c)
 		q.inflight++
 		q.mu.Unlock()
-		q.send([]*scriptCall{c})
+		q.send(batch)
+		for _, w := range batch[:len(batch)-1] {
+			close(w.done)
+		}
 		q.next()
 		return c.cmd
 	}
 	c.done = make(chan struct{})
 	q.queue = append(q.queue, c)
+	if c.linger && !q.armed && q.inflight < q.limit {
+		q.armed = true
+		time.AfterFunc(q.linger, q.windowEnd)
+	}
 	q.mu.Unlock()
 	select {
 	case <-c.done:
@@ -137,6 +171,19 @@ func (q *batcher) run(ctx context.Context, c *scriptCall) *goredis.Cmd {
 	}
 }
 
+// take removes up to n calls from the head of the queue (q.mu held);
+// an empty queue closes the linger window.
+func (q *batcher) take(n int) []*scriptCall {
+	n = min(len(q.queue), n)
+	batch := make([]*scriptCall, n, n+1)
+	copy(batch, q.queue)
+	q.queue = append(q.queue[:0], q.queue[n:]...)
+	if len(q.queue) == 0 {
+		q.armed = false
+	}
+	return batch
+}
+
 // next is called by the goroutine whose round trip returned: the calls
 // that waited go in the next one, or the slot is freed.
 func (q *batcher) next() {
@@ -146,18 +193,33 @@ func (q *batcher) next() {
 		q.mu.Unlock()
 		return
 	}
-	n := min(len(q.queue), q.maxCalls)
-	batch := make([]*scriptCall, n)
-	copy(batch, q.queue)
-	q.queue = append(q.queue[:0], q.queue[n:]...)
+	batch := q.take(q.maxCalls)
 	q.mu.Unlock()
-	go func() {
-		q.send(batch)
-		for _, c := range batch {
-			close(c.done)
-		}
-		q.next()
-	}()
+	go q.carry(batch)
+}
+
+// carry sends calls that waited, wakes them, and hands the slot on.
+func (q *batcher) carry(batch []*scriptCall) {
+	q.send(batch)
+	for _, c := range batch {
+		close(c.done)
+	}
+	q.next()
+}
+
+// windowEnd ends a linger window: the calls that wait go at once when a
+// slot is free (when none is, the next round trip to return takes them).
+func (q *batcher) windowEnd() {
+	q.mu.Lock()
+	if !q.armed || len(q.queue) == 0 || q.inflight >= q.limit {
+		q.armed = false
+		q.mu.Unlock()
+		return
+	}
+	q.inflight++
+	batch := q.take(q.maxCalls)
+	q.mu.Unlock()
+	q.carry(batch)
 }
 
 // send runs the calls in one round trip (a pipeline when there are

@@ -64,12 +64,26 @@ func checkLife(ctx context.Context, b *cluster.Backend, session, x string, batch
 // TestBatchedAppendsWithLostReplies runs many streams at once with one
 // round trip in flight, so their appends share pipelines, and loses the
 // replies of several pipelines: go-redis sends each again, and every
-// stream still holds each of its events once, in order.
+// stream still holds each of its events once, in order. The same with
+// the default round trips in flight and appends that linger for
+// company (Options.AppendLinger).
 func TestBatchedAppendsWithLostReplies(t *testing.T) {
+	for _, o := range []struct {
+		name string
+		opts redis.Options
+	}{
+		{"one in flight", redis.Options{JanitorInterval: -1, Pipelines: 1}},
+		{"linger", redis.Options{JanitorInterval: -1, AppendLinger: 2 * time.Millisecond}},
+	} {
+		t.Run(o.name, func(t *testing.T) { testBatchedAppendsWithLostReplies(t, o.opts) })
+	}
+}
+
+func testBatchedAppendsWithLostReplies(t *testing.T, opts redis.Options) {
 	onSingleAndCluster(t, func(t *testing.T, srv *redistest.Server) {
 		l := &lostReply{}
 		c := lossyClient(t, srv, l)
-		b := backend(t, c, redis.Options{JanitorInterval: -1, Pipelines: 1})
+		b := backend(t, c, opts)
 		ctx := t.Context()
 		const streams, batches = 24, 16
 		for i := range streams {
@@ -132,6 +146,84 @@ func TestBatchedAppendsWithLostReplies(t *testing.T) {
 			t.Errorf("%d appends of %d streams at once took %d round trips: they did not share them", calls, streams, trips)
 		}
 	})
+}
+
+// TestAppendLinger: with Options.AppendLinger an append that does not end
+// its stream and finds nothing to share a round trip with waits for
+// company, at most the linger; a final append goes at once and takes the
+// lingering ones with it; paced streams share round trips they would
+// each have taken alone.
+func TestAppendLinger(t *testing.T) {
+	srv := redistest.Start(t)
+	const linger = 2 * time.Second
+	b := backend(t, goredis.NewClient(&goredis.Options{Addr: srv.Addr()}), redis.Options{JanitorInterval: -1, AppendLinger: linger})
+	ctx := t.Context()
+	lim := cluster.Limits{}
+	for _, s := range []string{"a", "b"} {
+		if err := b.Sessions.Create(ctx, s, nil, time.Minute, 0, cluster.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func(s string) cluster.Batch {
+		return cluster.Batch{Next: 1, Open: &cluster.StreamMeta{Session: s, Owner: "n", Request: "n:" + s}}
+	}
+	// Warm the script, so that no append below is a NOSCRIPT retry.
+	if _, err := b.Events.AppendBatch(ctx, "a", "warm", [][]byte{[]byte("w")}, true, open("a"), lim); err != nil {
+		t.Fatal(err)
+	}
+
+	// A notification alone waits out the window.
+	start := time.Now()
+	if _, err := b.Events.AppendBatch(ctx, "a", "x1", [][]byte{[]byte("one")}, false, open("a"), lim); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < linger {
+		t.Fatalf("a lone append that does not end its stream took %v, want at least the linger (%v)", d, linger)
+	}
+	// A final append does not linger.
+	start = time.Now()
+	if _, err := b.Events.AppendBatch(ctx, "a", "x1", [][]byte{[]byte("two")}, true, cluster.Batch{Next: 2}, lim); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d >= linger {
+		t.Fatalf("a final append took %v: it lingered", d)
+	}
+	// A lingering notification goes with the next final append, at
+	// once, in one round trip.
+	trips0, calls0 := redis.ScriptTrips(b)
+	start = time.Now()
+	lingered := make(chan error, 1)
+	go func() {
+		_, err := b.Events.AppendBatch(ctx, "b", "y1", [][]byte{[]byte("one")}, false, open("b"), lim)
+		lingered <- err
+	}()
+	for {
+		if trips, calls := redis.ScriptTrips(b); trips != trips0 || calls != calls0 {
+			t.Fatalf("the notification went before the final append (%d trips)", trips-trips0)
+		}
+		if redis.Lingering(b) == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := b.Events.AppendBatch(ctx, "a", "x2", [][]byte{[]byte("only")}, true, open("a"), lim); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-lingered; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d >= linger {
+		t.Fatalf("the lingering notification took %v: the final append did not take it", d)
+	}
+	if trips, calls := redis.ScriptTrips(b); trips-trips0 != 1 || calls-calls0 != 2 {
+		t.Fatalf("%d calls in %d round trips, want 2 in 1", calls-calls0, trips-trips0)
+	}
+	for _, x := range [][2]string{{"a", "x1"}, {"b", "y1"}, {"a", "x2"}} {
+		evs, _, err := b.Events.Read(ctx, x[0], x[1], 0)
+		if err != nil || len(evs) == 0 {
+			t.Fatalf("stream %s: %d events, %v", x[1], len(evs), err)
+		}
+	}
 }
 
 // BenchmarkRoundTripsPerStream writes stream lives (3 batches: open,

@@ -30,3 +30,11 @@ func SendAloneThrough(be *cluster.Backend, s goredis.Scripter) {
 // StaleMap is staleMap: whether an error asks for a reload of a
 // Cluster's slot map.
 var StaleMap = staleMap
+
+// Lingering is how many calls wait in the backend's batcher.
+func Lingering(b *cluster.Backend) int {
+	q := (*backend)(b.Bus.(*bus)).batch
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.queue)
+}

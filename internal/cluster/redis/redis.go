@@ -225,6 +225,13 @@ type Options struct {
 	// MaxPipelineCalls bounds the calls one shared round trip carries
 	// (DefaultMaxPipelineCalls when 0).
 	MaxPipelineCalls int
+	// AppendLinger is how long an append that does not end its stream
+	// (a notification, a log message, a server→client request) waits for
+	// other calls to share its round trip when it would go alone: 0 (the
+	// default) sends it at once. A call that does not linger (a final
+	// append, a session or task write) takes every lingering call with
+	// it. See batch.go.
+	AppendLinger time.Duration
 	// Eviction is what the node does when a primary's maxmemory-policy
 	// may evict the deployment's keys (EvictionUnready when empty; see
 	// memory.go), EvictionCheck how often the policy and evicted_keys
