@@ -173,7 +173,7 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final, wait bo
 		return lost
 	}
 	var failed error
-	done, backlog := p.prod.Add(data, final, func(seq uint64, err error) {
+	deliver := func(seq uint64, err error) {
 		ev := sse.Event{Data: data}
 		if err != nil {
 			if final {
@@ -195,7 +195,14 @@ func (p *postOut) emit(ctx context.Context, msg *jsonrpc.Message, final, wait bo
 		}
 		ev.ID = sse.EventID{Stream: p.stream, Seq: seq}.String()
 		_ = queueEvent(sw, ev, final) // a dead connection is not an error: the history has it
-	})
+	}
+	var done <-chan struct{}
+	var backlog int
+	if wait {
+		done, backlog = p.prod.Add(data, final, deliver)
+	} else {
+		done, backlog = p.prod.Notify(data, deliver) // may wait for company: see Producer.Notify
+	}
 	p.mu.Unlock()
 	if wait || backlog > p.h.opts.MaxStreamBacklog {
 		<-done

@@ -69,6 +69,10 @@ type Backend struct {
 	// store's memory policy (see StoreMemory); nil for a store that
 	// never evicts what it holds.
 	Memory func() StoreMemory
+	// AppendLinger is how long a producer may hold a stream's
+	// notifications for more of its events, and the store for other
+	// writes, to share one round trip (see Batch.LingerUntil); 0: none.
+	AppendLinger time.Duration
 	// Name is "memory" or "redis".
 	Name string
 	// FollowPoll is how long a follower goes without re-reading a
@@ -397,6 +401,14 @@ type Batch struct {
 	// for the stream's recent batches (a few hundred bytes of tokens).
 	// Empty: the backend names each call.
 	Token string
+	// LingerUntil, when set, lets the backend hold the append until then
+	// for other writes to share its round trip (Backend.AppendLinger):
+	// the batch holds only notifications, which nothing waits on.
+	LingerUntil time.Time
+	// Hurry, when closed, ends that wait at once (the producer got an
+	// event that may not wait, such as a server→client request, and it
+	// goes after this batch).
+	Hurry <-chan struct{}
 }
 
 // StreamRef names a stream of a session.

@@ -25,17 +25,24 @@ const toolsChanged = "notifications/tools/list_changed"
 
 // startRedisNodes starts n nodes on one real Redis, each with a client
 // (and pub/sub connection) of its own, as separate processes would.
+// redisBackend is a backend on c with opts, closed (and c) at the end
+// of the test.
+func redisBackend(t *testing.T, c goredis.UniversalClient, opts redis.Options) *cluster.Backend {
+	t.Helper()
+	t.Cleanup(func() { _ = c.Close() })
+	be, err := redis.New(t.Context(), c, opts)
+	if err != nil {
+		t.Fatalf("redis.New: %v", err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	return be
+}
+
 func startRedisNodes(t *testing.T, srv *redistest.Server, n int) []testNode {
 	t.Helper()
 	var out []testNode
 	for i := range n {
-		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
-		t.Cleanup(func() { _ = c.Close() })
-		be, err := redis.New(t.Context(), c, redis.Options{Prefix: "fan"})
-		if err != nil {
-			t.Fatalf("redis.New: %v", err)
-		}
-		t.Cleanup(func() { _ = be.Close() })
+		be := redisBackend(t, goredis.NewClient(&goredis.Options{Addr: srv.Addr()}), redis.Options{Prefix: "fan"})
 		id := string(rune('a' + i))
 		store := session.NewStore(be.Sessions, session.Options{TTL: time.Minute})
 		metrics := telemetry.NewMetrics(id)

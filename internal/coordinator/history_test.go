@@ -29,13 +29,7 @@ func TestIdleGetStreamHistoryLivesWhileOpenRedis(t *testing.T) {
 	var stores []*session.Store
 	var bes []*cluster.Backend
 	for i := range 2 {
-		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
-		t.Cleanup(func() { _ = c.Close() })
-		be, err := redis.New(t.Context(), c, redis.Options{Prefix: "hist"})
-		if err != nil {
-			t.Fatalf("redis.New: %v", err)
-		}
-		t.Cleanup(func() { _ = be.Close() })
+		be := redisBackend(t, goredis.NewClient(&goredis.Options{Addr: srv.Addr()}), redis.Options{Prefix: "hist"})
 		id := string(rune('a' + i))
 		store := session.NewStore(be.Sessions, session.Options{TTL: time.Minute})
 		n := coordinator.NewNode(coordinator.Config{

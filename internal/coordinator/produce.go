@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -42,12 +43,14 @@ type Producer struct {
 	last   uint64        // seq of the last recorded event
 	queued int           // events added and not yet delivered
 	failed error         // why an event was not recorded: the later ones fail with it
+	hurry  chan struct{} // closed to end the in-flight batch's linger (cluster.Batch.Hurry)
 }
 
 type pending struct {
 	data    []byte
 	final   bool
 	start   bool // the stream's start (seq 0): opens it, appends nothing
+	notice  bool // a notification, which nothing waits on (see Notify)
 	deliver func(seq uint64, err error)
 	done    chan struct{}
 }
@@ -77,6 +80,15 @@ func (p *Producer) Add(data []byte, final bool, deliver func(seq uint64, err err
 	return p.add(pending{data: data, final: final, deliver: deliver})
 }
 
+// Notify is Add of a notification (not final), which nothing waits on:
+// a batch of notifications only may be held by the store for up to its
+// AppendLinger (cluster.Backend.AppendLinger) to share a round trip with
+// other streams' writes. A server→client request, which its handler
+// waits on, and the final message go through Add and are not held.
+func (p *Producer) Notify(data []byte, deliver func(seq uint64, err error)) (done <-chan struct{}, backlog int) {
+	return p.add(pending{data: data, notice: true, deliver: deliver})
+}
+
 func (p *Producer) add(ev pending) (<-chan struct{}, int) {
 	ev.done = make(chan struct{})
 	p.mu.Lock()
@@ -85,9 +97,21 @@ func (p *Producer) add(ev pending) (<-chan struct{}, int) {
 	p.tail = ev.done
 	if !ev.start {
 		p.queued++
+		if !ev.notice {
+			p.hurryLocked()
+		}
 		p.kickLocked()
 	}
 	return ev.done, p.queued
+}
+
+// hurryLocked ends the linger of the batch in flight, if it lingers: an
+// event that may not wait comes after it (p.mu is held).
+func (p *Producer) hurryLocked() {
+	if p.hurry != nil {
+		close(p.hurry)
+		p.hurry = nil
+	}
 }
 
 // kickLocked starts appending the queue unless a batch is in flight (its
@@ -114,6 +138,7 @@ func (p *Producer) Start(deliver func(err error)) <-chan struct{} {
 func (p *Producer) Sync() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.hurryLocked()
 	p.kickLocked()
 	return p.tail
 }
@@ -145,6 +170,12 @@ func (p *Producer) run() {
 		batch := p.queue[:n:n]
 		p.queue = p.queue[n:]
 		b := cluster.Batch{Next: p.last + 1}
+		if l := p.n.be.AppendLinger; l > 0 && notices(batch) && notices(p.queue) {
+			// Notifications only, and nothing that may not wait after
+			// them: the store may hold them for company.
+			p.hurry = make(chan struct{})
+			b.LingerUntil, b.Hurry = time.Now().Add(l), p.hurry
+		}
 		if !p.opened {
 			b.Open = &cluster.StreamMeta{Session: p.session, Owner: p.n.instance, Request: p.request}
 		}
@@ -164,6 +195,7 @@ func (p *Producer) run() {
 		}
 
 		p.mu.Lock()
+		p.hurry = nil
 		switch {
 		case err == nil:
 			p.opened = true
@@ -241,6 +273,12 @@ func (p *Producer) record(data [][]byte, final bool, b cluster.Batch) (uint64, e
 		}
 		wait = min(2*wait, time.Second)
 	}
+}
+
+// notices reports whether evs holds nothing but notifications (and the
+// stream's start): nothing its producer's caller waits on.
+func notices(evs []pending) bool {
+	return !slices.ContainsFunc(evs, func(ev pending) bool { return !ev.notice && !ev.start })
 }
 
 // recordBound bounds one batch's append (the store's client gives up

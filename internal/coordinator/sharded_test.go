@@ -22,13 +22,8 @@ func TestUndeliveredReplyOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := goredis.NewUniversalClient(opts)
-	t.Cleanup(func() { _ = client.Close() })
 	ctx := t.Context()
-	be, err := redis.New(ctx, client, redis.Options{Prefix: "undelivered"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = be.Close() })
+	be := redisBackend(t, client, redis.Options{Prefix: "undelivered"})
 
 	start := func(node string) (*coordinator.Coordinator, func()) {
 		c := coordinator.New(node, "1", be.Bus, 0)

@@ -36,13 +36,7 @@ func TestTaskSweepOnClusterTakesOverOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := goredis.NewUniversalClient(opts)
-	t.Cleanup(func() { _ = client.Close() })
-	be, err := redis.New(t.Context(), client, redis.Options{Prefix: "sweep"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = be.Close() })
+	be := redisBackend(t, goredis.NewUniversalClient(opts), redis.Options{Prefix: "sweep"})
 	sweepTakesOverOnce(t, be, startNodesOn(t, be, []string{"inc", "inc", "inc"}, 0))
 }
 

@@ -84,13 +84,14 @@ type Options struct {
 	// MaxPipelineCalls bounds the calls one shared round trip carries
 	// (default 128).
 	MaxPipelineCalls int
-	// AppendLinger is how long an event that does not end its stream (a
-	// notification, a log message, a server→client request) may wait
-	// for other calls to share its round trip to Redis when it would go
-	// alone: a paced event is otherwise one lone request, which costs
-	// Redis several times its share of a pipeline. Each such event is
-	// recorded, and written to its client, up to that much later
-	// (default 0: at once; negative is refused).
+	// AppendLinger is how long a response stream's notifications
+	// (progress, log messages) may wait for other writes to share their
+	// round trip to Redis when they would go alone: a paced event is
+	// otherwise one lone request, which costs Redis several times its
+	// share of a pipeline. A server→client request or the final response
+	// is never held and ends the wait of the notifications before it.
+	// Each held notification is recorded, and written to its client, up
+	// to that much later (default 0: at once; negative is refused).
 	AppendLinger time.Duration
 	// Eviction is what a node does when Redis's maxmemory-policy may
 	// evict the deployment's keys: every key has a TTL, so with a

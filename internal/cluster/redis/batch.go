@@ -31,17 +31,20 @@ import (
 // token and the sequence it starts at, a session's creation its token),
 // as when go-redis retries one script call.
 //
-// With Options.AppendLinger an append that does not end its stream and
-// finds nothing to share a round trip with waits up to that long for
-// company instead of going alone: a paced event (a progress
-// notification every few hundred ms) is otherwise one lone request,
-// and a lone request costs Redis several times a pipelined one (Redis
-// woken for it; docs/BENCHMARKS.md, "What an appended event costs
-// Redis"). The first call that does not linger, the MaxPipelineCalls-th
-// lingering call, the window's end or a round trip returning sends
-// every waiting call at once. An event waits at most the linger before
-// it is recorded and written, and the order of one stream's writes is
-// kept as before (its producer waits for each answer).
+// An append of notifications only (cluster.Batch.LingerUntil, set by the
+// node's producer when Options.AppendLinger is) that finds nothing to
+// share a round trip with waits until its LingerUntil for company
+// instead of going alone: a paced event (a progress notification every
+// few hundred ms) is otherwise one lone request, and a lone request
+// costs Redis several times a pipelined one (Redis woken for it;
+// docs/BENCHMARKS.md, "What an appended event costs Redis"). The first
+// call that does not linger, the MaxPipelineCalls-th lingering call, the
+// earliest LingerUntil or a round trip returning sends every waiting
+// call at once. The producer's own wait for more of its stream's events
+// and this one end at the same LingerUntil, so a notification waits at
+// most the linger before it is recorded and written; the order of one
+// stream's writes is kept as before (its producer waits for each
+// answer).
 //
 // With Options.WaitReplicas one WAIT ends the pipeline and covers every
 // durable write in it (WAIT counts the writes of its connection).
@@ -78,13 +81,13 @@ type batcher struct {
 	b        *backend
 	limit    int // round trips in flight at once; < 0: every call alone
 	maxCalls int
-	linger   time.Duration    // see Options.AppendLinger
 	alone    goredis.Scripter // sends a call that goes alone (the client)
 
 	mu       sync.Mutex
 	inflight int
 	queue    []*scriptCall
-	armed    bool // a linger window is open (its timer runs)
+	armed    bool      // a linger window is open (its timer runs)
+	until    time.Time // when it ends
 
 	// trips and calls count round trips sent and the calls they carried.
 	trips, calls atomic.Uint64
@@ -97,13 +100,14 @@ type scriptCall struct {
 	keys    []string
 	args    []any
 	durable bool
-	linger  bool // may wait for company (see Options.AppendLinger)
+	until   time.Time       // may wait until then for company (Batch.LingerUntil)
+	hurry   <-chan struct{} // ends that wait (Batch.Hurry)
 	cmd     *goredis.Cmd
 	done    chan struct{}
 }
 
 func newBatcher(b *backend) *batcher {
-	q := &batcher{b: b, limit: b.opts.Pipelines, maxCalls: b.opts.MaxPipelineCalls, linger: max(b.opts.AppendLinger, 0), alone: b.client}
+	q := &batcher{b: b, limit: b.opts.Pipelines, maxCalls: b.opts.MaxPipelineCalls, alone: b.client}
 	if q.limit == 0 {
 		q.limit = DefaultPipelines
 	}
@@ -125,10 +129,10 @@ func (b *backend) runDurable(ctx context.Context, s *goredis.Script, keys []stri
 	return b.batch.run(ctx, &scriptCall{ctx: ctx, s: s, keys: keys, args: args, durable: b.durable()})
 }
 
-// runAppend is runDurable for an append: one that does not end its
-// stream may linger for company (Options.AppendLinger).
-func (b *backend) runAppend(ctx context.Context, final bool, s *goredis.Script, keys []string, args ...any) *goredis.Cmd {
-	return b.batch.run(ctx, &scriptCall{ctx: ctx, s: s, keys: keys, args: args, durable: b.durable(), linger: !final && b.batch.linger > 0})
+// runAppend is runDurable for an append, which may wait for company
+// until bt.LingerUntil (zero: it does not) or bt.Hurry.
+func (b *backend) runAppend(ctx context.Context, bt cluster.Batch, s *goredis.Script, keys []string, args ...any) *goredis.Cmd {
+	return b.batch.run(ctx, &scriptCall{ctx: ctx, s: s, keys: keys, args: args, durable: b.durable(), until: bt.LingerUntil, hurry: bt.Hurry})
 }
 
 func (b *backend) durable() bool { return b.opts.WaitReplicas > 0 && b.single }
@@ -138,8 +142,9 @@ func (q *batcher) run(ctx context.Context, c *scriptCall) *goredis.Cmd {
 		q.send([]*scriptCall{c})
 		return c.cmd
 	}
+	linger := !c.until.IsZero() && time.Now().Before(c.until)
 	q.mu.Lock()
-	if q.inflight < q.limit && (!c.linger || len(q.queue)+1 >= q.maxCalls) {
+	if q.inflight < q.limit && (!linger || len(q.queue)+1 >= q.maxCalls) {
 		// A slot is free: the call goes now, with the lingering calls
 		// that wait (there are some only while a window is open).
 		batch := append(q.take(q.maxCalls-1), c)
@@ -154,20 +159,26 @@ func (q *batcher) run(ctx context.Context, c *scriptCall) *goredis.Cmd {
 	}
 	c.done = make(chan struct{})
 	q.queue = append(q.queue, c)
-	if c.linger && !q.armed && q.inflight < q.limit {
-		q.armed = true
-		time.AfterFunc(q.linger, q.windowEnd)
+	if linger && q.inflight < q.limit && (!q.armed || c.until.Before(q.until)) {
+		q.armed, q.until = true, c.until
+		time.AfterFunc(time.Until(c.until), q.windowEnd)
 	}
 	q.mu.Unlock()
-	select {
-	case <-c.done:
-		return c.cmd
-	case <-ctx.Done():
-		// The call may still be sent: as when a caller gives up on a
-		// command already written, the script may run.
-		cmd := goredis.NewCmd(ctx)
-		cmd.SetErr(ctx.Err())
-		return cmd
+	hurry := c.hurry
+	for {
+		select {
+		case <-c.done:
+			return c.cmd
+		case <-hurry:
+			hurry = nil
+			q.windowEnd()
+		case <-ctx.Done():
+			// The call may still be sent: as when a caller gives up on a
+			// command already written, the script may run.
+			cmd := goredis.NewCmd(ctx)
+			cmd.SetErr(ctx.Err())
+			return cmd
+		}
 	}
 }
 

@@ -30,6 +30,9 @@ func streamLife(ctx context.Context, b *cluster.Backend, session, x string, batc
 		if i == 0 {
 			bt.Open = open
 		}
+		if l := b.AppendLinger; l > 0 && i < batches-1 {
+			bt.LingerUntil = time.Now().Add(l) // notifications, as a producer's
+		}
 		first, err := b.Events.AppendBatch(ctx, session, x, data, i == batches-1, bt, lim)
 		if err != nil {
 			return fmt.Errorf("%s batch %d: %w", x, i, err)
@@ -148,11 +151,10 @@ func testBatchedAppendsWithLostReplies(t *testing.T, opts redis.Options) {
 	})
 }
 
-// TestAppendLinger: with Options.AppendLinger an append that does not end
-// its stream and finds nothing to share a round trip with waits for
-// company, at most the linger; a final append goes at once and takes the
-// lingering ones with it; paced streams share round trips they would
-// each have taken alone.
+// TestAppendLinger: an append of notifications (Batch.LingerUntil) that
+// finds nothing to share a round trip with waits for company until then;
+// one that may not wait (a final append, a server→client request) goes
+// at once and takes the lingering ones with it.
 func TestAppendLinger(t *testing.T) {
 	srv := redistest.Start(t)
 	const linger = 2 * time.Second
@@ -167,6 +169,13 @@ func TestAppendLinger(t *testing.T) {
 	open := func(s string) cluster.Batch {
 		return cluster.Batch{Next: 1, Open: &cluster.StreamMeta{Session: s, Owner: "n", Request: "n:" + s}}
 	}
+	notice := func(bt cluster.Batch) cluster.Batch {
+		bt.LingerUntil = time.Now().Add(b.AppendLinger)
+		return bt
+	}
+	if b.AppendLinger != linger {
+		t.Fatalf("the backend's AppendLinger is %v, want the option's %v", b.AppendLinger, linger)
+	}
 	// Warm the script, so that no append below is a NOSCRIPT retry.
 	if _, err := b.Events.AppendBatch(ctx, "a", "warm", [][]byte{[]byte("w")}, true, open("a"), lim); err != nil {
 		t.Fatal(err)
@@ -174,19 +183,22 @@ func TestAppendLinger(t *testing.T) {
 
 	// A notification alone waits out the window.
 	start := time.Now()
-	if _, err := b.Events.AppendBatch(ctx, "a", "x1", [][]byte{[]byte("one")}, false, open("a"), lim); err != nil {
+	if _, err := b.Events.AppendBatch(ctx, "a", "x1", [][]byte{[]byte("one")}, false, notice(open("a")), lim); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d < linger {
 		t.Fatalf("a lone append that does not end its stream took %v, want at least the linger (%v)", d, linger)
 	}
-	// A final append does not linger.
+	// One that may not wait does not linger.
 	start = time.Now()
-	if _, err := b.Events.AppendBatch(ctx, "a", "x1", [][]byte{[]byte("two")}, true, cluster.Batch{Next: 2}, lim); err != nil {
+	if _, err := b.Events.AppendBatch(ctx, "a", "x1", [][]byte{[]byte("request")}, false, cluster.Batch{Next: 2}, lim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Events.AppendBatch(ctx, "a", "x1", [][]byte{[]byte("final")}, true, cluster.Batch{Next: 3}, lim); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d >= linger {
-		t.Fatalf("a final append took %v: it lingered", d)
+		t.Fatalf("two appends without LingerUntil took %v: they lingered", d)
 	}
 	// A lingering notification goes with the next final append, at
 	// once, in one round trip.
@@ -194,7 +206,7 @@ func TestAppendLinger(t *testing.T) {
 	start = time.Now()
 	lingered := make(chan error, 1)
 	go func() {
-		_, err := b.Events.AppendBatch(ctx, "b", "y1", [][]byte{[]byte("one")}, false, open("b"), lim)
+		_, err := b.Events.AppendBatch(ctx, "b", "y1", [][]byte{[]byte("one")}, false, notice(open("b")), lim)
 		lingered <- err
 	}()
 	for {

@@ -105,7 +105,7 @@ func (m *events) AppendBatch(ctx context.Context, session, x string, data [][]by
 	for _, d := range data {
 		args = append(args, d)
 	}
-	r, err := b.runAppend(ctx, final, appendBatchScript, keys, args...).Int64Slice()
+	r, err := b.runAppend(ctx, bt, appendBatchScript, keys, args...).Int64Slice()
 	if err == nil && len(r) != 2 {
 		err = fmt.Errorf("append answered %v", r)
 	}

@@ -225,12 +225,14 @@ type Options struct {
 	// MaxPipelineCalls bounds the calls one shared round trip carries
 	// (DefaultMaxPipelineCalls when 0).
 	MaxPipelineCalls int
-	// AppendLinger is how long an append that does not end its stream
-	// (a notification, a log message, a server→client request) waits for
-	// other calls to share its round trip when it would go alone: 0 (the
-	// default) sends it at once. A call that does not linger (a final
-	// append, a session or task write) takes every lingering call with
-	// it. See batch.go.
+	// AppendLinger is how long the node's producer may hold a stream's
+	// notifications (not a server→client request, not the final
+	// message) for more of its events, and the batcher the append for
+	// other calls to share its round trip when it would go alone
+	// (cluster.Backend.AppendLinger, Batch.LingerUntil): 0 (the default)
+	// sends it at once. A call that does not linger (a final append, a
+	// session or task write) takes every lingering call with it. See
+	// batch.go.
 	AppendLinger time.Duration
 	// Eviction is what the node does when a primary's maxmemory-policy
 	// may evict the deployment's keys (EvictionUnready when empty; see
@@ -392,13 +394,14 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*cl
 			})
 			return err
 		},
-		Memory:     b.memoryState,
-		Ping:       b.ping,
-		Ready:      b.ready,
-		Current:    b.current,
-		Name:       "redis",
-		FollowPoll: followPoll,
-		Remote:     true,
+		Memory:       b.memoryState,
+		Ping:         b.ping,
+		Ready:        b.ready,
+		Current:      b.current,
+		Name:         "redis",
+		AppendLinger: max(opts.AppendLinger, 0),
+		FollowPoll:   followPoll,
+		Remote:       true,
 	}, nil
 }
 
