@@ -78,9 +78,28 @@ func pacedGoal(res *suiteResult) goal {
 			notes = append(notes, fmt.Sprintf("replayed alone, the append costs Redis %.0f µs back to back (the script's own %.0f) but %.0f paced 20 ms apart (the script's own %.0f), and a script that only returns 1 costs %.0f paced: most of it is Redis woken for one lone request, not the script's commands", one.ProcUs, one.ScriptUs, paced.ProcUs, paced.ScriptUs, trivial.ProcUs))
 		}
 	}
+	if l := pacedOn(res, lingerTarget); l.measured && l.redisUs > 0 {
+		notes = append(notes, lingerNote(f, l))
+	}
 	notes = append(notes, "see [What an appended event costs Redis](#what-an-appended-event-costs-redis)")
 	g.reason = joinNotes(notes...)
 	return g
+}
+
+// lingerTarget is the configuration run with --redis-append-linger.
+const lingerTarget = "redis-linger"
+
+// lingerNote compares a paced event with --redis-append-linger (l) to
+// the same node without it (f), measured side by side.
+func lingerNote(f, l pacedFigures) string {
+	s := fmt.Sprintf("with `--redis-append-linger 1ms`, %.0f µs (%.2f×)", l.redisUs, l.redisUs/f.redisUs)
+	if l.counted && f.counted && f.reads > 0 {
+		s += fmt.Sprintf(", %.2f requests read per event (%.2f×)", l.reads, l.reads/f.reads)
+	}
+	if f.nodeUs > 0 {
+		s += fmt.Sprintf(", node CPU %.0f µs per event (%.2f×)", l.nodeUs, l.nodeUs/f.nodeUs)
+	}
+	return s
 }
 
 // bestBody is the lowest ratio to the script as is, back to back, of the
@@ -142,6 +161,9 @@ func renderAppendCost(b *strings.Builder, res *suiteResult) {
 			p("%s\n", r)
 		}
 		p("\n")
+	}
+	if f, l := pacedOn(res, "redis"), pacedOn(res, lingerTarget); f.measured && l.measured && f.redisUs > 0 {
+		p("`--redis-append-linger 1ms` lets a stream's notifications wait up to 1 ms for other writes to share their round trip (a server→client request or the final response never waits and ends the wait of those before it). Per paced event, side by side with the same node without it: %s.\n\n", lingerNote(f, l))
 	}
 	if ac == nil {
 		return
