@@ -10,6 +10,7 @@
 //	go run ./cmd/chaos                      # every scenario (make chaos)
 //	go run ./cmd/chaos -short               # kill -9 and a Redis restart, ~3 min
 //	go run ./cmd/chaos -scenarios kill9,aof # some of them
+//	go run ./cmd/chaos -storm               # a node's death at scale (storm.go)
 //
 // It needs redis-server and nginx (make chaos and scripts/test.sh
 // install them); toxiproxy runs in process.
@@ -210,6 +211,9 @@ func main() {
 	flag.IntVar(&cfg.tasks, "tasks", 4, "task clients of the upgrade scenario (echo_task as a durable task, both protocol eras)")
 	flag.StringVar(&cfg.previous, "previous", "", "cmd/server of the previous release, for the upgrade scenario (scripts/previous.sh builds it)")
 	flag.Parse()
+	if *stormRun {
+		os.Exit(runStorm(*short, cfg))
+	}
 	want := map[string]bool{}
 	if *short {
 		want["kill9"], want["redis"] = true, true
