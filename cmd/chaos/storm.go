@@ -225,19 +225,12 @@ func (m *storm) run(st *stats) *stormFigures {
 			victimStreams++
 		}
 	}
-	m.redis.mark("kill")
+	m.redis.count()
 	kill := time.Now()
 	m.killAt.Store(kill.UnixNano())
 	m.c.Nodes[stormVictim].Kill()
 	h.Logf("storm: %s killed (SIGKILL) holding %d GET streams", m.c.Nodes[stormVictim].ID, victimStreams)
 
-	// Redis's commands until the last stream resumed, and until 10 s
-	// after the kill.
-	go func() {
-		m.waitFor(m.cfg.bound, func() bool { return m.cut.Load() >= victimStreams && m.resumed.Load() >= m.cut.Load() })
-		m.redis.mark("resumed")
-	}()
-	go func() { time.Sleep(time.Until(kill.Add(10 * time.Second))); m.redis.mark("10s") }()
 	m.waitFor(m.cfg.bound+5*time.Second, func() bool {
 		return time.Since(kill) > 11*time.Second && m.ended.Load() >= int64(o.calls) &&
 			m.cut.Load() >= victimStreams && m.resumed.Load() >= m.cut.Load()
@@ -258,7 +251,6 @@ func (m *storm) run(st *stats) *stormFigures {
 	}
 	m.waitFor(10*time.Second, func() bool { return m.behind(last) == 0 })
 	behind := m.behind(last)
-	m.redis.mark("end")
 	after := m.nodeFigures()
 	stopStreams()
 	streams.Wait()

@@ -11,31 +11,27 @@ import (
 )
 
 // stormRedis watches the storm's redis-server: its CPU time from /proc
-// every 100 ms, and INFO commandstats at the moments the run marks.
+// every 100 ms, and once counting (count) its commands (INFO
+// commandstats) with each sample too.
 type stormRedis struct {
 	pid     int
 	pmu     sync.Mutex // the probe's connection
 	probe   *bench.RedisProbe
 	mu      sync.Mutex
 	samples []cpuSample
-	marks   map[string]redisMark
+	counted bool // the samples carry commands
 	quit    chan struct{}
 	done    chan struct{}
 }
 
 type cpuSample struct {
-	at  time.Time
-	cpu time.Duration
-}
-
-// redisMark is Redis's commands by type (calls) at a moment.
-type redisMark struct {
 	at   time.Time
-	cmds map[string]int64
+	cpu  time.Duration
+	cmds map[string]int64 // Redis's commands by type (calls), once counted
 }
 
 func watchRedis(s *redistest.Server) (*stormRedis, error) {
-	r := &stormRedis{pid: s.PID(), marks: map[string]redisMark{}, quit: make(chan struct{}), done: make(chan struct{})}
+	r := &stormRedis{pid: s.PID(), quit: make(chan struct{}), done: make(chan struct{})}
 	if r.pid == 0 {
 		return nil, fmt.Errorf("redis-server is not running")
 	}
@@ -54,11 +50,10 @@ func (r *stormRedis) sample() {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if c, err := bench.ProcCPU(r.pid); err == nil {
-			r.mu.Lock()
-			r.samples = append(r.samples, cpuSample{at: time.Now(), cpu: c.Total()})
-			r.mu.Unlock()
-		}
+		r.mu.Lock()
+		counted := r.counted
+		r.mu.Unlock()
+		r.take(counted)
 		select {
 		case <-r.quit:
 			return
@@ -67,19 +62,32 @@ func (r *stormRedis) sample() {
 	}
 }
 
-// mark takes Redis's commands now, as name.
-func (r *stormRedis) mark(name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	r.pmu.Lock()
-	cmds, err := r.probe.CommandStats(ctx)
-	r.pmu.Unlock()
+// take samples Redis's CPU time and, when counted, its commands.
+func (r *stormRedis) take(counted bool) {
+	var cmds map[string]int64
+	if counted {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		r.pmu.Lock()
+		cmds, _ = r.probe.CommandStats(ctx)
+		r.pmu.Unlock()
+		cancel()
+	}
+	c, err := bench.ProcCPU(r.pid)
 	if err != nil {
 		return
 	}
 	r.mu.Lock()
-	r.marks[name] = redisMark{at: time.Now(), cmds: cmds}
+	r.samples = append(r.samples, cpuSample{at: time.Now(), cpu: c.Total(), cmds: cmds})
 	r.mu.Unlock()
+}
+
+// count has every sample from now on carry Redis's commands, the first
+// taken at once.
+func (r *stormRedis) count() {
+	r.mu.Lock()
+	r.counted = true
+	r.mu.Unlock()
+	r.take(true)
 }
 
 func (r *stormRedis) stop() {
@@ -119,22 +127,27 @@ func (r *stormRedis) coreSeconds(a, b time.Time) float64 {
 	return (r.cpuAt(b) - r.cpuAt(a)).Seconds()
 }
 
-// commands is Redis's commands by type between two marks (nil when
-// either is missing).
-func (r *stormRedis) commands(from, to string) map[string]int64 {
+// commands is Redis's commands by type from the last sample that
+// counted them at or before a to the first at or after b (nil without
+// them).
+func (r *stormRedis) commands(a, b time.Time) map[string]int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	a, ok1 := r.marks[from]
-	b, ok2 := r.marks[to]
-	if !ok1 || !ok2 {
+	var from, to map[string]int64
+	for _, s := range r.samples {
+		if s.cmds == nil {
+			continue
+		}
+		if !s.at.After(a) || from == nil {
+			from = s.cmds
+		}
+		if !s.at.Before(b) {
+			to = s.cmds
+			break
+		}
+	}
+	if from == nil || to == nil {
 		return nil
 	}
-	return bench.CommandDelta(a.cmds, b.cmds)
-}
-
-// markAt is when a mark was taken (zero when it was not).
-func (r *stormRedis) markAt(name string) time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.marks[name].at
+	return bench.CommandDelta(from, to)
 }
