@@ -142,7 +142,13 @@ func runStorm(short bool, cfg config) int {
 		m.nodes = append(m.nodes, newClient(n.URL, st, cfg.bound))
 	}
 	var err error
-	if m.redis, err = watchRedis(m.c.Redis); err != nil {
+	survivors := map[string]int{}
+	for i, n := range m.c.Nodes {
+		if i != stormVictim {
+			survivors[n.ID] = n.PID()
+		}
+	}
+	if m.redis, err = watchRedis(m.c.Redis, survivors); err != nil {
 		h.Fatalf("watching Redis: %v", err)
 	}
 	defer m.redis.stop()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -10,12 +11,13 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/redistest"
 )
 
-// stormRedis watches the storm's redis-server: its CPU time from /proc
-// every 100 ms, and once counting (count) its commands (INFO
-// commandstats) with each sample too.
+// stormRedis watches the storm's redis-server and the other processes
+// named: their CPU time every 100 ms (from /proc; the harness's own,
+// "clients", from getrusage), and once counting (count) Redis's
+// commands.
 type stormRedis struct {
-	pid     int
-	pmu     sync.Mutex // the probe's connection
+	procs   map[string]int // name → pid
+	pmu     sync.Mutex     // the probe's connection
 	probe   *bench.RedisProbe
 	mu      sync.Mutex
 	samples []cpuSample
@@ -24,15 +26,24 @@ type stormRedis struct {
 	done    chan struct{}
 }
 
+// redisProc names redis-server among the processes watched, and
+// clientsProc the harness.
+const (
+	redisProc   = "redis-server"
+	clientsProc = "clients"
+)
+
 type cpuSample struct {
 	at   time.Time
-	cpu  time.Duration
-	cmds map[string]int64 // Redis's commands by type (calls), once counted
+	cpu  map[string]time.Duration // by process
+	cmds map[string]int64         // Redis's commands by type (calls), once counted
 }
 
-func watchRedis(s *redistest.Server) (*stormRedis, error) {
-	r := &stormRedis{pid: s.PID(), quit: make(chan struct{}), done: make(chan struct{})}
-	if r.pid == 0 {
+// watchRedis starts watching s and procs (name → pid).
+func watchRedis(s *redistest.Server, procs map[string]int) (*stormRedis, error) {
+	r := &stormRedis{procs: map[string]int{redisProc: s.PID()}, quit: make(chan struct{}), done: make(chan struct{})}
+	maps.Copy(r.procs, procs)
+	if s.PID() == 0 {
 		return nil, fmt.Errorf("redis-server is not running")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -62,7 +73,8 @@ func (r *stormRedis) sample() {
 	}
 }
 
-// take samples Redis's CPU time and, when counted, its commands.
+// take samples the processes' CPU time and, when counted, Redis's
+// commands.
 func (r *stormRedis) take(counted bool) {
 	var cmds map[string]int64
 	if counted {
@@ -72,12 +84,14 @@ func (r *stormRedis) take(counted bool) {
 		r.pmu.Unlock()
 		cancel()
 	}
-	c, err := bench.ProcCPU(r.pid)
-	if err != nil {
-		return
+	cpu := map[string]time.Duration{clientsProc: bench.SelfCPU().Total()}
+	for name, pid := range r.procs {
+		if c, err := bench.ProcCPU(pid); err == nil {
+			cpu[name] = c.Total()
+		}
 	}
 	r.mu.Lock()
-	r.samples = append(r.samples, cpuSample{at: time.Now(), cpu: c.Total(), cmds: cmds})
+	r.samples = append(r.samples, cpuSample{at: time.Now(), cpu: cpu, cmds: cmds})
 	r.mu.Unlock()
 }
 
@@ -100,31 +114,36 @@ func (r *stormRedis) stop() {
 	}
 }
 
-// cpuAt is Redis's CPU time at t, interpolated between the samples
-// around it.
-func (r *stormRedis) cpuAt(t time.Time) time.Duration {
+// cpuAt is a process's CPU time at t, interpolated between the
+// samples around it.
+func (r *stormRedis) cpuAt(name string, t time.Time) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := r.samples
-	if len(s) == 0 {
+	var prev *cpuSample
+	for i := range r.samples {
+		s := &r.samples[i]
+		c, ok := s.cpu[name]
+		if !ok {
+			continue
+		}
+		if !t.After(s.at) {
+			if prev == nil {
+				return c
+			}
+			f := float64(t.Sub(prev.at)) / float64(s.at.Sub(prev.at))
+			return prev.cpu[name] + time.Duration(f*float64(c-prev.cpu[name]))
+		}
+		prev = s
+	}
+	if prev == nil {
 		return 0
 	}
-	if !t.After(s[0].at) {
-		return s[0].cpu
-	}
-	for i := 1; i < len(s); i++ {
-		if !t.After(s[i].at) {
-			a, b := s[i-1], s[i]
-			f := float64(t.Sub(a.at)) / float64(b.at.Sub(a.at))
-			return a.cpu + time.Duration(f*float64(b.cpu-a.cpu))
-		}
-	}
-	return s[len(s)-1].cpu
+	return prev.cpu[name]
 }
 
-// coreSeconds is the CPU time Redis used from a to b, in seconds.
-func (r *stormRedis) coreSeconds(a, b time.Time) float64 {
-	return (r.cpuAt(b) - r.cpuAt(a)).Seconds()
+// coreSeconds is the CPU time a process used from a to b, in seconds.
+func (r *stormRedis) coreSeconds(name string, a, b time.Time) float64 {
+	return (r.cpuAt(name, b) - r.cpuAt(name, a)).Seconds()
 }
 
 // commands is Redis's commands by type from the last sample that

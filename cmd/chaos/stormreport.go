@@ -89,7 +89,9 @@ type stormRedisFigures struct {
 	CoreSecondsRecovery  float64          `json:"core_seconds_recovery"`
 	CoreSecondsAboveBase float64          `json:"core_seconds_recovery_above_baseline"`
 	CoreSeconds10s       float64          `json:"core_seconds_10s"`
-	PeakCores            float64          `json:"peak_cores"` // over 100 ms after the kill
+	PeakCores            float64          `json:"peak_cores"`               // over 100 ms after the kill
+	SurvivorsCores       float64          `json:"survivors_cores_recovery"` // the surviving nodes' average in the recovery
+	ClientsCores         float64          `json:"clients_cores_recovery"`   // the clients' average in the recovery
 	CommandsRecovery     map[string]int64 `json:"commands_recovery"`
 	Commands10s          map[string]int64 `json:"commands_10s"`
 }
@@ -107,6 +109,8 @@ type stormPoint struct {
 	StreamsResumed int     `json:"streams_resumed"`
 	CallsEnded     int     `json:"calls_ended"` // of the cut calls
 	RedisCores     float64 `json:"redis_cores"`
+	SurvivorsCores float64 `json:"survivors_cores"` // the surviving nodes together
+	ClientsCores   float64 `json:"clients_cores"`   // the harness: every client
 }
 
 type stormGoal struct {
@@ -209,7 +213,7 @@ func (m *storm) figures(kill time.Time, onVictim int64, behind int, before, afte
 
 	r := m.redis
 	fr := &f.Redis
-	fr.BaselineCores = r.coreSeconds(kill.Add(-o.warmup+time.Second), kill) / (o.warmup - time.Second).Seconds()
+	fr.BaselineCores = r.coreSeconds(redisProc, kill.Add(-o.warmup+time.Second), kill) / (o.warmup - time.Second).Seconds()
 	end := kill
 	if len(resumes) > 0 {
 		end = kill.Add(resumes[len(resumes)-1])
@@ -218,9 +222,15 @@ func (m *storm) figures(kill time.Time, onVictim int64, behind int, before, afte
 		end = maxTime(end, kill.Add(endedAt[len(endedAt)-1]))
 	}
 	fr.RecoveryS = end.Sub(kill).Seconds()
-	fr.CoreSecondsRecovery = r.coreSeconds(kill, end)
+	fr.CoreSecondsRecovery = r.coreSeconds(redisProc, kill, end)
+	for i, n := range m.c.Nodes {
+		if i != stormVictim {
+			fr.SurvivorsCores += r.coreSeconds(n.ID, kill, end) / max(fr.RecoveryS, 0.1)
+		}
+	}
+	fr.ClientsCores = r.coreSeconds(clientsProc, kill, end) / max(fr.RecoveryS, 0.1)
 	fr.CoreSecondsAboveBase = fr.CoreSecondsRecovery - fr.BaselineCores*fr.RecoveryS
-	fr.CoreSeconds10s = r.coreSeconds(kill, kill.Add(10*time.Second))
+	fr.CoreSeconds10s = r.coreSeconds(redisProc, kill, kill.Add(10*time.Second))
 	fr.CommandsRecovery, fr.Commands10s = r.commands(kill, end), r.commands(kill, kill.Add(10*time.Second))
 
 	for i, n := range m.c.Nodes {
@@ -235,7 +245,13 @@ func (m *storm) figures(kill time.Time, onVictim int64, behind int, before, afte
 	}
 	last := max(end.Sub(kill), 10*time.Second) + 2*time.Second
 	for t := -2 * time.Second; t <= last; t += 100 * time.Millisecond {
-		p := stormPoint{T: t.Seconds(), RedisCores: r.coreSeconds(kill.Add(t-100*time.Millisecond), kill.Add(t)) / 0.1}
+		a, b := kill.Add(t-100*time.Millisecond), kill.Add(t)
+		p := stormPoint{T: t.Seconds(), RedisCores: r.coreSeconds(redisProc, a, b) / 0.1, ClientsCores: r.coreSeconds(clientsProc, a, b) / 0.1}
+		for i, n := range m.c.Nodes {
+			if i != stormVictim {
+				p.SurvivorsCores += r.coreSeconds(n.ID, a, b) / 0.1
+			}
+		}
 		p.StreamsResumed = countUpTo(resumes, t)
 		p.CallsEnded = countUpTo(endedAt, t)
 		if t > 0 {
@@ -360,6 +376,7 @@ func (f *stormFigures) markdown() string {
 	row("Redis CPU before the kill", "%.2f cores", fr.BaselineCores)
 	row("Redis CPU, the recovery (kill → last stream resumed and last cut call ended)", "%.2f core-s in %.2f s (%.2f above the rate before the kill)", fr.CoreSecondsRecovery, fr.RecoveryS, fr.CoreSecondsAboveBase)
 	row("Redis CPU, kill → 10 s after", "%.2f core-s (peak %.2f cores over 100 ms)", fr.CoreSeconds10s, fr.PeakCores)
+	row("CPU of the surviving nodes together / of the clients in the recovery, average", "%.2f / %.2f cores of %d", fr.SurvivorsCores, fr.ClientsCores, f.CPUs)
 	row("Redis commands, the recovery", "%s", topCommands(fr.CommandsRecovery, 8))
 	row("Redis commands, kill → 10 s after", "%s", topCommands(fr.Commands10s, 8))
 	var nodes []string
