@@ -23,7 +23,8 @@
 //
 // draws a node's death at scale (make storm, cmd/chaos -storm): the GET
 // streams resumed and the cut calls ended against seconds from the kill
-// (storm-resumed.svg), and Redis's CPU (storm-redis-cpu.svg).
+// (storm-resumed.svg), and the CPU of Redis, the surviving nodes and
+// the clients (storm-redis-cpu.svg).
 //
 //	scaleplot -gobench FILE.txt -metric roundtrips/stream -o OUT.svg
 //

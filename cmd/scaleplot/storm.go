@@ -11,7 +11,7 @@ import (
 // The storm's figures (cmd/chaos -storm, make storm): the recovery from
 // a node's death against seconds from the kill, every 100 ms. Two
 // charts: the GET streams resumed on the survivors and the cut calls
-// ended, and Redis's CPU.
+// ended, and the CPU of Redis, the surviving nodes and the clients.
 
 // stormFile is the part of the storm's JSON the charts draw.
 type stormFile struct {
@@ -36,6 +36,8 @@ type stormFile struct {
 		StreamsResumed float64 `json:"streams_resumed"`
 		CallsEnded     float64 `json:"calls_ended"`
 		RedisCores     float64 `json:"redis_cores"`
+		SurvivorsCores float64 `json:"survivors_cores"`
+		ClientsCores   float64 `json:"clients_cores"`
 	} `json:"curve"`
 }
 
@@ -52,17 +54,20 @@ func stormCharts(r io.Reader) (resumed, cpu *chart, err error) {
 	resumed = &chart{Title: fmt.Sprintf("%s killed: %d GET streams and %d calls cut", f.Settings.Victim, f.Streams.Cut, f.Calls.Cut),
 		XLabel: x, YLabel: "count", Lines: true,
 		Note: fmt.Sprintf("%d sessions with a GET stream and %d progress calls on 3 nodes", f.Settings.Streams, f.Settings.Calls)}
-	cpu = &chart{Title: "Redis CPU during the storm", XLabel: x, YLabel: "cores (over 100 ms)", Lines: true,
+	cpu = &chart{Title: "CPU during the storm", XLabel: x, YLabel: "cores (over 100 ms)", Lines: true,
 		Note: fmt.Sprintf("%.2f core-s in the recovery (%.2f s: the last stream resumed, the last cut call ended), %.2f in the 10 s after the kill",
 			f.Redis.CoreSecondsRecovery, f.Redis.RecoveryS, f.Redis.CoreSeconds10s)}
-	streams, calls, cores := series{Name: "streams resumed"}, series{Name: "cut calls ended", Style: 1}, series{Name: "redis-server"}
+	streams, calls := series{Name: "streams resumed"}, series{Name: "cut calls ended", Style: 1}
+	redis, nodes, clients := series{Name: "redis-server"}, series{Name: "surviving nodes", Style: 1}, series{Name: "clients", Style: 2}
 	for _, p := range f.Curve {
 		streams.Points = append(streams.Points, xy{X: p.T, Y: p.StreamsResumed})
 		calls.Points = append(calls.Points, xy{X: p.T, Y: p.CallsEnded})
-		cores.Points = append(cores.Points, xy{X: p.T, Y: p.RedisCores})
+		redis.Points = append(redis.Points, xy{X: p.T, Y: p.RedisCores})
+		nodes.Points = append(nodes.Points, xy{X: p.T, Y: p.SurvivorsCores})
+		clients.Points = append(clients.Points, xy{X: p.T, Y: p.ClientsCores})
 	}
 	resumed.Series = []series{streams, calls}
-	cpu.Series = []series{cores}
+	cpu.Series = []series{redis, nodes, clients}
 	return resumed, cpu, nil
 }
 
