@@ -55,3 +55,24 @@ func TestProcCPU(t *testing.T) {
 		t.Fatalf("ProcCPU(-1): no error")
 	}
 }
+
+func TestMachineCPUCountsThisProcess(t *testing.T) {
+	before, err := MachineCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self0 := SelfCPU()
+	deadline := time.Now().Add(10 * time.Second)
+	for SelfCPU().Sub(self0).Total() < 100*time.Millisecond && time.Now().Before(deadline) {
+	}
+	self := SelfCPU().Sub(self0).Total()
+	after, err := MachineCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The machine used at least what this process did (less a tick of
+	// rounding on each side).
+	if got := after.Sub(before).Total(); got < self-20*time.Millisecond {
+		t.Fatalf("/proc/stat says the machine used %v of CPU, this process alone %v", got, self)
+	}
+}
