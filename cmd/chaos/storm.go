@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -46,6 +47,7 @@ var (
 	stormSteps   = flag.Int("storm-call-steps", 40, "steps of each storm call, 500 ms apart")
 	stormEvery   = flag.Duration("storm-notify-every", time.Second, "time between the storm's tools/list_changed notifications")
 	stormOut     = flag.String("storm-out", "", "write the storm's report to this path plus .md and its figures to this path plus .json")
+	stormArgs    = flag.String("storm-node-args", "", "extra flags for every node of the storm, separated by spaces (e.g. \"--redis-pipelines 16\")")
 )
 
 // stormVictim is the index of the node killed; the notifications are
@@ -136,7 +138,8 @@ func runStorm(short bool, cfg config) int {
 		// Every client is 127.0.0.1: the per-caller limits are checked
 		// at bounds the run never reaches, as the benchmarks do.
 		"--caller-rate", "100000000", "--caller-burst", "100000000",
-		"--max-sessions", big, "--caller-max-sessions", big, "--caller-max-streams", big, "--max-open-streams", big}})
+		"--max-sessions", big, "--caller-max-sessions", big, "--caller-max-streams", big, "--max-open-streams", big},
+		NodeArgs: func(*clustertest.Cluster, int) []string { return strings.Fields(*stormArgs) }})
 	st := newStats()
 	for _, n := range m.c.Nodes {
 		m.nodes = append(m.nodes, newClient(n.URL, st, cfg.bound))

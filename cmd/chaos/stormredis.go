@@ -13,8 +13,8 @@ import (
 
 // stormRedis watches the storm's redis-server and the other processes
 // named: their CPU time every 100 ms (from /proc; the harness's own,
-// "clients", from getrusage), and once counting (count) Redis's
-// commands.
+// "clients", from getrusage; the whole machine's, "machine", from
+// /proc/stat), and once counting (count) Redis's commands.
 type stormRedis struct {
 	procs   map[string]int // name → pid
 	pmu     sync.Mutex     // the probe's connection
@@ -26,11 +26,13 @@ type stormRedis struct {
 	done    chan struct{}
 }
 
-// redisProc names redis-server among the processes watched, and
-// clientsProc the harness.
+// redisProc names redis-server among the processes watched,
+// clientsProc the harness, and machineProc every process of the
+// machine (from /proc/stat).
 const (
 	redisProc   = "redis-server"
 	clientsProc = "clients"
+	machineProc = "machine"
 )
 
 type cpuSample struct {
@@ -85,6 +87,9 @@ func (r *stormRedis) take(counted bool) {
 		cancel()
 	}
 	cpu := map[string]time.Duration{clientsProc: bench.SelfCPU().Total()}
+	if c, err := bench.MachineCPU(); err == nil {
+		cpu[machineProc] = c.Total()
+	}
 	for name, pid := range r.procs {
 		if c, err := bench.ProcCPU(pid); err == nil {
 			cpu[name] = c.Total()

@@ -39,6 +39,7 @@ type stormSettings struct {
 	CallDelayMs int    `json:"call_delay_ms"`
 	NotifyEvery string `json:"notify_every"`
 	Bound       string `json:"bound"`
+	NodeArgs    string `json:"node_args"` // -storm-node-args
 }
 
 type stormStreamFigures struct {
@@ -92,6 +93,7 @@ type stormRedisFigures struct {
 	PeakCores            float64          `json:"peak_cores"`               // over 100 ms after the kill
 	SurvivorsCores       float64          `json:"survivors_cores_recovery"` // the surviving nodes' average in the recovery
 	ClientsCores         float64          `json:"clients_cores_recovery"`   // the clients' average in the recovery
+	MachineCores         float64          `json:"machine_cores_recovery"`   // every process of the machine, the same
 	CommandsRecovery     map[string]int64 `json:"commands_recovery"`
 	Commands10s          map[string]int64 `json:"commands_10s"`
 }
@@ -111,6 +113,7 @@ type stormPoint struct {
 	RedisCores     float64 `json:"redis_cores"`
 	SurvivorsCores float64 `json:"survivors_cores"` // the surviving nodes together
 	ClientsCores   float64 `json:"clients_cores"`   // the harness: every client
+	MachineCores   float64 `json:"machine_cores"`   // every process of the machine
 }
 
 type stormGoal struct {
@@ -133,7 +136,7 @@ func (m *storm) figures(kill time.Time, onVictim int64, behind int, before, afte
 	o := m.opts
 	f := &stormFigures{Date: kill.UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(),
 		Settings: stormSettings{Nodes: len(m.nodes), Victim: m.c.Nodes[stormVictim].ID, Streams: o.streams, Calls: o.calls,
-			CallSteps: o.steps, CallDelayMs: stormDelayMs, NotifyEvery: o.every.String(), Bound: m.cfg.bound.String()}}
+			CallSteps: o.steps, CallDelayMs: stormDelayMs, NotifyEvery: o.every.String(), Bound: m.cfg.bound.String(), NodeArgs: *stormArgs}}
 	fs := &f.Streams
 	fs.OnVictim, fs.Behind, fs.Refused = int(onVictim), behind, map[string]int{}
 	fs.Notifications = m.toggles.Load()
@@ -229,6 +232,7 @@ func (m *storm) figures(kill time.Time, onVictim int64, behind int, before, afte
 		}
 	}
 	fr.ClientsCores = r.coreSeconds(clientsProc, kill, end) / max(fr.RecoveryS, 0.1)
+	fr.MachineCores = r.coreSeconds(machineProc, kill, end) / max(fr.RecoveryS, 0.1)
 	fr.CoreSecondsAboveBase = fr.CoreSecondsRecovery - fr.BaselineCores*fr.RecoveryS
 	fr.CoreSeconds10s = r.coreSeconds(redisProc, kill, kill.Add(10*time.Second))
 	fr.CommandsRecovery, fr.Commands10s = r.commands(kill, end), r.commands(kill, kill.Add(10*time.Second))
@@ -246,7 +250,8 @@ func (m *storm) figures(kill time.Time, onVictim int64, behind int, before, afte
 	last := max(end.Sub(kill), 10*time.Second) + 2*time.Second
 	for t := -2 * time.Second; t <= last; t += 100 * time.Millisecond {
 		a, b := kill.Add(t-100*time.Millisecond), kill.Add(t)
-		p := stormPoint{T: t.Seconds(), RedisCores: r.coreSeconds(redisProc, a, b) / 0.1, ClientsCores: r.coreSeconds(clientsProc, a, b) / 0.1}
+		p := stormPoint{T: t.Seconds(), RedisCores: r.coreSeconds(redisProc, a, b) / 0.1, ClientsCores: r.coreSeconds(clientsProc, a, b) / 0.1,
+			MachineCores: r.coreSeconds(machineProc, a, b) / 0.1}
 		for i, n := range m.c.Nodes {
 			if i != stormVictim {
 				p.SurvivorsCores += r.coreSeconds(n.ID, a, b) / 0.1
@@ -358,6 +363,9 @@ func (f *stormFigures) markdown() string {
 	s, fs, fc, fr := f.Settings, f.Streams, f.Calls, f.Redis
 	fmt.Fprintf(&b, "Measured %s on %d CPU cores shared by Redis, the %d nodes and the clients, all on loopback. %d legacy sessions, each with its GET stream open on one node (connected to directly, a third on each); %d progress calls in flight (%d steps, %d ms apart) through a round-robin router; a tools/list_changed to every session every %s. %s killed with SIGKILL; each client whose stream broke waited the retry hint the node sent (up to a quarter more at random) and resumed with GET + Last-Event-ID on another node; each cut call resumed through the router.\n\n",
 		f.Date, f.CPUs, s.Nodes, s.Streams, s.Calls, s.CallSteps, s.CallDelayMs, s.NotifyEvery, s.Victim)
+	if s.NodeArgs != "" {
+		fmt.Fprintf(&b, "The nodes ran with `%s` besides the storm's flags.\n\n", s.NodeArgs)
+	}
 	b.WriteString("| figure | value |\n| --- | --- |\n")
 	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "| %s | %s |\n", k, fmt.Sprintf(format, args...)) }
 	row("GET streams open / on the killed node", "%d / %d", fs.Opened, fs.OnVictim)
@@ -376,7 +384,7 @@ func (f *stormFigures) markdown() string {
 	row("Redis CPU before the kill", "%.2f cores", fr.BaselineCores)
 	row("Redis CPU, the recovery (kill → last stream resumed and last cut call ended)", "%.2f core-s in %.2f s (%.2f above the rate before the kill)", fr.CoreSecondsRecovery, fr.RecoveryS, fr.CoreSecondsAboveBase)
 	row("Redis CPU, kill → 10 s after", "%.2f core-s (peak %.2f cores over 100 ms)", fr.CoreSeconds10s, fr.PeakCores)
-	row("CPU of the surviving nodes together / of the clients in the recovery, average", "%.2f / %.2f cores of %d", fr.SurvivorsCores, fr.ClientsCores, f.CPUs)
+	row("CPU in the recovery, average: the surviving nodes together / the clients / the whole machine", "%.2f / %.2f / %.2f cores of %d", fr.SurvivorsCores, fr.ClientsCores, fr.MachineCores, f.CPUs)
 	row("Redis commands, the recovery", "%s", topCommands(fr.CommandsRecovery, 8))
 	row("Redis commands, kill → 10 s after", "%s", topCommands(fr.Commands10s, 8))
 	var nodes []string
