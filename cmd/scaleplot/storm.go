@@ -38,6 +38,7 @@ type stormFile struct {
 		RedisCores     float64 `json:"redis_cores"`
 		SurvivorsCores float64 `json:"survivors_cores"`
 		ClientsCores   float64 `json:"clients_cores"`
+		MachineCores   float64 `json:"machine_cores"`
 	} `json:"curve"`
 }
 
@@ -59,15 +60,17 @@ func stormCharts(r io.Reader) (resumed, cpu *chart, err error) {
 			f.Redis.CoreSecondsRecovery, f.Redis.RecoveryS, f.Redis.CoreSeconds10s)}
 	streams, calls := series{Name: "streams resumed"}, series{Name: "cut calls ended", Style: 1}
 	redis, nodes, clients := series{Name: "redis-server"}, series{Name: "surviving nodes", Style: 1}, series{Name: "clients", Style: 2}
+	machine := series{Name: "whole machine", Style: 3}
 	for _, p := range f.Curve {
 		streams.Points = append(streams.Points, xy{X: p.T, Y: p.StreamsResumed})
 		calls.Points = append(calls.Points, xy{X: p.T, Y: p.CallsEnded})
 		redis.Points = append(redis.Points, xy{X: p.T, Y: p.RedisCores})
 		nodes.Points = append(nodes.Points, xy{X: p.T, Y: p.SurvivorsCores})
 		clients.Points = append(clients.Points, xy{X: p.T, Y: p.ClientsCores})
+		machine.Points = append(machine.Points, xy{X: p.T, Y: p.MachineCores})
 	}
 	resumed.Series = []series{streams, calls}
-	cpu.Series = []series{redis, nodes, clients}
+	cpu.Series = []series{redis, nodes, clients, machine}
 	return resumed, cpu, nil
 }
 

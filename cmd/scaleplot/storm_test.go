@@ -53,7 +53,7 @@ func TestPlotStorm(t *testing.T) {
 	if !strings.Contains(string(cpu), "0.07 core-s") {
 		t.Error("the CPU chart does not give the core-seconds of the recovery")
 	}
-	if got := names(parseSVG(t, cpu)); !slices.Equal(got, []string{"redis-server", "surviving nodes", "clients"}) {
+	if got := names(parseSVG(t, cpu)); !slices.Equal(got, []string{"redis-server", "surviving nodes", "clients", "whole machine"}) {
 		t.Errorf("CPU series %v", got)
 	}
 }
