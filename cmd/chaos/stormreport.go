@@ -85,17 +85,19 @@ type stormCallFigures struct {
 // from the kill until the last cut stream resumed and the last cut call
 // ended.
 type stormRedisFigures struct {
-	BaselineCores        float64          `json:"baseline_cores"` // over the warm-up before the kill
-	RecoveryS            float64          `json:"recovery_s"`
-	CoreSecondsRecovery  float64          `json:"core_seconds_recovery"`
-	CoreSecondsAboveBase float64          `json:"core_seconds_recovery_above_baseline"`
-	CoreSeconds10s       float64          `json:"core_seconds_10s"`
-	PeakCores            float64          `json:"peak_cores"`               // over 100 ms after the kill
-	SurvivorsCores       float64          `json:"survivors_cores_recovery"` // the surviving nodes' average in the recovery
-	ClientsCores         float64          `json:"clients_cores_recovery"`   // the clients' average in the recovery
-	MachineCores         float64          `json:"machine_cores_recovery"`   // every process of the machine, the same
-	CommandsRecovery     map[string]int64 `json:"commands_recovery"`
-	Commands10s          map[string]int64 `json:"commands_10s"`
+	BaselineCores         float64          `json:"baseline_cores"` // over the warm-up before the kill
+	RecoveryS             float64          `json:"recovery_s"`
+	LastStreamS           float64          `json:"last_stream_s"` // kill → the last stream resumed
+	CoreSecondsLastStream float64          `json:"core_seconds_last_stream"`
+	CoreSecondsRecovery   float64          `json:"core_seconds_recovery"`
+	CoreSecondsAboveBase  float64          `json:"core_seconds_recovery_above_baseline"`
+	CoreSeconds10s        float64          `json:"core_seconds_10s"`
+	PeakCores             float64          `json:"peak_cores"`               // over 100 ms after the kill
+	SurvivorsCores        float64          `json:"survivors_cores_recovery"` // the surviving nodes' average in the recovery
+	ClientsCores          float64          `json:"clients_cores_recovery"`   // the clients' average in the recovery
+	MachineCores          float64          `json:"machine_cores_recovery"`   // every process of the machine, the same
+	CommandsRecovery      map[string]int64 `json:"commands_recovery"`
+	Commands10s           map[string]int64 `json:"commands_10s"`
 }
 
 type stormNode struct {
@@ -221,6 +223,7 @@ func (m *storm) figures(kill time.Time, onVictim int64, behind int, before, afte
 	if len(resumes) > 0 {
 		end = kill.Add(resumes[len(resumes)-1])
 	}
+	fr.LastStreamS, fr.CoreSecondsLastStream = end.Sub(kill).Seconds(), r.coreSeconds(redisProc, kill, end)
 	if len(endedAt) > 0 {
 		end = maxTime(end, kill.Add(endedAt[len(endedAt)-1]))
 	}
@@ -383,6 +386,7 @@ func (f *stormFigures) markdown() string {
 	row("call events lost / duplicated", "**%d** / **%d**", fc.Lost, fc.Duplicated)
 	row("Redis CPU before the kill", "%.2f cores", fr.BaselineCores)
 	row("Redis CPU, the recovery (kill → last stream resumed and last cut call ended)", "%.2f core-s in %.2f s (%.2f above the rate before the kill)", fr.CoreSecondsRecovery, fr.RecoveryS, fr.CoreSecondsAboveBase)
+	row("Redis CPU, kill → last stream resumed", "%.2f core-s in %.2f s", fr.CoreSecondsLastStream, fr.LastStreamS)
 	row("Redis CPU, kill → 10 s after", "%.2f core-s (peak %.2f cores over 100 ms)", fr.CoreSeconds10s, fr.PeakCores)
 	row("CPU in the recovery, average: the surviving nodes together / the clients / the whole machine", "%.2f / %.2f / %.2f cores of %d", fr.SurvivorsCores, fr.ClientsCores, fr.MachineCores, f.CPUs)
 	row("Redis commands, the recovery", "%s", topCommands(fr.CommandsRecovery, 8))
