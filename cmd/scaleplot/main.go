@@ -19,12 +19,13 @@
 // against minutes, one line per node, into the CSV's directory
 // (soak-<figure>.svg), shown in docs/RELIABILITY.md.
 //
-//	scaleplot -storm docs/scaling/storm.json
+//	scaleplot -storm docs/scaling/storm/storm.json
 //
-// draws a node's death at scale (make storm, cmd/chaos -storm): the GET
-// streams resumed and the cut calls ended against seconds from the kill
-// (storm-resumed.svg), and the CPU of Redis, the surviving nodes and
-// the clients (storm-redis-cpu.svg).
+// draws a node's death at scale (make storm, cmd/chaos -storm) beside
+// the file: the shares of the cut GET streams resumed and of the cut
+// calls ended against seconds from the kill (storm-resumed.svg), and the
+// CPU of Redis, the surviving nodes, the clients and the whole machine
+// (storm-redis-cpu.svg).
 //
 //	scaleplot -gobench FILE.txt -metric roundtrips/stream -o OUT.svg
 //

@@ -10,8 +10,9 @@ import (
 
 // The storm's figures (cmd/chaos -storm, make storm): the recovery from
 // a node's death against seconds from the kill, every 100 ms. Two
-// charts: the GET streams resumed on the survivors and the cut calls
-// ended, and the CPU of Redis, the surviving nodes and the clients.
+// charts: the share of the cut GET streams resumed on the survivors and
+// of the cut calls ended, and the CPU of Redis, the surviving nodes, the
+// clients and the whole machine.
 
 // stormFile is the part of the storm's JSON the charts draw.
 type stormFile struct {
@@ -53,7 +54,7 @@ func stormCharts(r io.Reader) (resumed, cpu *chart, err error) {
 	}
 	const x = "seconds after the kill"
 	resumed = &chart{Title: fmt.Sprintf("%s killed: %d GET streams and %d calls cut", f.Settings.Victim, f.Streams.Cut, f.Calls.Cut),
-		XLabel: x, YLabel: "count", Lines: true,
+		XLabel: x, YLabel: "% of those cut", Lines: true,
 		Note: fmt.Sprintf("%d sessions with a GET stream and %d progress calls on 3 nodes", f.Settings.Streams, f.Settings.Calls)}
 	cpu = &chart{Title: "CPU during the storm", XLabel: x, YLabel: "cores (over 100 ms)", Lines: true,
 		Note: fmt.Sprintf("%.2f core-s in the recovery (%.2f s: the last stream resumed, the last cut call ended), %.2f in the 10 s after the kill",
@@ -62,8 +63,8 @@ func stormCharts(r io.Reader) (resumed, cpu *chart, err error) {
 	redis, nodes, clients := series{Name: "redis-server"}, series{Name: "surviving nodes", Style: 1}, series{Name: "clients", Style: 2}
 	machine := series{Name: "whole machine", Style: 3}
 	for _, p := range f.Curve {
-		streams.Points = append(streams.Points, xy{X: p.T, Y: p.StreamsResumed})
-		calls.Points = append(calls.Points, xy{X: p.T, Y: p.CallsEnded})
+		streams.Points = append(streams.Points, xy{X: p.T, Y: percent(p.StreamsResumed, f.Streams.Cut)})
+		calls.Points = append(calls.Points, xy{X: p.T, Y: percent(p.CallsEnded, f.Calls.Cut)})
 		redis.Points = append(redis.Points, xy{X: p.T, Y: p.RedisCores})
 		nodes.Points = append(nodes.Points, xy{X: p.T, Y: p.SurvivorsCores})
 		clients.Points = append(clients.Points, xy{X: p.T, Y: p.ClientsCores})
@@ -72,6 +73,13 @@ func stormCharts(r io.Reader) (resumed, cpu *chart, err error) {
 	resumed.Series = []series{streams, calls}
 	cpu.Series = []series{redis, nodes, clients, machine}
 	return resumed, cpu, nil
+}
+
+func percent(n float64, of int) float64 {
+	if of == 0 {
+		return 0
+	}
+	return 100 * n / float64(of)
 }
 
 // plotStorm writes FILE-resumed.svg and FILE-redis-cpu.svg beside
