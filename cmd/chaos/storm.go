@@ -74,6 +74,9 @@ type storm struct {
 	ended   atomic.Int64 // calls ended
 	toggles atomic.Int64 // notifications caused
 	redis   *stormRedis
+	// recovered is when every cut stream had resumed and every call
+	// ended (or the bound passed); notifications go on after it.
+	recovered time.Time
 }
 
 type stormOptions struct {
@@ -94,6 +97,7 @@ type stormStream struct {
 	cutAt         time.Time // first break after the kill
 	resumedAt     time.Time // the resuming GET's 200 after it
 	firstAt       time.Time // the first event after it
+	lastEvent     time.Time
 	refused       map[string]int
 	tries         int  // connections refused or failed
 	gone          bool // the session or stream is unknown (404)
@@ -245,7 +249,8 @@ func (m *storm) run(st *stats) *stormFigures {
 			m.cut.Load() >= victimStreams && m.resumed.Load() >= m.cut.Load()
 	})
 	calls.Wait() // each call is bounded by -bound
-	h.Logf("storm: %d of %d cut streams resumed, %d calls ended, %s after the kill", m.resumed.Load(), m.cut.Load(), m.ended.Load(), time.Since(kill).Round(100*time.Millisecond))
+	m.recovered = time.Now()
+	h.Logf("storm: %d of %d cut streams resumed, %d calls ended, %s after the kill", m.resumed.Load(), m.cut.Load(), m.ended.Load(), m.recovered.Sub(kill).Round(100*time.Millisecond))
 	// Notifications flow a while longer after the recovery, then stop;
 	// every stream must then hold the last one.
 	time.Sleep(3 * o.every)
@@ -271,6 +276,7 @@ func (m *storm) run(st *stats) *stormFigures {
 func (m *storm) follow(ctx context.Context, ss *stormStream) {
 	ss.tr.onEvent = func() {
 		ss.events++
+		ss.lastEvent = time.Now()
 		for _, at := range ss.tr.getAt { // one stream: the session's
 			ss.broadcast.Store(at[0])
 		}

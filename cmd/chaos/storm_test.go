@@ -28,12 +28,13 @@ func TestStormCheck(t *testing.T) {
 		}
 	}
 	for what, spoil := range map[string]func(f *stormFigures){
-		"events lost":      func(f *stormFigures) { f.Streams.Lost = 1 },
-		"duplicated":       func(f *stormFigures) { f.Calls.Duplicated = 1 },
-		"never resumed":    func(f *stormFigures) { f.Streams.NeverResumed, f.Streams.Resumed = 1, 9 },
-		"seen cut":         func(f *stormFigures) { f.Streams.Cut = 9 },
-		"without the last": func(f *stormFigures) { f.Streams.Behind = 2 },
-		"hung":             func(f *stormFigures) { f.Calls.Hung, f.Calls.Completed = 1, 3 },
+		"events lost":        func(f *stormFigures) { f.Streams.Lost = 1 },
+		"duplicated":         func(f *stormFigures) { f.Calls.Duplicated = 1 },
+		"never resumed":      func(f *stormFigures) { f.Streams.NeverResumed, f.Streams.Resumed = 1, 9 },
+		"seen cut":           func(f *stormFigures) { f.Streams.Cut = 9 },
+		"without the last":   func(f *stormFigures) { f.Streams.Behind = 2 },
+		"after the recovery": func(f *stormFigures) { f.Streams.Silent = 1 },
+		"hung":               func(f *stormFigures) { f.Calls.Hung, f.Calls.Completed = 1, 3 },
 		"without an outcome": func(f *stormFigures) {
 			f.Calls.Completed = 3
 		},

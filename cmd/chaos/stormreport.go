@@ -52,6 +52,7 @@ type stormStreamFigures struct {
 	NeverResumed   int `json:"never_resumed"`
 	Gone           int `json:"gone"`   // answered 404
 	Behind         int `json:"behind"` // without the last notification at the end
+	Silent         int `json:"silent"` // without an event after the recovery
 	// Refused are the answers other than 200 on the way, by status and
 	// JSON-RPC code; ConnectFailures the connections refused or failed.
 	Refused         map[string]int `json:"refused"`
@@ -163,6 +164,9 @@ func (m *storm) figures(kill time.Time, onVictim int64, behind int, before, afte
 		fs.PerNodeAfter[ss.node]++
 		if ss.gone {
 			fs.Gone++
+		}
+		if ss.lastEvent.Before(m.recovered) {
+			fs.Silent++
 		}
 		switch {
 		case ss.cutAt.IsZero() && ss.cuts > 0:
@@ -298,6 +302,7 @@ func (f *stormFigures) check(o stormOptions) {
 	fail(fs.Cut < fs.OnVictim, "%d GET streams on the killed node, %d seen cut", fs.OnVictim, fs.Cut)
 	fail(fs.Gone > 0, "%d GET streams answered 404 (session or stream unknown)", fs.Gone)
 	fail(fs.Behind > 0, "%d GET streams without the last notification at the end", fs.Behind)
+	fail(fs.Silent > 0, "%d GET streams without an event after the recovery", fs.Silent)
 	fail(fs.CutBeforeKill > 0, "%d GET streams cut before the kill", fs.CutBeforeKill)
 	fail(fc.Started < o.calls, "%d of %d calls started", fc.Started, o.calls)
 	fail(fc.Hung > 0, "%d calls hung (no end within the bound)", fc.Hung)
@@ -378,7 +383,7 @@ func (f *stormFigures) markdown() string {
 	row("answers other than 200 on the way; refused connections", "%s; %d", describeCounts(fs.Refused), fs.ConnectFailures)
 	row("streams per node at the end", "%v", fs.PerNodeAfter)
 	row("notifications sent / events received on the GET streams", "%d / %d", fs.Notifications, fs.Events)
-	row("events lost / duplicated / streams behind at the end", "**%d** / **%d** / **%d**", fs.Lost, fs.Duplicated, fs.Behind)
+	row("events lost / duplicated / streams behind at the end / silent after the recovery", "**%d** / **%d** / **%d** / **%d**", fs.Lost, fs.Duplicated, fs.Behind, fs.Silent)
 	row("calls started / completed / hung", "%d / %d / **%d**", fc.Started, fc.Completed, fc.Hung)
 	row("calls cut / resumed / errors", "%d / %d / %s", fc.Cut, fc.Resumed, describeCounts(fc.Errors))
 	row("kill → cut call resumed (p50 / p99 / max)", "%s", cells(fc.ResumedAt))
