@@ -268,6 +268,7 @@ func (m *storm) run(st *stats) *stormFigures {
 	after := m.nodeFigures()
 	stopStreams()
 	streams.Wait()
+	writeLogs(m.cfg.logs, "storm", m.c.Nodes)
 	return m.figures(kill, victimStreams, behind, before, after, st, cc.st)
 }
 
