@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -99,8 +100,9 @@ type stormStream struct {
 	firstAt       time.Time // the first event after it
 	lastEvent     time.Time
 	refused       map[string]int
-	tries         int  // connections refused or failed
-	gone          bool // the session or stream is unknown (404)
+	failed        map[string]int // requests that got no answer, by why
+	tries         int            // connections refused or failed
+	gone          bool           // the session or stream is unknown (404)
 	open          bool
 }
 
@@ -191,7 +193,7 @@ func (m *storm) run(st *stats) *stormFigures {
 		if err != nil {
 			return
 		}
-		ss := &stormStream{i: i, home: home, node: home, s: s, tr: newTracker(), refused: map[string]int{}}
+		ss := &stormStream{i: i, home: home, node: home, s: s, tr: newTracker(), refused: map[string]int{}, failed: map[string]int{}}
 		m.streams[i] = ss
 		streams.Add(1)
 		go func() { defer streams.Done(); m.follow(sctx, ss) }()
@@ -299,6 +301,7 @@ func (m *storm) follow(ctx context.Context, ss *stormStream) {
 			}
 			// A refused connection: the next node, soon.
 			ss.tries++
+			ss.failed[failure(err)]++
 			ss.node = m.next(ss)
 			sleep(ctx, time.Duration(100+rand.IntN(100))*time.Millisecond)
 			continue
@@ -334,6 +337,18 @@ func (m *storm) follow(ctx context.Context, ss *stormStream) {
 		ss.node = m.next(ss)
 		sleep(ctx, m.retry(ss))
 	}
+}
+
+// failure names why a request got no answer: the system call's error
+// (connection refused, cannot assign requested address, ...) when
+// there is one, else the error's last part.
+func failure(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	msg := err.Error()
+	return msg[strings.LastIndex(msg, ": ")+1:]
 }
 
 // retry is the pause before a stream reconnects: the node's retry hint

@@ -54,9 +54,11 @@ type stormStreamFigures struct {
 	Behind         int `json:"behind"` // without the last notification at the end
 	Silent         int `json:"silent"` // without an event after the recovery
 	// Refused are the answers other than 200 on the way, by status and
-	// JSON-RPC code; ConnectFailures the connections refused or failed.
+	// JSON-RPC code; ConnectFailures the requests that got no answer
+	// (a connection refused or failed), Failed those by why.
 	Refused         map[string]int `json:"refused"`
 	ConnectFailures int            `json:"connect_failures"`
+	Failed          map[string]int `json:"failed"`
 	Resume          bench.Summary  `json:"resume"`      // kill → the resuming GET's 200
 	FirstEvent      bench.Summary  `json:"first_event"` // kill → its first event
 	Notifications   int64          `json:"notifications"`
@@ -141,7 +143,7 @@ func (m *storm) figures(kill time.Time, onVictim int64, behind int, before, afte
 		Settings: stormSettings{Nodes: len(m.nodes), Victim: m.c.Nodes[stormVictim].ID, Streams: o.streams, Calls: o.calls,
 			CallSteps: o.steps, CallDelayMs: stormDelayMs, NotifyEvery: o.every.String(), Bound: m.cfg.bound.String(), NodeArgs: *stormArgs}}
 	fs := &f.Streams
-	fs.OnVictim, fs.Behind, fs.Refused = int(onVictim), behind, map[string]int{}
+	fs.OnVictim, fs.Behind, fs.Refused, fs.Failed = int(onVictim), behind, map[string]int{}, map[string]int{}
 	fs.Notifications = m.toggles.Load()
 	fs.PerNodeAfter = make([]int, len(m.nodes))
 	var resumes, firsts []time.Duration
@@ -158,6 +160,9 @@ func (m *storm) figures(kill time.Time, onVictim int64, behind int, before, afte
 			m.h.Logf("storm: GET stream (session %.8s): %d lost, %d duplicated; seqs %v", ss.s.id, lost, dup, describeSeqs(ss.tr))
 		}
 		fs.ConnectFailures += ss.tries
+		for k, n := range ss.failed {
+			fs.Failed[strings.TrimSpace(k)] += n
+		}
 		for k, n := range ss.refused {
 			fs.Refused[k] += n
 		}
@@ -380,7 +385,7 @@ func (f *stormFigures) markdown() string {
 	row("streams cut / resumed on the survivors / never resumed", "%d / %d / **%d**", fs.Cut, fs.Resumed, fs.NeverResumed)
 	row("kill → resuming GET answered 200 (p50 / p99 / max)", "%s", cells(fs.Resume))
 	row("kill → first event on the new node (p50 / p99 / max)", "%s", cells(fs.FirstEvent))
-	row("answers other than 200 on the way; refused connections", "%s; %d", describeCounts(fs.Refused), fs.ConnectFailures)
+	row("answers other than 200 on the way; requests without an answer", "%s; %d (%s)", describeCounts(fs.Refused), fs.ConnectFailures, describeCounts(fs.Failed))
 	row("streams per node at the end", "%v", fs.PerNodeAfter)
 	row("notifications sent / events received on the GET streams", "%d / %d", fs.Notifications, fs.Events)
 	row("events lost / duplicated / streams behind at the end / silent after the recovery", "**%d** / **%d** / **%d** / **%d**", fs.Lost, fs.Duplicated, fs.Behind, fs.Silent)
