@@ -127,8 +127,13 @@ func runStorm(short bool, cfg config) int {
 			o.steps = 20
 		}
 	}
-	raiseNoFile(uint64(4*o.streams + 20000))
 	h := &harness{name: "storm"}
+	// The harness holds a connection per stream, three per call (the
+	// router's two sides) and its own: past its open-file limit, dials
+	// fail with EMFILE and the run measures the harness.
+	if got, need := raiseNoFile(uint64(4*o.streams+20000)), uint64(o.streams+4*o.calls+1000); got < need {
+		h.Logf("storm: the open-file limit is %d and may not be raised (the hard limit); %d streams and %d calls need about %d", got, o.streams, o.calls, need)
+	}
 	defer h.cleanup()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
@@ -429,13 +434,18 @@ func parallel(n, width int, f func(i int)) {
 
 // raiseNoFile lifts the process's open-file limit to n (the nodes and
 // Redis, started after, inherit it), as far as the hard limit goes for
-// a process that may not raise it.
-func raiseNoFile(n uint64) {
+// a process that may not raise it, and returns the limit it has.
+func raiseNoFile(n uint64) uint64 {
 	var r syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r) != nil || r.Cur >= n {
-		return
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r) != nil {
+		return 0
 	}
-	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: max(n, r.Max)}) != nil {
-		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: r.Max, Max: r.Max})
+	if r.Cur >= n {
+		return r.Cur
 	}
+	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: max(n, r.Max)}) == nil {
+		return n
+	}
+	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: r.Max, Max: r.Max})
+	return r.Max
 }
