@@ -88,6 +88,12 @@ type tracker struct {
 	getAt    map[string][2]uint64 // a GET stream's last (broadcast, own) position
 	progress map[float64]int
 	last     string
+	// The storm's (storm.go): when the call's stream was first cut and
+	// first resumed, the retry hint last received, and a hook run after
+	// each event with an id is recorded.
+	cut, resumed time.Time
+	retry        time.Duration
+	onEvent      func()
 }
 
 func newTracker() *tracker {
@@ -107,6 +113,9 @@ func (t *tracker) event(id string, priming bool) {
 		return
 	}
 	stream, seq := t.position(eid, priming)
+	if t.onEvent != nil {
+		defer t.onEvent()
+	}
 	if priming {
 		if t.primed[stream] == nil {
 			t.primed[stream] = map[uint64]bool{}

@@ -165,6 +165,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // returns the final response, or nil and how the call ended otherwise;
 // the outcome is counted.
 func (c *client) call(s *session, name string, args map[string]any, steps int) (*jsonrpc.Message, string) {
+	final, how, _ := c.track(s, name, args, steps)
+	return final, how
+}
+
+// track is call, returning also the call's tracker (when it was cut and
+// resumed).
+func (c *client) track(s *session, name string, args map[string]any, steps int) (*jsonrpc.Message, string, *tracker) {
 	c.st.add(func(s *stats) { s.started++ })
 	ctx, cancel := context.WithTimeout(context.Background(), c.bound)
 	defer cancel()
@@ -212,7 +219,7 @@ func (c *client) call(s *session, name string, args map[string]any, steps int) (
 		c.st.countLost(lost, dup, final != nil && final.Error != nil || final == nil && how != "hung")
 		c.st.note("%s id %d (session %.8s): %d lost, %d duplicated; seqs %v progress %v", name, id, sessionID(s), lost, dup, describeSeqs(tr), describeProgress(tr))
 	}
-	return final, how
+	return final, how, tr
 }
 
 // internals are words a message for a user must not carry: package and
@@ -271,6 +278,7 @@ func (c *client) follow(ctx context.Context, s *session, id int64, body []byte, 
 	if ctx.Err() != nil {
 		return nil, "hung"
 	}
+	tr.cut = time.Now()
 	if tr.last == "" {
 		// Cut before any event id: nothing to resume from.
 		return nil, "cut before the first event"
@@ -288,6 +296,9 @@ func (c *client) follow(ctx context.Context, s *session, id int64, body []byte, 
 		}
 		switch {
 		case resp.StatusCode == http.StatusOK:
+			if tr.resumed.IsZero() {
+				tr.resumed = time.Now()
+			}
 			if final := c.read(ctx, s, id, resp, tr); final != nil {
 				c.st.add(func(s *stats) { s.resumed++ })
 				return final, ""
@@ -324,6 +335,7 @@ func (c *client) read(ctx context.Context, s *session, id int64, resp *http.Resp
 		if err != nil {
 			return nil
 		}
+		tr.retry = ev.Retry
 		// An event without an id field keeps the last id (SSE): it has no
 		// position in history (a final response the node could not
 		// record is written so) and is not counted.

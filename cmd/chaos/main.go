@@ -10,6 +10,7 @@
 //	go run ./cmd/chaos                      # every scenario (make chaos)
 //	go run ./cmd/chaos -short               # kill -9 and a Redis restart, ~3 min
 //	go run ./cmd/chaos -scenarios kill9,aof # some of them
+//	go run ./cmd/chaos -storm               # a node's death at scale (storm.go)
 //
 // It needs redis-server and nginx (make chaos and scripts/test.sh
 // install them); toxiproxy runs in process.
@@ -210,6 +211,9 @@ func main() {
 	flag.IntVar(&cfg.tasks, "tasks", 4, "task clients of the upgrade scenario (echo_task as a durable task, both protocol eras)")
 	flag.StringVar(&cfg.previous, "previous", "", "cmd/server of the previous release, for the upgrade scenario (scripts/previous.sh builds it)")
 	flag.Parse()
+	if *stormRun {
+		os.Exit(runStorm(*short, cfg))
+	}
 	want := map[string]bool{}
 	if *short {
 		want["kill9"], want["redis"] = true, true
@@ -347,17 +351,24 @@ func runScenario(sc scenario, cfg config) result {
 	// still waits to be resumed.
 	e.ngx.stop()
 	cl.hc.CloseIdleConnections() // the client's own connections to nodes (the upgrade scenario's)
-	if cfg.logs != "" {
-		_ = os.MkdirAll(cfg.logs, 0o755)
-		for _, n := range e.c.Nodes {
-			_ = os.WriteFile(filepath.Join(cfg.logs, sc.name+"-"+n.ID+".log"), []byte(n.Logs()), 0o644)
-		}
-	}
+	writeLogs(cfg.logs, sc.name, e.c.Nodes)
 	time.Sleep(12 * time.Second)
 	for _, n := range e.c.Nodes {
 		r.after = append(r.after, readFigures(n))
 	}
 	return r
+}
+
+// writeLogs writes each node's log to dir (nothing when dir is ""), as
+// <name>-<node id>.log.
+func writeLogs(dir, name string, nodes []*clustertest.Node) {
+	if dir == "" {
+		return
+	}
+	_ = os.MkdirAll(dir, 0o755)
+	for _, n := range nodes {
+		_ = os.WriteFile(filepath.Join(dir, name+"-"+n.ID+".log"), []byte(n.Logs()), 0o644)
+	}
 }
 
 // recovery is the longest time from a fault until the prober's last

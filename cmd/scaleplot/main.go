@@ -19,6 +19,14 @@
 // against minutes, one line per node, into the CSV's directory
 // (soak-<figure>.svg), shown in docs/RELIABILITY.md.
 //
+//	scaleplot -storm docs/scaling/storm/storm.json
+//
+// draws a node's death at scale (make storm, cmd/chaos -storm) beside
+// the file: the shares of the cut GET streams resumed and of the cut
+// calls ended against seconds from the kill (storm-resumed.svg), and the
+// CPU of Redis, the surviving nodes, the clients and the whole machine
+// (storm-redis-cpu.svg).
+//
 //	scaleplot -gobench FILE.txt -metric roundtrips/stream -o OUT.svg
 //
 // draws one metric of go test -bench output whose sub-benchmarks are
@@ -301,6 +309,7 @@ func plotFile(path, dir string) ([]string, error) {
 func main() {
 	out := flag.String("out", "docs/scaling", "directory of the SVG files")
 	soak := flag.String("soak", "", "draw this soak samples.csv (make soak) into its directory instead")
+	storm := flag.String("storm", "", "draw this storm FILE.json (make storm) into FILE-resumed.svg and FILE-redis-cpu.svg instead")
 	gobench := flag.String("gobench", "", "draw -metric of this go test -bench output into -o instead")
 	metric := flag.String("metric", "", "with -gobench: the metric (unit) to draw")
 	title := flag.String("title", "", "with -gobench: the chart's title")
@@ -322,8 +331,14 @@ func main() {
 		fmt.Println(*outFile)
 		return
 	}
-	if *soak != "" {
-		written, err := plotSoak(*soak, filepath.Dir(*soak))
+	if *soak != "" || *storm != "" {
+		var written []string
+		var err error
+		if *soak != "" {
+			written, err = plotSoak(*soak, filepath.Dir(*soak))
+		} else {
+			written, err = plotStorm(*storm)
+		}
 		for _, w := range written {
 			fmt.Println(w)
 		}

@@ -69,22 +69,37 @@ func soakCharts(r io.Reader) ([]string, map[string]*chart, error) {
 // plotSoak writes DIR/soak-<figure>.svg for each figure of the samples
 // at path, and returns the paths written.
 func plotSoak(path, dir string) ([]string, error) {
+	return drawFile(path, func(r io.Reader) ([]string, []*chart, error) {
+		order, charts, err := soakCharts(r)
+		var outs []string
+		var cs []*chart
+		for _, figure := range order {
+			outs = append(outs, filepath.Join(dir, "soak-"+strings.ReplaceAll(strings.ToLower(figure), " ", "-")+".svg"))
+			cs = append(cs, charts[figure])
+		}
+		return outs, cs, err
+	})
+}
+
+// drawFile reads the data at path with read, which returns the charts
+// and the path of each, writes them in order and returns the paths
+// written.
+func drawFile(path string, read func(io.Reader) ([]string, []*chart, error)) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	order, charts, err := soakCharts(f)
+	outs, charts, err := read(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var written []string
-	for _, figure := range order {
-		out := filepath.Join(dir, "soak-"+strings.ReplaceAll(strings.ToLower(figure), " ", "-")+".svg")
-		if err := charts[figure].writeFile(out); err != nil {
+	for i, c := range charts {
+		if err := c.writeFile(outs[i]); err != nil {
 			return written, err
 		}
-		written = append(written, out)
+		written = append(written, outs[i])
 	}
 	return written, nil
 }

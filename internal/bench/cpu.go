@@ -102,3 +102,27 @@ type ProcessCPU struct {
 	// MicrosPerOp is CPU microseconds per successful operation.
 	MicrosPerOp float64 `json:"us_per_op"`
 }
+
+// MachineCPU returns the CPU time every process of the machine has used
+// since boot, read from the first line of /proc/stat (Linux only): user,
+// nice, system, irq, softirq and steal time as User and System (System
+// the kernel's part), idle and iowait left out.
+func MachineCPU() (CPUTimes, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return CPUTimes{}, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return CPUTimes{}, fmt.Errorf("/proc/stat: first line %q", line)
+	}
+	var v [8]int64 // user nice system idle iowait irq softirq steal
+	for i := range v {
+		if v[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
+			return CPUTimes{}, fmt.Errorf("/proc/stat: %q: %v", f[i+1], err)
+		}
+	}
+	tick := time.Second / clockTicks
+	return CPUTimes{User: time.Duration(v[0]+v[1]) * tick, System: time.Duration(v[2]+v[5]+v[6]+v[7]) * tick}, nil
+}

@@ -32,17 +32,22 @@ func TestSelfCPUAdvances(t *testing.T) {
 	}
 }
 
+// burn uses 100ms of CPU (not of wall time: the machine may be busy;
+// at most 10 s of it) and returns what getrusage counted.
+func burn() time.Duration {
+	self0 := SelfCPU()
+	deadline := time.Now().Add(10 * time.Second)
+	for SelfCPU().Sub(self0).Total() < 100*time.Millisecond && time.Now().Before(deadline) {
+	}
+	return SelfCPU().Sub(self0).Total()
+}
+
 func TestProcCPU(t *testing.T) {
 	before, err := ProcCPU(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	self0 := SelfCPU()
-	// Burn 100ms of CPU (not of wall time: the machine may be busy).
-	deadline := time.Now().Add(10 * time.Second)
-	for SelfCPU().Sub(self0).Total() < 100*time.Millisecond && time.Now().Before(deadline) {
-	}
-	self := SelfCPU().Sub(self0).Total()
+	self := burn()
 	after, err := ProcCPU(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
@@ -53,5 +58,22 @@ func TestProcCPU(t *testing.T) {
 	}
 	if _, err := ProcCPU(-1); err == nil {
 		t.Fatalf("ProcCPU(-1): no error")
+	}
+}
+
+func TestMachineCPUCountsThisProcess(t *testing.T) {
+	before, err := MachineCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := burn()
+	after, err := MachineCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The machine used at least what this process did (less a tick of
+	// rounding on each side).
+	if got := after.Sub(before).Total(); got < self-20*time.Millisecond {
+		t.Fatalf("/proc/stat says the machine used %v of CPU, this process alone %v", got, self)
 	}
 }

@@ -288,6 +288,17 @@ func (n *Node) Binary() string {
 	return n.bin
 }
 
+// PID is the node's process id (0 before its first start), e.g. to
+// read its CPU time from /proc.
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
 // Alive reports whether the process runs.
 func (n *Node) Alive() bool {
 	n.mu.Lock()

@@ -473,6 +473,17 @@ func (s *Server) URL() string {
 	return "redis://" + s.Addr()
 }
 
+// PID is the running redis-server's process id (0 when stopped), e.g.
+// to read its CPU time from /proc.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Kill ends the process with SIGKILL (a crash: clients see their
 // connections reset) and waits for it. Killing a stopped server is a
 // no-op.
