@@ -34,6 +34,11 @@
 #                   exchange across releases (a sampling reply, an MRTR
 #                   round, a task's result, a session change) was not
 #                   answered (~70 s)
+#   storm           scripts/chaos.sh -storm -short: 3 nodes on one Redis, 1,000
+#                   GET streams and 20 calls, one node killed with SIGKILL;
+#                   fails on a stream not resumed on the survivors, a lost,
+#                   repeated or missing event, or a call without an outcome
+#                   (~30 s; make storm is the 10,000-stream form)
 #   scaleout        scripts/scaleout.sh --short: 1 and 2 nodes, each in a network
 #                   namespace of its own with a CPU share, Redis, nginx and
 #                   mcpbench too, then 1 node on a 3-primary Redis Cluster;
@@ -300,9 +305,11 @@ fi
 if [[ "${MCP_SKIP_CHAOS:-}" == 1 ]]; then
   skip "chaos" "MCP_SKIP_CHAOS=1"
   skip "upgrade" "MCP_SKIP_CHAOS=1"
+  skip "storm" "MCP_SKIP_CHAOS=1"
 else
   stage "chaos (kill -9, Redis restart)" env CHAOS_TIMEOUT=420 scripts/chaos.sh -short
   stage "upgrade (previous release → this build → back, under load)" env CHAOS_TIMEOUT=300 scripts/chaos.sh -scenarios upgrade -duration 45s
+  stage "storm (a node killed under 1,000 GET streams)" env CHAOS_TIMEOUT=180 scripts/chaos.sh -storm -short
 fi
 if [[ "${MCP_SKIP_SCALEOUT:-}" == 1 ]]; then
   skip "scaleout" "MCP_SKIP_SCALEOUT=1"
