@@ -203,7 +203,7 @@ for k in $SHARD_COUNTS; do
 done
 [[ -n "$PLAN" ]] || die "nothing to measure: no node counts or shard counts"
 for s in $SCENARIOS; do
-  [[ "$s" =~ ^[a-z]+@[0-9]{4}-[0-9]{2}-[0-9]{2}$ ]] || die "SCALEOUT_SCENARIOS: not SCENARIO@REVISION: $s"
+  [[ "$s" =~ ^[a-z][a-z-]*@[0-9]{4}-[0-9]{2}-[0-9]{2}$ ]] || die "SCALEOUT_SCENARIOS: not SCENARIO@REVISION: $s"
 done
 
 # ---------------------------------------------------------- prerequisites ---
