@@ -218,7 +218,7 @@ type HTTPOptions struct {
 	MaxTaskResultBytes int
 	// TaskCacheBytes bounds the records of ended tasks a node keeps to
 	// answer tasks/get and tasks/result without reading the store again
-	// (default 8 MiB; negative keeps none): an ended task's record never
+	// (default 8 MiB; every node keeps some): an ended task's record never
 	// changes.
 	TaskCacheBytes int
 	// TaskAttempts bounds the runs of an idempotent task whose node was

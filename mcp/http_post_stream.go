@@ -316,8 +316,6 @@ func (p *postOut) abandoned(ctx context.Context, cancel context.CancelCauseFunc)
 	p.prod.WatchResume(ctx, p.h.opts.ResumeGrace, cancel, errClientGone)
 }
 
-// getKey names the claim of the connection holding a session's GET stream.
-
 // observe records a request's outcome in the metrics.
 func (h *HTTPHandler) observe(req *Request, res json.RawMessage, err error, d time.Duration) {
 	outcome := "ok"

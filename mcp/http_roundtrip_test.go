@@ -22,7 +22,7 @@ import (
 // TestRedisRoundTripsPerToolCall counts the commands a node sends to
 // Redis (MONITOR: one round trip each, scripts counted once) for a
 // legacy tools/call answered with JSON, without a session cache (every
-// call loads its session) and with one: DESIGN §5 allows one or two, and
+// call loads its session) and with one: the budget is one or two round trips, and
 // the session load is the one. The per-caller rate adds one batched
 // debit per 20ms window, whatever the number of requests in it.
 func TestRedisRoundTripsPerToolCall(t *testing.T) {

@@ -1,6 +1,6 @@
 package clustertest_test
 
-// The flows of DESIGN.md §3 that hold on any deployment: each runs on
+// The flows of docs/ARCHITECTURE.md ("The flows and their files") that hold on any deployment: each runs on
 // three Redis-backed nodes behind a random router and on the embedded
 // single node (see setups). "Node i" is pinned by URL; on the single node
 // every node is the same one.

@@ -2,7 +2,7 @@ package coordinator
 
 import "context"
 
-// Flow 6 (DESIGN §3): notifications/cancelled lands on any node and
+// Flow 6 (docs/ARCHITECTURE.md, "The flows and their files"): notifications/cancelled lands on any node and
 // reaches the handler context of the request wherever it runs.
 
 // maxCancelKey bounds the request id kept with a recorded cancellation.

@@ -75,6 +75,10 @@ type Waiter struct {
 	err  error
 }
 
+// DefaultMaxWaiters is the waiter bound New uses when limit is not
+// positive (mcp.HTTPOptions.MaxWaiters takes it from here).
+const DefaultMaxWaiters = 10000
+
 // New returns a coordinator for one process of node: incarnation (drawn
 // at start) tells it from earlier processes with the same node id. Its
 // ids and reply topic name both, so a reply to a request of a previous
@@ -82,10 +86,6 @@ type Waiter struct {
 // replies are routed over bus (nil for a single process); limit bounds
 // the number of pending waiters, of which one session may hold half (see
 // SetSessionShare).
-// DefaultMaxWaiters is the waiter bound New uses when limit is not
-// positive (mcp.HTTPOptions.MaxWaiters takes it from here).
-const DefaultMaxWaiters = 10000
-
 func New(node, incarnation string, bus cluster.Bus, limit int) *Coordinator {
 	if limit <= 0 {
 		limit = DefaultMaxWaiters

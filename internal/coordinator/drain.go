@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Flow 9 (DESIGN §3): on SIGTERM the node's readiness flips, new work is
+// Flow 9 (docs/ARCHITECTURE.md, "The flows and their files"): on SIGTERM the node's readiness flips, new work is
 // refused, open streams are closed (the adapter sends them a retry hint)
 // so clients resume elsewhere, and running requests and tasks finish
 // within the grace period; idempotent tasks still running then are handed

@@ -8,7 +8,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
-// Flow 8 (DESIGN §3): DELETE lands on any node and the session ends
+// Flow 8 (docs/ARCHITECTURE.md, "The flows and their files"): DELETE lands on any node and the session ends
 // everywhere: its streams close, its running requests are cancelled, its
 // waiters fail, and its cached state is dropped.
 

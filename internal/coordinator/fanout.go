@@ -13,7 +13,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
-// Flow 7 (DESIGN §3): notifications/*/list_changed reach every session
+// Flow 7 (docs/ARCHITECTURE.md, "The flows and their files"): notifications/*/list_changed reach every session
 // once, on its GET stream wherever that lives, and resources/updated the
 // subscribed sessions; listen streams on every node get them through the
 // bus.

@@ -11,7 +11,7 @@ import (
 
 // A session's GET stream is held by one connection at a time, through a
 // claim: a newer connection takes it over, and requests sent on it fail
-// when it closes. Flow 7's second half (DESIGN §3): a server-initiated
+// when it closes. Flow 7's second half (docs/ARCHITECTURE.md, "The flows and their files"): a server-initiated
 // request on the GET stream works from any node (RequestOnGet).
 
 // ErrNoGetStream is returned by RequestOnGet when no GET stream of the

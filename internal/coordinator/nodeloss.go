@@ -8,7 +8,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
-// Flow 5 (DESIGN §3): a node dies mid-call. Its membership lease lapses
+// Flow 5 (docs/ARCHITECTURE.md, "The flows and their files"): a node dies mid-call. Its membership lease lapses
 // (membership.go), and whoever holds streams of its requests ends them
 // with a JSON-RPC error for the request instead of hanging; its waiters
 // die with it.

@@ -9,7 +9,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
-// Flow 2 (DESIGN §3): a call's response upgrades to a stream, and each
+// Flow 2 (docs/ARCHITECTURE.md, "The flows and their files"): a call's response upgrades to a stream, and each
 // of its events is appended to the stream's shared history before it is
 // written, under an id unique in the cluster, so the client can resume
 // it on any node (resume.go); the appends are group commits, the

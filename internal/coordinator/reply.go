@@ -11,7 +11,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/telemetry"
 )
 
-// Flow 3 (DESIGN §3): a handler on B sends a server→client request on
+// Flow 3 (docs/ARCHITECTURE.md, "The flows and their files"): a handler on B sends a server→client request on
 // its stream; the client's reply arrives on a POST that lands on C. The
 // request id names the process that waits (NewID), so C forwards the
 // reply over the bus to that process's topic without a lookup, and the

@@ -7,7 +7,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/cluster"
 )
 
-// Flow 4 (DESIGN §3): the client's connection to B drops; it GETs with
+// Flow 4 (docs/ARCHITECTURE.md, "The flows and their files"): the client's connection to B drops; it GETs with
 // Last-Event-ID and lands on C. C checks the stream belongs to the
 // session (the event log refuses another session's stream), replays the
 // missed events from history, and follows the stream live while B keeps

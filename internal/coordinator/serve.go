@@ -9,7 +9,7 @@ import (
 	"github.com/mcpcluster/mcpcluster/internal/jsonrpc"
 )
 
-// Flows 4 and 7 (DESIGN §3) as one call each: ServeGet serves a
+// Flows 4 and 7 (docs/ARCHITECTURE.md, "The flows and their files") as one call each: ServeGet serves a
 // session's GET stream, and Resume a stream resumed after Last-Event-ID
 // (a GET stream, or a POST stream produced on any node), onto a Sink,
 // from the set-up to the end. Behind them: the checks, the claims

@@ -135,7 +135,7 @@ func TestOutage(t *testing.T) {
 }
 
 // TestNodesShareStreams follows, on node B, a stream appended on node A
-// (DESIGN flow 4): replay plus live, exactly once.
+// (flow 4 of docs/ARCHITECTURE.md): replay plus live, exactly once.
 func TestNodesShareStreams(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := fmt.Sprintf("shared%d", prefixes.Add(1))

@@ -1,6 +1,6 @@
 package inproc_test
 
-// The flows of DESIGN.md §3 on three in-process nodes A (n0), B (n1) and
+// The flows of docs/ARCHITECTURE.md ("The flows and their files") on three in-process nodes A (n0), B (n1) and
 // C (n2), each request pinned to a node by URL.
 
 import (
